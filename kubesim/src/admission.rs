@@ -1,0 +1,591 @@
+//! Validation and defaulting of objects on create and update, with the field errors and defaults
+//! a real API server gives for the types kubesim serves.
+
+use serde_json::{Map, Value, json};
+
+use crate::api_error::{ApiError, Cause, cause};
+use crate::meta::{self, metadata_mut};
+use crate::resources::{NameRule, ResourceType};
+
+/// Existence check used by admission (group, plural, namespace, name).
+pub type Exists<'a> = &'a dyn Fn(&str, &str, &str, &str) -> bool;
+
+/// Validates and defaults a new object; `exists` looks up other objects (service accounts).
+pub fn admit_create(rt: &ResourceType, obj: &mut Value, exists: Exists<'_>) -> Result<(), ApiError> {
+    let name = meta::name(obj).to_string();
+    let mut causes = Vec::new();
+    if name.is_empty() {
+        causes.push(cause(
+            "FieldValueRequired",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
+    } else if let Some(msg) = check_name(rt.name_rule, &name) {
+        causes.push(cause(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: \"{name}\": {msg}"),
+        ));
+    }
+    validate_common(obj, &mut causes);
+    validate_kind(rt, obj, &mut causes);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
+    }
+    default_kind(rt, obj, None);
+    if is_core(rt, "pods") {
+        let ns = meta::meta_str(obj, "namespace").to_string();
+        let sa = obj
+            .pointer("/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
+        if !exists("", "serviceaccounts", &ns, &sa) {
+            return Err(ApiError::forbidden(format!(
+                "pods \"{name}\" is forbidden: error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Validates and defaults a replacement of `current`.
+pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
+    let name = meta::name(current).to_string();
+    let mut causes = Vec::new();
+    validate_common(obj, &mut causes);
+    validate_kind(rt, obj, &mut causes);
+    if (is_core(rt, "configmaps") || is_core(rt, "secrets"))
+        && current.get("immutable").and_then(Value::as_bool) == Some(true)
+    {
+        for field in ["data", "binaryData", "immutable"] {
+            if current.get(field) != obj.get(field) {
+                causes.push(cause(
+                    "FieldValueForbidden",
+                    field,
+                    "Forbidden: field is immutable when `immutable` is set",
+                ));
+            }
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
+    }
+    default_kind(rt, obj, Some(current));
+    if is_core(rt, "pods") && pod_spec_changed_illegally(current, obj) {
+        return Err(ApiError::invalid(
+            "",
+            "Pod",
+            &name,
+            vec![cause(
+                "FieldValueForbidden",
+                "spec",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+            )],
+        ));
+    }
+    Ok(())
+}
+
+fn is_core(rt: &ResourceType, plural: &str) -> bool {
+    rt.group.is_empty() && rt.plural == plural
+}
+
+/// Returns why a name breaks the rule, worded as Kubernetes words it.
+pub fn check_name(rule: NameRule, name: &str) -> Option<String> {
+    let label_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    };
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                Some("must be no more than 253 characters".into())
+            } else if !name.split('.').all(label_ok) {
+                Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into())
+            } else {
+                None
+            }
+        }
+        NameRule::Label => (!label_ok(name)).then(|| {
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into()
+        }),
+        NameRule::Rfc1035Label => (!label_ok(name)
+            || !name.starts_with(|c: char| c.is_ascii_lowercase()))
+        .then(|| {
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into()
+        }),
+        NameRule::Path => {
+            (name == "." || name == ".." || name.contains('/') || name.contains('%'))
+                .then(|| "may not contain '/' or '%' and may not be '.' or '..'".into())
+        }
+    }
+}
+
+/// Whether a label value is valid (at most 63 chars, alphanumerics with `-_.` inside).
+pub fn valid_label_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+}
+
+/// Whether a label or annotation key is a valid qualified name (`prefix/name`).
+pub fn valid_qualified_name(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    prefix.is_none_or(|p| check_name(NameRule::Subdomain, p).is_none())
+        && !name.is_empty()
+        && valid_label_value(name)
+}
+
+fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
+    for (k, v) in meta::labels(obj) {
+        if !valid_qualified_name(&k) {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "metadata.labels",
+                format!("Invalid value: \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+            ));
+        }
+        match v.as_str() {
+            Some(s) if valid_label_value(s) => {}
+            _ => causes.push(cause(
+                "FieldValueInvalid",
+                "metadata.labels",
+                format!("Invalid value: {v}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, and must be no more than 63 characters"),
+            )),
+        }
+    }
+    if let Some(a) = obj.pointer("/metadata/annotations").and_then(Value::as_object) {
+        for (k, v) in a {
+            if !valid_qualified_name(k) || !v.is_string() {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "metadata.annotations",
+                    format!("Invalid value: \"{k}\": annotation keys must be qualified names with string values"),
+                ));
+            }
+        }
+    }
+}
+
+fn validate_kind(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
+    if rt.custom {
+        return;
+    }
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => validate_pod(obj, causes),
+        ("", "services") => validate_service(obj, causes),
+        ("", "configmaps") => {
+            for field in ["data", "binaryData"] {
+                if let Some(d) = obj.get(field).and_then(Value::as_object) {
+                    for (k, v) in d {
+                        let key_ok = !k.is_empty()
+                            && k.len() <= 253
+                            && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+                        if !key_ok {
+                            causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), format!("Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'")));
+                        }
+                        if !v.is_string() {
+                            causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), "Invalid value: must be a string"));
+                        }
+                    }
+                }
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            if crate::resources::from_crd(obj).is_none() {
+                causes.push(cause("FieldValueRequired", "spec", "Required value: group, names.plural, names.kind and versions are required"));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn validate_pod(obj: &Value, causes: &mut Vec<Cause>) {
+    let spec = obj.get("spec");
+    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    match containers {
+        None => causes.push(cause("FieldValueRequired", "spec.containers", "Required value")),
+        Some(c) if c.is_empty() => {
+            causes.push(cause("FieldValueRequired", "spec.containers", "Required value"))
+        }
+        Some(_) => {}
+    }
+    let volumes: Vec<&str> = spec
+        .and_then(|s| s.get("volumes"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.get("name").and_then(Value::as_str)).collect())
+        .unwrap_or_default();
+    for (i, v) in volumes.iter().enumerate() {
+        if volumes[..i].contains(v) {
+            causes.push(cause("FieldValueDuplicate", format!("spec.volumes[{i}].name"), format!("Duplicate value: \"{v}\"")));
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for field in ["initContainers", "containers"] {
+        let Some(list) = spec.and_then(|s| s.get(field)).and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, c) in list.iter().enumerate() {
+            let path = format!("spec.{field}[{i}]");
+            match c.get("name").and_then(Value::as_str) {
+                None | Some("") => causes.push(cause("FieldValueRequired", format!("{path}.name"), "Required value")),
+                Some(n) => {
+                    if check_name(NameRule::Label, n).is_some() {
+                        causes.push(cause("FieldValueInvalid", format!("{path}.name"), format!("Invalid value: \"{n}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+                    }
+                    if names.iter().any(|x| x == n) {
+                        causes.push(cause("FieldValueDuplicate", format!("{path}.name"), format!("Duplicate value: \"{n}\"")));
+                    }
+                    names.push(n.to_string());
+                }
+            }
+            if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                causes.push(cause("FieldValueRequired", format!("{path}.image"), "Required value"));
+            }
+            if let Some(mounts) = c.get("volumeMounts").and_then(Value::as_array) {
+                for (j, m) in mounts.iter().enumerate() {
+                    let vn = m.get("name").and_then(Value::as_str).unwrap_or("");
+                    if !volumes.contains(&vn) {
+                        causes.push(cause("FieldValueNotFound", format!("{path}.volumeMounts[{j}].name"), format!("Not found: \"{vn}\"")));
+                    }
+                    if m.get("mountPath").and_then(Value::as_str).is_none_or(str::is_empty) {
+                        causes.push(cause("FieldValueRequired", format!("{path}.volumeMounts[{j}].mountPath"), "Required value"));
+                    }
+                }
+            }
+            if let Some(env) = c.get("env").and_then(Value::as_array) {
+                for (j, e) in env.iter().enumerate() {
+                    if e.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                        causes.push(cause("FieldValueRequired", format!("{path}.env[{j}].name"), "Required value"));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(p) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str)
+        && !matches!(p, "Always" | "OnFailure" | "Never")
+    {
+        causes.push(cause("FieldValueNotSupported", "spec.restartPolicy", format!("Unsupported value: \"{p}\": supported values: \"Always\", \"OnFailure\", \"Never\"")));
+    }
+}
+
+fn validate_service(obj: &Value, causes: &mut Vec<Cause>) {
+    let spec = obj.get("spec");
+    let headless = spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
+    let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
+    if !headless && ports.is_none_or(Vec::is_empty) {
+        causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
+    }
+    for (i, p) in ports.into_iter().flatten().enumerate() {
+        match p.get("port").and_then(Value::as_i64) {
+            Some(1..=65535) => {}
+            _ => causes.push(cause("FieldValueInvalid", format!("spec.ports[{i}].port"), "Invalid value: must be between 1 and 65535, inclusive")),
+        }
+    }
+}
+
+fn default_kind(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
+    if rt.custom {
+        return;
+    }
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => default_pod(obj),
+        ("", "services") => default_service(obj, current),
+        ("", "secrets") => default_secret(obj),
+        ("", "namespaces") => {
+            let name = meta::name(obj).to_string();
+            let labels = metadata_mut(obj)
+                .entry("labels")
+                .or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+            if current.is_none() {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            let now = meta::now_rfc3339();
+            obj["status"] = json!({
+                "acceptedNames": names,
+                "storedVersions": obj.pointer("/spec/versions").and_then(Value::as_array)
+                    .map(|a| a.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                        .filter_map(|v| v.get("name").cloned()).collect::<Vec<_>>()).unwrap_or_default(),
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+                ],
+            });
+        }
+        _ => {}
+    }
+}
+
+fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
+    map.entry(key.to_string()).or_insert(value);
+}
+
+fn default_pod(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "enableServiceLinks", json!(true));
+    set_default(spec, "priority", json!(0));
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    let sa = spec
+        .get("serviceAccountName")
+        .or_else(|| spec.get("serviceAccount"))
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(sa));
+    spec.insert("serviceAccount".into(), json!(sa));
+    for field in ["initContainers", "containers"] {
+        if let Some(list) = spec.get_mut(field).and_then(Value::as_array_mut) {
+            for c in list.iter_mut().filter_map(Value::as_object_mut) {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                let latest = image.rsplit('/').next().is_some_and(|last| !last.contains(':') || last.ends_with(":latest"));
+                set_default(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                        set_default(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(vols) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        for v in vols.iter_mut().filter_map(Value::as_object_mut) {
+            for src in ["configMap", "secret"] {
+                if let Some(s) = v.get_mut(src).and_then(Value::as_object_mut) {
+                    set_default(s, "defaultMode", json!(420));
+                }
+            }
+        }
+    }
+    if obj.get("status").is_none_or(|s| !s.is_object()) {
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(obj)});
+    }
+}
+
+/// The pod's QoS class from its containers' requests and limits.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for res in ["cpu", "memory"] {
+            let l = lim.and_then(|l| l.get(res));
+            let r = req.and_then(|r| r.get(res)).or(l);
+            if l.is_none() || r != l {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+fn default_service(obj: &mut Value, current: Option<&Value>) {
+    let name = meta::name(obj).to_string();
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    set_default(spec, "type", json!("ClusterIP"));
+    set_default(spec, "sessionAffinity", json!("None"));
+    set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    set_default(spec, "ipFamilies", json!(["IPv4"]));
+    set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    let ip = current
+        .and_then(|c| c.pointer("/spec/clusterIP"))
+        .cloned()
+        .or_else(|| spec.get("clusterIP").cloned())
+        .unwrap_or_else(|| json!(cluster_ip_for(&name)));
+    spec.insert("clusterIP".into(), ip.clone());
+    spec.insert("clusterIPs".into(), json!([ip]));
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            set_default(p, "protocol", json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                set_default(p, "targetPort", port);
+            }
+        }
+    }
+    if obj.get("status").is_none() {
+        obj["status"] = json!({"loadBalancer": {}});
+    }
+}
+
+// A stable address per name inside 10.96.0.0/12; collisions are harmless in a simulator.
+fn cluster_ip_for(name: &str) -> String {
+    let h = name
+        .bytes()
+        .fold(2_166_136_261u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16_777_619));
+    format!("10.96.{}.{}", (h >> 8) % 256, (h % 254) + 1)
+}
+
+fn default_secret(obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    set_default(map, "type", json!("Opaque"));
+    if let Some(Value::Object(sd)) = map.remove("stringData") {
+        let data = map.entry("data").or_insert_with(|| json!({}));
+        if let Some(d) = data.as_object_mut() {
+            for (k, v) in sd {
+                if let Some(s) = v.as_str() {
+                    d.insert(k, json!(base64(s.as_bytes())));
+                }
+            }
+        }
+    }
+}
+
+/// Standard base64 with padding (Secret `data` values).
+pub fn base64(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// Decodes standard base64 (Secret `data` values); `None` when malformed.
+pub fn unbase64(input: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = input.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().rev().take_while(|b| **b == b'=').count();
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            let v = if i >= 4 - pad { 0 } else { val(*c)? };
+            n = (n << 6) | v;
+        }
+        out.push((n >> 16) as u8);
+        if pad < 2 {
+            out.push((n >> 8) as u8);
+        }
+        if pad < 1 {
+            out.push(n as u8);
+        }
+    }
+    Some(out)
+}
+
+fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
+    let normalise = |pod: &Value| -> Value {
+        let mut spec = pod.get("spec").cloned().unwrap_or(json!({}));
+        if let Some(s) = spec.as_object_mut() {
+            for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "nodeName"] {
+                s.remove(k);
+            }
+            for field in ["containers", "initContainers"] {
+                if let Some(list) = s.get_mut(field).and_then(Value::as_array_mut) {
+                    for c in list.iter_mut().filter_map(Value::as_object_mut) {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+        spec
+    };
+    let node_changed = {
+        let cur = current.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        let new = proposed.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        !cur.is_empty() && cur != new
+    };
+    node_changed || normalise(current) != normalise(proposed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        for s in ["", "a", "ab", "abc", "hello world!"] {
+            assert_eq!(unbase64(&base64(s.as_bytes())).as_deref(), Some(s.as_bytes()));
+        }
+        assert_eq!(base64(b"hello"), "aGVsbG8=");
+    }
+
+    #[test]
+    fn names_follow_dns_rules() {
+        assert!(check_name(NameRule::Subdomain, "spark-pi.driver").is_none());
+        assert!(check_name(NameRule::Subdomain, "Bad_Name").is_some());
+        assert!(check_name(NameRule::Rfc1035Label, "1svc").is_some());
+        assert!(check_name(NameRule::Label, "a.b").is_some());
+        assert!(check_name(NameRule::Subdomain, &"a".repeat(254)).is_some());
+    }
+
+    #[test]
+    fn label_values_longer_than_63_are_invalid() {
+        assert!(valid_label_value(&"a".repeat(63)));
+        assert!(!valid_label_value(&"a".repeat(64)));
+        assert!(!valid_label_value("-a"));
+        assert!(valid_label_value(""));
+    }
+
+    #[test]
+    fn pod_gets_defaults_and_qos() {
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        default_pod(&mut pod);
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(pod["status"]["qosClass"], "Guaranteed");
+        assert_eq!(pod["spec"]["serviceAccountName"], "default");
+    }
+}

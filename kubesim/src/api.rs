@@ -1,0 +1,609 @@
+//! The HTTP face of kubesim: the Kubernetes REST API over the store, plus the `/sim/v1` control API.
+
+mod discovery;
+mod path;
+mod query;
+mod sim;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::api_error::ApiError;
+use crate::control::{Control, FaultTiming, RequestInfo};
+use crate::kubelet::Kubelet;
+use crate::meta;
+use crate::patch;
+use crate::resources::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{DeleteOpts, ListOpts, Part, Store, WriteOpts};
+
+pub use path::{ObjectPath, Route};
+use query::Query;
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// Counters and fault rules.
+    pub control: Arc<Control>,
+    /// The kubelet (logs, kills, partitions).
+    pub kubelet: Arc<Kubelet>,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: std::time::Duration,
+}
+
+/// The whole API as one axum router.
+pub fn router(state: AppState) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(state)
+}
+
+async fn handle(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let query = Query::parse(uri.query().unwrap_or(""));
+    if let Some(rest) = path.strip_prefix("/sim/v1") {
+        return sim::handle(&state, &method, rest, &body).await;
+    }
+    match path::parse(&path) {
+        None => error_response(&ApiError::no_route(&path)),
+        Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
+        Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
+        Some(Route::CoreVersions) => json_response(StatusCode::OK, &discovery::core_versions()),
+        Some(Route::Groups) => json_response(StatusCode::OK, &discovery::groups(&state.store.registry())),
+        Some(Route::Group(g)) => match discovery::group(&state.store.registry(), &g) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error_response(&ApiError::no_route(&path)),
+        },
+        Some(Route::Resources { group, version }) => {
+            match discovery::resources(&state.store.registry(), &group, &version) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error_response(&ApiError::no_route(&path)),
+            }
+        }
+        Some(Route::Object(op)) => {
+            object_request(&state, method, op, &query, &headers, body)
+                .await
+                .unwrap_or_else(|e| error_response(&e))
+        }
+    }
+}
+
+/// Which operation a method and path ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    fn audit(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError> {
+    let named = op.name.is_some();
+    Ok(match (method.as_str(), named) {
+        ("GET", true) => Verb::Get,
+        ("GET", false) if q.flag("watch") => Verb::Watch,
+        ("GET", false) => Verb::List,
+        ("POST", false) => Verb::Create,
+        ("PUT", true) => Verb::Update,
+        ("PATCH", true) => Verb::Patch,
+        ("DELETE", true) => Verb::Delete,
+        ("DELETE", false) => Verb::DeleteCollection,
+        (m, _) => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({m})"
+            )));
+        }
+    })
+}
+
+async fn object_request(
+    state: &AppState,
+    method: Method,
+    op: ObjectPath,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let registry = state.store.registry();
+    let rt = registry
+        .find(&op.group, &op.version, &op.resource)
+        .ok_or_else(|| ApiError::no_route(&format!("{}/{}", op.group, op.resource)))?;
+    let verb = verb_of(&method, &op, q)?;
+    let info = RequestInfo {
+        verb: verb.audit(),
+        group: rt.group.clone(),
+        resource: match &op.subresource {
+            Some(s) => format!("{}/{s}", rt.plural),
+            None => rt.plural.clone(),
+        },
+        namespace: op.namespace.clone().unwrap_or_default(),
+        name: op.name.clone().unwrap_or_default(),
+        watch: verb == Verb::Watch,
+    };
+    let (fired, delay) = state.control.observe(&info);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(f) = &fired {
+        if !f.delay.is_zero() {
+            tokio::time::sleep(f.delay).await;
+        }
+        if f.when == FaultTiming::Before {
+            return Err(ApiError::injected(f.code, f.message.clone()));
+        }
+    }
+    if rt.namespaced && op.namespace.is_none() && !matches!(verb, Verb::List | Verb::Watch) {
+        return Err(ApiError::no_route(&format!(
+            "{} requires a namespace in the path",
+            rt.plural
+        )));
+    }
+    if !rt.namespaced && op.namespace.is_some() {
+        return Err(ApiError::no_route(&format!("{} is not namespaced", rt.plural)));
+    }
+    let ns = op.namespace.clone().unwrap_or_default();
+    let result = execute(state, &rt, verb, &op, &ns, q, headers, body).await;
+    match fired {
+        Some(f) if f.when == FaultTiming::After => {
+            Err(ApiError::injected(f.code, f.message))
+        }
+        _ => result,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    state: &AppState,
+    rt: &Arc<ResourceType>,
+    verb: Verb,
+    op: &ObjectPath,
+    ns: &str,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let store = &state.store;
+    let name = op.name.clone().unwrap_or_default();
+    let sub = op.subresource.as_deref();
+    let part = match sub {
+        None => Part::Main,
+        Some("status") if rt.status_subresource => Part::Status,
+        Some("finalize") if rt.group.is_empty() && rt.plural == "namespaces" => Part::Main,
+        Some("log") if rt.group.is_empty() && rt.plural == "pods" && verb == Verb::Get => {
+            return pod_log(state, ns, &name, q);
+        }
+        Some(s) => {
+            return Err(ApiError::no_route(&format!("{}/{s}", rt.plural)));
+        }
+    };
+    let write = WriteOpts {
+        dry_run: q.dry_run()?,
+    };
+    match verb {
+        Verb::Get => Ok(json_response(StatusCode::OK, &store.get(rt, ns, &name)?)),
+        Verb::List => {
+            let filter = Filter::from_query(rt, q)?;
+            let opts = ListOpts {
+                limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+                continue_token: q.get("continue").filter(|c| !c.is_empty()).map(str::to_string),
+            };
+            let ns_filter = op.namespace.as_deref();
+            let page = store.list(rt, ns_filter, &|o| filter.matches(o), &opts)?;
+            let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+            if let Some(c) = page.continue_token {
+                metadata["continue"] = json!(c);
+                metadata["remainingItemCount"] = json!(page.remaining);
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": format!("{}List", rt.kind),
+                    "apiVersion": rt.api_version(),
+                    "metadata": metadata,
+                    "items": page.items,
+                }),
+            ))
+        }
+        Verb::Watch => {
+            let filter = Filter::from_query(rt, q)?;
+            Ok(watch::serve(state, rt.clone(), op.namespace.clone(), filter, q))
+        }
+        Verb::Create => {
+            let obj = parse_body(headers, &body)?;
+            let mut created = store.create(rt, ns, obj, &write)?;
+            if let Some(manager) = q.get("fieldManager") {
+                created = patch::record_update(None, &created, manager, &meta::now_rfc3339());
+            }
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        Verb::Update => {
+            let obj = parse_body(headers, &body)?;
+            let out = store.modify(rt, ns, &name, part, &write, |cur| {
+                Ok(match q.get("fieldManager") {
+                    Some(m) => patch::record_update(Some(cur), &obj, m, &meta::now_rfc3339()),
+                    None => keep_managed_fields(cur, obj.clone()),
+                })
+            })?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        Verb::Patch => patch_object(state, rt, ns, &name, part, q, headers, &body, &write),
+        Verb::Delete => {
+            let opts = delete_opts(q, &body)?;
+            let out = store.delete(rt, ns, &name, &opts)?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        Verb::DeleteCollection => {
+            let filter = Filter::from_query(rt, q)?;
+            let opts = delete_opts(q, &body)?;
+            let page = store.list(rt, op.namespace.as_deref(), &|o| filter.matches(o), &ListOpts::default())?;
+            let mut deleted = Vec::new();
+            for item in page.items {
+                let item_ns = meta::meta_str(&item, "namespace").to_string();
+                match store.delete(rt, &item_ns, meta::name(&item), &opts) {
+                    Ok(o) => deleted.push(o),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": format!("{}List", rt.kind),
+                    "apiVersion": rt.api_version(),
+                    "metadata": {"resourceVersion": store.resource_version().to_string()},
+                    "items": deleted,
+                }),
+            ))
+        }
+    }
+}
+
+/// A PUT without managedFields keeps the ones recorded so far (as the API server does).
+fn keep_managed_fields(cur: &Value, mut obj: Value) -> Value {
+    if obj.pointer("/metadata/managedFields").is_none()
+        && let Some(mf) = cur.pointer("/metadata/managedFields")
+    {
+        meta::metadata_mut(&mut obj).insert("managedFields".into(), mf.clone());
+    }
+    obj
+}
+
+#[allow(clippy::too_many_arguments)]
+fn patch_object(
+    state: &AppState,
+    rt: &Arc<ResourceType>,
+    ns: &str,
+    name: &str,
+    part: Part,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+    write: &WriteOpts,
+) -> Result<Response, ApiError> {
+    let store = &state.store;
+    let content_type = content_type(headers);
+    let now = meta::now_rfc3339();
+    let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(e.to_string());
+    match content_type.as_str() {
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            let manager = q
+                .get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    )
+                })?
+                .to_string();
+            let force = q.flag("force");
+            let applied = parse_yaml_or_json(body)?;
+            if !applied.is_object() {
+                return Err(ApiError::bad_request("apply patch must be an object"));
+            }
+            let applied_name = meta::name(&applied);
+            if !applied_name.is_empty() && applied_name != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({applied_name}) does not match the name on the URL ({name})"
+                )));
+            }
+            let (out, created) = store.upsert(rt, ns, name, part, write, |cur| {
+                let mut base = applied.clone();
+                if cur.is_none() {
+                    meta::metadata_mut(&mut base).insert("name".into(), json!(name));
+                }
+                let mut result = patch::apply(cur, &base, &manager, force, &now)
+                    .map_err(|e| apply_error(rt, name, e))?;
+                if cur.is_none() {
+                    meta::metadata_mut(&mut result).insert("name".into(), json!(name));
+                }
+                Ok(result)
+            })?;
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(json_response(code, &out))
+        }
+        "application/json-patch+json" => {
+            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let out = store.modify(rt, ns, name, part, write, |cur| {
+                patch::json_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
+            })?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        "application/merge-patch+json" => {
+            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            if !p.is_object() {
+                return Err(ApiError::bad_request("merge patch must be a JSON object"));
+            }
+            let out = store.modify(rt, ns, name, part, write, |cur| Ok(patch::merge_patch(cur, &p)))?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        "application/strategic-merge-patch+json" if !rt.custom => {
+            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let out = store.modify(rt, ns, name, part, write, |cur| {
+                patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
+            })?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        other => Err(ApiError {
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}; got {other:?}",
+                if rt.custom { "" } else { ", application/strategic-merge-patch+json" }
+            ),
+            ..ApiError::unsupported_media_type(other)
+        }),
+    }
+}
+
+fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
+    ApiError {
+        message: format!("{} \"{name}\": {e}", rt.qualified()),
+        ..ApiError::invalid(&rt.group, &rt.kind, name, vec![])
+    }
+}
+
+fn apply_error(rt: &ResourceType, name: &str, e: patch::ApplyError) -> ApiError {
+    match e {
+        patch::ApplyError::Conflict { conflicts } => {
+            let listed: Vec<String> = conflicts
+                .iter()
+                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
+                .collect();
+            let causes = conflicts
+                .iter()
+                .map(|(m, f)| crate::api_error::cause("FieldManagerConflict", f.clone(), format!("conflict with \"{m}\"")))
+                .collect();
+            ApiError {
+                message: format!(
+                    "Apply failed with {} conflict{}: {}",
+                    conflicts.len(),
+                    if conflicts.len() == 1 { "" } else { "s" },
+                    listed.join(", ")
+                ),
+                ..ApiError::conflict(&rt.group, &rt.plural, name, "apply conflict")
+            }
+            .with_causes(causes)
+        }
+        other => ApiError::bad_request(other.to_string()),
+    }
+}
+
+fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response, ApiError> {
+    let pod = state.store.get_raw("", "pods", ns, name).ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    let containers: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .unwrap_or_default();
+    let container = match q.get("container") {
+        Some(c) => c.to_string(),
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+    };
+    match state.kubelet.logs(ns, name, &container) {
+        Some(text) => Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()),
+        None => Err(ApiError::bad_request(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        ))),
+    }
+}
+
+/// Label and field selection of a list, watch or deletecollection.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+}
+
+impl Filter {
+    fn from_query(rt: &ResourceType, q: &Query) -> Result<Self, ApiError> {
+        let labels = q
+            .get("labelSelector")
+            .filter(|s| !s.is_empty())
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = q
+            .get("fieldSelector")
+            .filter(|s| !s.is_empty())
+            .map(FieldSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if let Some(f) = &fields {
+            f.validate_fields(&supported_fields(rt))
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        Ok(Self { labels, fields })
+    }
+
+    /// Whether an object is selected.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.labels
+            .as_ref()
+            .is_none_or(|l| l.matches(&meta::labels(obj)))
+            && self.fields.as_ref().is_none_or(|f| f.matches(obj))
+    }
+}
+
+/// Field selectors each type supports, as the real API server's field label conversion allows.
+fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
+    let mut v = vec!["metadata.name", "metadata.namespace"];
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => v.extend([
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]),
+        ("", "events") | ("events.k8s.io", "events") => v.extend([
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "regarding.name",
+            "regarding.namespace",
+            "regarding.kind",
+            "regarding.uid",
+        ]),
+        ("", "secrets") => v.push("type"),
+        ("", "namespaces") => v.push("status.phase"),
+        ("", "nodes") => v.push("spec.unschedulable"),
+        _ => {}
+    }
+    v
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Decodes a create/update body: JSON, or YAML when sent as `application/yaml`.
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    let value: Value = match ct.as_str() {
+        "" | "application/json" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("json: cannot decode request body: {e}")))?,
+        "application/yaml" => parse_yaml_or_json(body)?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a single object",
+        ));
+    }
+    Ok(value)
+}
+
+fn parse_yaml_or_json(body: &Bytes) -> Result<Value, ApiError> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    serde_yaml::from_slice::<Value>(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+}
+
+fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
+    let mut opts = DeleteOpts {
+        dry_run: q.dry_run()?,
+        propagation: q.get("propagationPolicy").map(str::to_string),
+        grace_period: q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
+        ..DeleteOpts::default()
+    };
+    if !body.is_empty() {
+        let b: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("json: cannot decode DeleteOptions: {e}")))?;
+        if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
+            opts.propagation = Some(p.to_string());
+        }
+        if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            opts.propagation = Some("Orphan".into());
+        }
+        if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            opts.grace_period = Some(g);
+        }
+        if let Some(uid) = b.pointer("/preconditions/uid").and_then(Value::as_str) {
+            opts.uid = Some(uid.to_string());
+        }
+        if let Some(rv) = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
+            opts.resource_version = Some(rv.to_string());
+        }
+        if b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")) {
+            opts.dry_run = true;
+        }
+    }
+    if let Some(p) = &opts.propagation
+        && !matches!(p.as_str(), "Background" | "Foreground" | "Orphan")
+    {
+        return Err(ApiError::bad_request(format!(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+        )));
+    }
+    Ok(opts)
+}
+
+/// A JSON answer.
+pub fn json_response(code: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    (code, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+}
+
+/// A `Status` answer for an error.
+pub fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json_response(code, &e.to_status());
+    if let Some(s) = e.retry_after
+        && let Ok(v) = s.to_string().parse()
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}

@@ -1,0 +1,148 @@
+//! Watch streams: newline-delimited JSON events served from the store's event log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use super::{AppState, Filter, query::Query};
+use crate::api_error::ApiError;
+use crate::store::{Event, EventType, WatchFrom};
+use crate::resources::ResourceType;
+
+/// Starts a watch and returns its streaming response.
+///
+/// Errors that arise once the watch is accepted (an expired resourceVersion) are sent as an
+/// `ERROR` event inside a 200 response, as the real API server does.
+pub fn serve(state: &AppState, rt: Arc<ResourceType>, ns: Option<String>, filter: Filter, q: &Query) -> Response {
+    let initial_events = q.flag("sendInitialEvents");
+    let from = match q.get("resourceVersion") {
+        None | Some("" | "0") => WatchFrom::Now,
+        _ if initial_events => WatchFrom::Now,
+        Some(rv) => match rv.parse() {
+            Ok(n) => WatchFrom::After(n),
+            Err(_) => {
+                return super::error_response(&ApiError::bad_request(format!(
+                    "invalid resource version: {rv}"
+                )));
+            }
+        },
+    };
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let scope_rt = rt.clone();
+    let scope_ns = ns.clone();
+    let in_scope = move |g: &str, p: &str, n: &str| {
+        g == scope_rt.group && p == scope_rt.plural && scope_ns.as_deref().is_none_or(|s| s == n)
+    };
+    let sub = state.store.subscribe(&in_scope, from);
+    let bookmark_every = state.bookmark_interval;
+    tokio::spawn(async move {
+        let mut sub = match sub {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(line("ERROR", &e.to_status())).await;
+                return;
+            }
+        };
+        let mut last_rv = sub.at;
+        for ev in std::mem::take(&mut sub.replay) {
+            if let Some(b) = render(&ev, &filter) {
+                if tx.send(b).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if initial_events {
+            let b = bookmark(&rt, last_rv, true);
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut ticker = tokio::time::interval(bookmark_every);
+        ticker.reset();
+        loop {
+            let expired = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ev = sub.live.recv() => match ev {
+                    Ok(ev) => {
+                        last_rv = ev.rv;
+                        if !in_scope(&ev.group, &ev.plural, &ev.namespace) {
+                            continue;
+                        }
+                        if let Some(b) = render(&ev, &filter)
+                            && tx.send(b).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    // A watcher that fell behind is closed; the client resumes from its last rv.
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                },
+                _ = sub.dropped.changed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    if tx.send(bookmark(&rt, last_rv, false)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tx.closed() => return,
+                _ = expired => return,
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let body = Body::from_stream(futures::StreamExt::map(stream, Ok::<_, std::convert::Infallible>));
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    line(
+        "BOOKMARK",
+        &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}),
+    )
+}
+
+/// Turns a store event into the watch event a selective watcher sees, if any: an object that
+/// leaves the selection is DELETED for that watcher, one that enters it is ADDED.
+fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
+    let now = filter.matches(&ev.object);
+    let kind = match ev.kind {
+        EventType::Added => now.then_some("ADDED"),
+        EventType::Deleted => now.then_some("DELETED"),
+        EventType::Modified => {
+            let before = ev.previous.as_ref().is_none_or(|p| filter.matches(p));
+            match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
+    }?;
+    Some(line(kind, &ev.object))
+}

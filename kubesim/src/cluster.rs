@@ -1,0 +1,223 @@
+//! Starting a whole simulated cluster: store, controllers, kubelet and the HTTP server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{self, AppState};
+use crate::control::Control;
+use crate::kubelet::{ImageCommand, Kubelet, KubeletConfig};
+use crate::store::{Store, WriteOpts};
+
+/// How to run a cluster (the YAML of `kubesim serve --config`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClusterConfig {
+    /// Address to listen on (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// Node names.
+    pub nodes: Vec<String>,
+    /// Images that run as real local processes.
+    pub images: std::collections::BTreeMap<String, ImageCommand>,
+    /// Where pods' volumes and logs live (a temporary folder when unset).
+    pub work_dir: Option<PathBuf>,
+    /// Events kept for watch resumption.
+    pub history: usize,
+    /// Interval between watch bookmarks, in milliseconds.
+    pub bookmark_millis: u64,
+    /// Kubelet step (scheduling and start-up delay), in milliseconds.
+    pub tick_millis: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        let kubelet = KubeletConfig::default();
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            nodes: kubelet.nodes,
+            images: kubelet.images,
+            work_dir: None,
+            history: 100_000,
+            bookmark_millis: 1_000,
+            tick_millis: kubelet.tick.as_millis() as u64,
+        }
+    }
+}
+
+/// Why a cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The work folder could not be made.
+    #[error("cannot create work directory")]
+    WorkDir(#[source] std::io::Error),
+    /// The built-in namespaces could not be created.
+    #[error("cannot create namespace {0}")]
+    Bootstrap(String),
+    /// The kube-rs client could not be configured.
+    #[error("cannot build a client for {url}")]
+    Client {
+        /// The server URL.
+        url: String,
+        /// The cause.
+        source: kube::Error,
+    },
+}
+
+impl StartError {
+    /// Stable label of the failure.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Bind { .. } => "bind",
+            Self::WorkDir(_) => "work_dir",
+            Self::Bootstrap(_) => "bootstrap",
+            Self::Client { .. } => "client",
+        }
+    }
+}
+
+/// A running simulated cluster. Dropping it stops the server.
+pub struct Cluster {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The object store (for tests that look behind the API).
+    pub store: Arc<Store>,
+    /// Counters and fault rules.
+    pub control: Arc<Control>,
+    /// The kubelet.
+    pub kubelet: Arc<Kubelet>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    _work_dir: Option<tempfile::TempDir>,
+}
+
+impl Cluster {
+    /// Starts a cluster on the current tokio runtime and returns once it accepts requests.
+    pub async fn start(config: ClusterConfig) -> Result<Self, StartError> {
+        let (work_dir, temp) = match &config.work_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(StartError::WorkDir)?;
+                (d.clone(), None)
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("kubesim-")
+                    .tempdir()
+                    .map_err(StartError::WorkDir)?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let store = Store::new(config.history);
+        bootstrap(&store)?;
+        crate::gc::start(store.clone());
+        let kubelet = Kubelet::start(
+            store.clone(),
+            KubeletConfig {
+                nodes: config.nodes.clone(),
+                images: config.images.clone(),
+                work_dir,
+                tick: Duration::from_millis(config.tick_millis.max(1)),
+            },
+        );
+        let control = Arc::new(Control::default());
+        let state = AppState {
+            store: store.clone(),
+            control: control.clone(),
+            kubelet: kubelet.clone(),
+            bookmark_interval: Duration::from_millis(config.bookmark_millis.max(10)),
+        };
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let app = api::router(state);
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "kubesim server stopped");
+            }
+        });
+        Ok(Self {
+            url: format!("http://{addr}"),
+            addr,
+            store,
+            control,
+            kubelet,
+            shutdown: Some(tx),
+            _work_dir: temp,
+        })
+    }
+
+    /// A kube-rs client for this cluster (default namespace `default`).
+    pub fn client(&self) -> Result<kube::Client, StartError> {
+        let uri = self
+            .url
+            .parse()
+            .expect("a URL made from a socket address is a valid URI");
+        kube::Client::try_from(kube::Config::new(uri)).map_err(|source| StartError::Client {
+            url: self.url.clone(),
+            source,
+        })
+    }
+
+    /// The kubeconfig text for this cluster.
+    pub fn kubeconfig(&self) -> String {
+        crate::kubeconfig::render(&self.url)
+    }
+
+    /// Writes the kubeconfig atomically (so a reader never sees half a file).
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.kubeconfig())?;
+        std::fs::rename(tmp, path)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The namespaces every cluster starts with, and their default service accounts.
+fn bootstrap(store: &Arc<Store>) -> Result<(), StartError> {
+    let registry = store.registry();
+    let ns_rt = registry
+        .find("", "v1", "namespaces")
+        .ok_or_else(|| StartError::Bootstrap("namespaces type missing".into()))?;
+    let sa_rt = registry
+        .find("", "v1", "serviceaccounts")
+        .ok_or_else(|| StartError::Bootstrap("serviceaccounts type missing".into()))?;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        store
+            .create(&ns_rt, "", obj, &WriteOpts::default())
+            .map_err(|_| StartError::Bootstrap(ns.into()))?;
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        store
+            .create(&sa_rt, ns, sa, &WriteOpts::default())
+            .map_err(|_| StartError::Bootstrap(ns.into()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! Fault injection and request accounting: what the `/sim/v1` control API changes and reports.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The verbs kubesim counts, as Kubernetes' audit log names them.
+pub const VERBS: [&str; 8] = [
+    "create",
+    "get",
+    "list",
+    "watch",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+/// What one API request was, for counting and fault matching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// One of [`VERBS`].
+    pub verb: &'static str,
+    /// API group.
+    pub group: String,
+    /// Resource plural (with `/subresource` when one is addressed, e.g. `pods/status`).
+    pub resource: String,
+    /// Namespace (`""` when none).
+    pub namespace: String,
+    /// Object name (`""` for collections).
+    pub name: String,
+    /// Whether it is a watch.
+    pub watch: bool,
+}
+
+/// One row of `GET /sim/v1/requests`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestCount {
+    /// The verb.
+    pub verb: String,
+    /// API group.
+    pub group: String,
+    /// Resource plural (with `/subresource`).
+    pub resource: String,
+    /// Namespace (`""` when none).
+    pub namespace: String,
+    /// Whether these were watches.
+    pub watch: bool,
+    /// How many.
+    pub count: u64,
+}
+
+/// A rule that fails matching requests (`POST /sim/v1/faults`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultRule {
+    /// Verb to match (any when absent).
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Group to match (any when absent).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Resource to match, e.g. `pods` or `configmaps` (any when absent).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Namespace to match (any when absent).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Object name to match (any when absent).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// How many matching requests fail (then the rule is spent).
+    #[serde(default = "one")]
+    pub count: u64,
+    /// HTTP status to answer with (default 500).
+    #[serde(default = "internal")]
+    pub code: u16,
+    /// Message of the `Status` (a default names the fault).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// `before` (default): the request fails without effect. `after`: the request takes effect,
+    /// then the client gets the error, as when a response is lost.
+    #[serde(default)]
+    pub when: FaultTiming,
+    /// Delay before answering, in milliseconds (a slow API server or a timeout).
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn internal() -> u16 {
+    500
+}
+
+/// When an injected failure strikes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultTiming {
+    /// Fail without effect.
+    #[default]
+    Before,
+    /// Apply, then fail the response.
+    After,
+}
+
+/// A latency rule (`POST /sim/v1/latency`): matching requests wait before being served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LatencyRule {
+    /// Verb to match (any when absent).
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Resource to match (any when absent).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Added delay in milliseconds.
+    pub millis: u64,
+}
+
+impl FaultRule {
+    fn matches(&self, r: &RequestInfo) -> bool {
+        let m = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        m(&self.verb, r.verb)
+            && m(&self.group, &r.group)
+            && m(&self.resource, &r.resource)
+            && m(&self.namespace, &r.namespace)
+            && m(&self.name, &r.name)
+    }
+}
+
+/// A fault that fired for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// Status code to answer with.
+    pub code: u16,
+    /// Message for the `Status`.
+    pub message: Option<String>,
+    /// Before or after applying the request.
+    pub when: FaultTiming,
+    /// Delay before answering.
+    pub delay: Duration,
+}
+
+/// Counters and fault rules, shared by every request handler.
+#[derive(Debug, Default)]
+pub struct Control {
+    counts: Mutex<BTreeMap<(String, String, String, String, bool), u64>>,
+    faults: Mutex<Vec<FaultRule>>,
+    latency: Mutex<Vec<LatencyRule>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Counters and rule lists stay valid whatever a panicking holder did.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Control {
+    /// Counts a request and returns the fault that fires for it, if any.
+    pub fn observe(&self, r: &RequestInfo) -> (Option<Fired>, Duration) {
+        *lock(&self.counts)
+            .entry((
+                r.verb.to_string(),
+                r.group.clone(),
+                r.resource.clone(),
+                r.namespace.clone(),
+                r.watch,
+            ))
+            .or_default() += 1;
+        let fired = {
+            let mut faults = lock(&self.faults);
+            let hit = faults.iter_mut().find(|f| f.count > 0 && f.matches(r));
+            let fired = hit.map(|f| {
+                f.count -= 1;
+                Fired {
+                    code: f.code,
+                    message: f.message.clone(),
+                    when: f.when,
+                    delay: Duration::from_millis(f.delay_ms),
+                }
+            });
+            faults.retain(|f| f.count > 0);
+            fired
+        };
+        let delay = lock(&self.latency)
+            .iter()
+            .filter(|l| {
+                l.verb.as_deref().is_none_or(|v| v == r.verb)
+                    && l.resource.as_deref().is_none_or(|x| x == r.resource)
+            })
+            .map(|l| Duration::from_millis(l.millis))
+            .sum();
+        (fired, delay)
+    }
+
+    /// The counters, one row per (verb, group, resource, namespace, watch).
+    pub fn counts(&self) -> Vec<RequestCount> {
+        lock(&self.counts)
+            .iter()
+            .map(|((verb, group, resource, namespace, watch), count)| RequestCount {
+                verb: verb.clone(),
+                group: group.clone(),
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+                watch: *watch,
+                count: *count,
+            })
+            .collect()
+    }
+
+    /// Resets the counters.
+    pub fn reset_counts(&self) {
+        lock(&self.counts).clear();
+    }
+
+    /// Adds a fault rule.
+    pub fn add_fault(&self, rule: FaultRule) {
+        lock(&self.faults).push(rule);
+    }
+
+    /// Fault rules not yet spent.
+    pub fn faults(&self) -> Vec<FaultRule> {
+        lock(&self.faults).clone()
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        lock(&self.faults).clear();
+    }
+
+    /// Adds a latency rule.
+    pub fn add_latency(&self, rule: LatencyRule) {
+        lock(&self.latency).push(rule);
+    }
+
+    /// Removes every latency rule.
+    pub fn clear_latency(&self) {
+        lock(&self.latency).clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(verb: &'static str, resource: &str) -> RequestInfo {
+        RequestInfo {
+            verb,
+            group: String::new(),
+            resource: resource.into(),
+            namespace: "ns".into(),
+            name: "x".into(),
+            watch: false,
+        }
+    }
+
+    #[test]
+    fn fault_fires_count_times_then_is_spent() {
+        let c = Control::default();
+        c.add_fault(serde_json::from_str(r#"{"verb":"create","resource":"pods","count":2,"code":503}"#).unwrap());
+        assert!(c.observe(&req("get", "pods")).0.is_none());
+        assert_eq!(c.observe(&req("create", "pods")).0.map(|f| f.code), Some(503));
+        assert!(c.observe(&req("create", "pods")).0.is_some());
+        assert!(c.observe(&req("create", "pods")).0.is_none());
+        assert!(c.faults().is_empty());
+    }
+
+    #[test]
+    fn requests_are_counted_by_verb_and_resource() {
+        let c = Control::default();
+        c.observe(&req("list", "pods"));
+        c.observe(&req("list", "pods"));
+        c.observe(&req("get", "configmaps"));
+        let rows = c.counts();
+        assert!(rows.iter().any(|r| r.verb == "list" && r.resource == "pods" && r.count == 2));
+        c.reset_counts();
+        assert!(c.counts().is_empty());
+    }
+}

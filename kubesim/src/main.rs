@@ -1,0 +1,78 @@
+//! `kubesim serve`: run a simulated Kubernetes cluster until killed.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use kubesim::{Cluster, ClusterConfig};
+
+#[derive(Parser)]
+#[command(name = "kubesim", version, about = "A Kubernetes API server and kubelet simulator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Kubernetes API over plain HTTP until killed.
+    Serve {
+        /// Address to listen on; port 0 picks a free port.
+        #[arg(long, env = "KUBESIM_LISTEN", default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Write a kubeconfig here once the server accepts requests.
+        #[arg(long, env = "KUBESIM_KUBECONFIG_OUT")]
+        kubeconfig_out: Option<PathBuf>,
+        /// YAML cluster configuration (nodes, images mapped to local commands, ...).
+        #[arg(long, env = "KUBESIM_CONFIG")]
+        config: Option<PathBuf>,
+        /// Folder for pod volumes and logs (a temporary folder by default).
+        #[arg(long, env = "KUBESIM_WORK_DIR")]
+        work_dir: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { listen, kubeconfig_out, config, work_dir } => {
+            let mut cfg: ClusterConfig = match &config {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+                }
+                None => ClusterConfig::default(),
+            };
+            cfg.listen = listen;
+            if work_dir.is_some() {
+                cfg.work_dir = work_dir;
+            }
+            let cluster = Cluster::start(cfg).await.context("starting kubesim")?;
+            if let Some(path) = &kubeconfig_out {
+                cluster
+                    .write_kubeconfig(path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            println!("{}", cluster.url);
+            tracing::info!(url = %cluster.url, "kubesim serving");
+            tokio::signal::ctrl_c().await.context("waiting for ctrl-c")?;
+            drop(cluster);
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().init();
+    }
+}

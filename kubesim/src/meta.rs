@@ -1,0 +1,140 @@
+//! Object metadata helpers: timestamps, uids, generated names and typed accessors over JSON.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+/// Current time as Kubernetes writes it (RFC 3339, whole seconds, UTC).
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// Current time with microseconds (the `MicroTime` of events and leases).
+pub fn now_micro() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let base = format_secs(d.as_secs());
+    format!("{}.{:06}Z", base.trim_end_matches('Z'), d.subsec_micros())
+}
+
+/// Formats a time as RFC 3339 with whole seconds.
+pub fn rfc3339(t: SystemTime) -> String {
+    format_secs(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs())
+}
+
+fn format_secs(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+// Howard Hinnant's days-to-civil algorithm: avoids a date crate for one conversion.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// A fresh object uid.
+pub fn new_uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The 5-character suffix Kubernetes appends to a `generateName` (no vowels, no confusable digits).
+pub fn generated_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    bytes[..5]
+        .iter()
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// `metadata` of an object, created if absent.
+pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = Value::Object(Map::new());
+    }
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
+}
+
+/// A string field of `metadata`, or `""`.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `metadata.name`.
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name")
+}
+
+/// `metadata.uid`.
+pub fn uid(obj: &Value) -> &str {
+    meta_str(obj, "uid")
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// `metadata.labels` (empty when absent).
+pub fn labels(obj: &Value) -> Map<String, Value> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `metadata.annotations` value for a key.
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_secs(1_709_251_199), "2024-02-29T23:59:59Z");
+        assert_eq!(format_secs(4_102_444_800), "2100-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn generated_suffix_is_five_safe_chars() {
+        let s = generated_suffix();
+        assert_eq!(s.len(), 5);
+        assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+}

@@ -1,0 +1,921 @@
+//! The object store: every object as JSON, one resourceVersion counter and one bounded event log
+//! from which every watch (clients' and kubesim's own controllers') is served.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::admission;
+use crate::api_error::ApiError;
+use crate::meta::{self, metadata_mut};
+use crate::resources::{Registry, ResourceType};
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed (including deletion started: `deletionTimestamp` set).
+    Modified,
+    /// Removed from the store.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event `type` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One entry of the event log.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The resourceVersion this change produced.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventType,
+    /// API group of the object.
+    pub group: String,
+    /// Resource plural of the object.
+    pub plural: String,
+    /// Namespace of the object (`""` for cluster-scoped).
+    pub namespace: String,
+    /// The object after the change (before it, for deletions).
+    pub object: Value,
+    /// The object before the change, for modifications (lets watches with selectors turn a change
+    /// that leaves the selection into a DELETED event, as Kubernetes does).
+    pub previous: Option<Value>,
+}
+
+/// Options common to writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`: validate and return the result without storing it.
+    pub dry_run: bool,
+}
+
+/// Which part of an object an update writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: status changes are ignored when the type has a status subresource.
+    Main,
+    /// The `status` subresource: only status changes are kept.
+    Status,
+}
+
+/// `DeleteOptions` that matter to kubesim.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `propagationPolicy`: `Background` (default), `Foreground` or `Orphan`.
+    pub propagation: Option<String>,
+    /// `gracePeriodSeconds` (pods only; 0 deletes at once).
+    pub grace_period: Option<i64>,
+}
+
+/// Paging and starting point of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOpts {
+    /// `limit` (0 = all).
+    pub limit: usize,
+    /// `continue` token from a previous page.
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// Matching objects, ordered by namespace then name.
+    pub items: Vec<Value>,
+    /// The store's resourceVersion at the time of the list.
+    pub resource_version: u64,
+    /// Token for the next page, if any.
+    pub continue_token: Option<String>,
+    /// Objects left after this page.
+    pub remaining: usize,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// `resourceVersion` unset or `0`: synthetic ADDED events for what exists, then changes.
+    Now,
+    /// Changes after this resourceVersion (410 if history no longer reaches back that far).
+    After(u64),
+}
+
+/// A subscription to the event log.
+pub struct Subscription {
+    /// Events to deliver first (synthetic ADDED or replayed history), in order.
+    pub replay: Vec<Arc<Event>>,
+    /// Live events after the replay.
+    pub live: broadcast::Receiver<Arc<Event>>,
+    /// Changes when kubesim drops every watch (fault injection).
+    pub dropped: tokio::sync::watch::Receiver<u64>,
+    /// The store's resourceVersion when the subscription was made: everything up to it has been
+    /// replayed or does not concern the subscriber, so it is a safe bookmark.
+    pub at: u64,
+}
+
+/// A predicate over (group, plural, namespace) choosing which events a subscription wants.
+pub type Scope<'a> = &'a dyn Fn(&str, &str, &str) -> bool;
+
+type TypeKey = (String, String);
+type ObjKey = (String, String);
+
+struct Inner {
+    rv: u64,
+    objects: HashMap<TypeKey, BTreeMap<ObjKey, Value>>,
+    log: VecDeque<Arc<Event>>,
+    log_capacity: usize,
+    /// Every event with rv <= this is gone from the log.
+    compacted_through: u64,
+    registry: Registry,
+}
+
+/// The shared object store.
+pub struct Store {
+    inner: Mutex<Inner>,
+    tx: broadcast::Sender<Arc<Event>>,
+    drop_tx: tokio::sync::watch::Sender<u64>,
+}
+
+/// Capacity of the broadcast channel feeding live watches; a watcher that falls this far behind
+/// is closed and resumes from its last resourceVersion, as with a real API server.
+const LIVE_CAPACITY: usize = 16_384;
+
+impl Store {
+    /// An empty store keeping `log_capacity` events of history for watch resumption.
+    pub fn new(log_capacity: usize) -> Arc<Self> {
+        let (tx, _) = broadcast::channel(LIVE_CAPACITY);
+        let (drop_tx, _) = tokio::sync::watch::channel(0);
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                objects: HashMap::new(),
+                log: VecDeque::new(),
+                log_capacity: log_capacity.max(1),
+                compacted_through: 0,
+                registry: Registry::default(),
+            }),
+            tx,
+            drop_tx,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-written object (every write replaces
+        // a whole value), so a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the type registry (built-ins plus CRDs).
+    pub fn registry(&self) -> Registry {
+        self.lock().registry.clone()
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Reads one object.
+    pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let inner = self.lock();
+        inner
+            .object(rt, ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+    }
+
+    /// Reads one object by group/plural without a type handle (controllers).
+    pub fn get_raw(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let inner = self.lock();
+        inner
+            .objects
+            .get(&(group.to_string(), plural.to_string()))
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// Lists objects of a type, in one namespace or all, filtered by `keep`.
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        keep: &dyn Fn(&Value) -> bool,
+        opts: &ListOpts,
+    ) -> Result<ListPage, ApiError> {
+        let inner = self.lock();
+        let start = match &opts.continue_token {
+            Some(tok) => {
+                let (rv, key) = decode_continue(tok)
+                    .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
+                if rv < inner.compacted_through {
+                    return Err(ApiError::gone(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    ));
+                }
+                Some(key)
+            }
+            None => None,
+        };
+        let empty = BTreeMap::new();
+        let all = inner.objects.get(&type_key(rt)).unwrap_or(&empty);
+        let range: Box<dyn Iterator<Item = (&ObjKey, &Value)>> = match &start {
+            Some(k) => Box::new(
+                all.range::<ObjKey, _>((std::ops::Bound::Excluded(k.clone()), std::ops::Bound::Unbounded)),
+            ),
+            None => Box::new(all.iter()),
+        };
+        let mut items = Vec::new();
+        let mut remaining = 0;
+        let mut last_key = None;
+        for (k, v) in range {
+            if ns.is_some_and(|n| n != k.0) || !keep(v) {
+                continue;
+            }
+            if opts.limit > 0 && items.len() == opts.limit {
+                remaining += 1;
+                continue;
+            }
+            last_key = Some(k.clone());
+            items.push(v.clone());
+        }
+        let continue_token = (remaining > 0)
+            .then(|| last_key.map(|k| encode_continue(inner.rv, &k)))
+            .flatten();
+        Ok(ListPage {
+            items,
+            resource_version: inner.rv,
+            continue_token,
+            remaining,
+        })
+    }
+
+    /// Every object of a type (controllers; no filtering, no paging).
+    pub fn all_of(&self, group: &str, plural: &str) -> Vec<Value> {
+        let inner = self.lock();
+        inner
+            .objects
+            .get(&(group.to_string(), plural.to_string()))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Creates an object (`generateName` resolved, metadata filled, admission applied).
+    pub fn create(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        check_kind(rt, &obj)?;
+        {
+            let md = metadata_mut(&mut obj);
+            let body_ns = md.get("namespace").and_then(Value::as_str).unwrap_or("");
+            if rt.namespaced {
+                if !body_ns.is_empty() && body_ns != ns {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                md.insert("namespace".into(), json!(ns));
+            } else {
+                md.remove("namespace");
+            }
+            let name = md.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty()
+                && let Some(prefix) = md.get("generateName").and_then(Value::as_str)
+                && !prefix.is_empty()
+            {
+                let generated = format!("{prefix}{}", meta::generated_suffix());
+                md.insert("name".into(), json!(generated));
+            }
+        }
+        if rt.namespaced {
+            inner.check_namespace_open(ns)?;
+        }
+        admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
+        let name = meta::name(&obj).to_string();
+        if inner.object(rt, ns, &name).is_some() {
+            return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+        }
+        let rv = inner.rv + 1;
+        {
+            let md = metadata_mut(&mut obj);
+            md.insert("uid".into(), json!(meta::new_uid()));
+            md.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
+            md.insert("resourceVersion".into(), json!(rv.to_string()));
+            md.insert("generation".into(), json!(1));
+            md.remove("deletionTimestamp");
+            md.remove("deletionGracePeriodSeconds");
+            md.remove("selfLink");
+        }
+        obj["apiVersion"] = json!(rt.api_version());
+        obj["kind"] = json!(rt.kind);
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        if rt.custom || rt.group == "apiextensions.k8s.io" {
+            inner.on_crd_write(rt, &obj);
+        }
+        inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj.clone(), None);
+        Ok(obj)
+    }
+
+    /// Replaces an object (PUT), honouring a resourceVersion in the body as a precondition.
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        part: Part,
+        opts: &WriteOpts,
+    ) -> Result<Value, ApiError> {
+        self.modify(rt, ns, name, part, opts, |_| Ok(obj))
+    }
+
+    /// Read-modify-write under the store lock: `f` gets the current object and returns the new
+    /// one; a resourceVersion in the returned object must match the current one.
+    pub fn modify(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        part: Part,
+        opts: &WriteOpts,
+        f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let current = inner
+            .object(rt, ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        let proposed = f(&current)?;
+        inner.write_update(&self.tx, rt, ns, name, current, proposed, part, opts)
+    }
+
+    /// Create-or-modify under one lock (server-side apply): `f` gets the current object, if any.
+    pub fn upsert(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        part: Part,
+        opts: &WriteOpts,
+        f: impl Fn(Option<&Value>) -> Result<Value, ApiError>,
+    ) -> Result<(Value, bool), ApiError> {
+        let existing = {
+            let inner = self.lock();
+            inner.object(rt, ns, name).cloned()
+        };
+        match existing {
+            None => {
+                let obj = f(None)?;
+                match self.create(rt, ns, obj, opts) {
+                    // Lost a race with another creator: retry as an update below.
+                    Err(e) if e.reason == "AlreadyExists" => {}
+                    other => return other.map(|o| (o, true)),
+                }
+                let obj = self.modify(rt, ns, name, part, opts, |cur| f(Some(cur)))?;
+                Ok((obj, false))
+            }
+            Some(_) => {
+                let obj = self.modify(rt, ns, name, part, opts, |cur| f(Some(cur)))?;
+                Ok((obj, false))
+            }
+        }
+    }
+
+    /// Deletes an object, or starts its deletion when finalizers or graceful termination hold it.
+    pub fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        inner.delete(&self.tx, rt, ns, name, opts)
+    }
+
+    /// Subscribes to changes of the types `scope` accepts.
+    pub fn subscribe(&self, scope: Scope<'_>, from: WatchFrom) -> Result<Subscription, ApiError> {
+        let inner = self.lock();
+        let replay = match from {
+            WatchFrom::Now => {
+                let mut out = Vec::new();
+                for ((group, plural), objs) in &inner.objects {
+                    for ((ns, _), obj) in objs {
+                        if scope(group, plural, ns) {
+                            out.push(Arc::new(Event {
+                                rv: inner.rv,
+                                kind: EventType::Added,
+                                group: group.clone(),
+                                plural: plural.clone(),
+                                namespace: ns.clone(),
+                                object: obj.clone(),
+                                previous: None,
+                            }));
+                        }
+                    }
+                }
+                out
+            }
+            WatchFrom::After(rv) => {
+                if rv < inner.compacted_through {
+                    return Err(ApiError::gone(format!(
+                        "too old resource version: {rv} ({})",
+                        inner.compacted_through
+                    )));
+                }
+                inner
+                    .log
+                    .iter()
+                    .filter(|e| e.rv > rv && scope(&e.group, &e.plural, &e.namespace))
+                    .cloned()
+                    .collect()
+            }
+        };
+        Ok(Subscription {
+            replay,
+            live: self.tx.subscribe(),
+            dropped: self.drop_tx.subscribe(),
+            at: inner.rv,
+        })
+    }
+
+    /// Closes every open watch (fault injection); clients resume from their last resourceVersion.
+    pub fn drop_watches(&self) {
+        self.drop_tx.send_modify(|n| *n += 1);
+    }
+
+    /// Forgets all history: any watch or continue token older than now gets 410 Gone.
+    pub fn compact(&self) -> u64 {
+        let mut inner = self.lock();
+        // Advance the counter so that even a client that has seen the newest event must re-list,
+        // which is what a test of "resume after compaction" needs to observe.
+        inner.rv += 1;
+        inner.compacted_through = inner.rv;
+        inner.log.clear();
+        inner.rv
+    }
+}
+
+impl Inner {
+    fn object(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Value> {
+        let ns = if rt.namespaced { ns } else { "" };
+        self.objects
+            .get(&type_key(rt))
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    }
+
+    fn exists(&self, group: &str, plural: &str, ns: &str, name: &str) -> bool {
+        self.objects
+            .get(&(group.to_string(), plural.to_string()))
+            .is_some_and(|m| m.contains_key(&(ns.to_string(), name.to_string())))
+    }
+
+    fn check_namespace_open(&self, ns: &str) -> Result<(), ApiError> {
+        let key = (String::new(), "namespaces".to_string());
+        match self
+            .objects
+            .get(&key)
+            .and_then(|m| m.get(&(String::new(), ns.to_string())))
+        {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(n) if meta::is_deleting(n) => Err(ApiError::forbidden(format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        tx: &broadcast::Sender<Arc<Event>>,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        kind: EventType,
+        object: Value,
+        previous: Option<Value>,
+    ) {
+        let ns = if rt.namespaced { ns } else { "" };
+        self.rv += 1;
+        let rv = self.rv;
+        let key = (ns.to_string(), name.to_string());
+        let map = self.objects.entry(type_key(rt)).or_default();
+        let mut object = object;
+        if kind == EventType::Deleted {
+            map.remove(&key);
+        } else {
+            metadata_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
+            map.insert(key, object.clone());
+        }
+        let event = Arc::new(Event {
+            rv,
+            kind,
+            group: rt.group.clone(),
+            plural: rt.plural.clone(),
+            namespace: ns.to_string(),
+            object,
+            previous,
+        });
+        if self.log.len() == self.log_capacity
+            && let Some(old) = self.log.pop_front()
+        {
+            self.compacted_through = old.rv;
+        }
+        self.log.push_back(event.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = tx.send(event);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_update(
+        &mut self,
+        tx: &broadcast::Sender<Arc<Event>>,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        current: Value,
+        mut proposed: Value,
+        part: Part,
+        opts: &WriteOpts,
+    ) -> Result<Value, ApiError> {
+        if !proposed.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        check_kind(rt, &proposed)?;
+        let body_name = meta::name(&proposed);
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let body_ns = meta::meta_str(&proposed, "namespace");
+        if rt.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let body_rv = meta::meta_str(&proposed, "resourceVersion");
+        if !body_rv.is_empty() && body_rv != meta::meta_str(&current, "resourceVersion") {
+            return Err(ApiError::stale(&rt.group, &rt.plural, name));
+        }
+        // Subresource semantics: a status write keeps everything but status; a main write keeps
+        // status when the type has a status subresource.
+        if rt.status_subresource {
+            match part {
+                Part::Status => {
+                    let status = proposed.get("status").cloned();
+                    let mut merged = current.clone();
+                    match status {
+                        Some(s) => merged["status"] = s,
+                        None => {
+                            if let Some(o) = merged.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                    proposed = merged;
+                }
+                Part::Main => match current.get("status") {
+                    Some(s) => proposed["status"] = s.clone(),
+                    None => {
+                        if let Some(o) = proposed.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                },
+            }
+        }
+        {
+            // Server-owned metadata is never taken from the client.
+            let cur_md = current.get("metadata").cloned().unwrap_or(json!({}));
+            let md = metadata_mut(&mut proposed);
+            for key in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+                "name",
+            ] {
+                match cur_md.get(key) {
+                    Some(v) => md.insert(key.into(), v.clone()),
+                    None => md.remove(key),
+                };
+            }
+            md.remove("selfLink");
+        }
+        if meta::is_deleting(&current) {
+            let before = meta::finalizers(&current);
+            let added = meta::finalizers(&proposed)
+                .into_iter()
+                .any(|f| !before.contains(&f));
+            if added {
+                return Err(ApiError::forbidden(format!(
+                    "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
+                    rt.qualified()
+                )));
+            }
+        }
+        admission::admit_update(rt, &mut proposed, &current)?;
+        if spec_changed(&current, &proposed) {
+            let generation = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            metadata_mut(&mut proposed).insert("generation".into(), json!(generation + 1));
+        }
+        proposed["apiVersion"] = json!(rt.api_version());
+        proposed["kind"] = json!(rt.kind);
+        if opts.dry_run {
+            return Ok(proposed);
+        }
+        let mut cmp_current = current.clone();
+        metadata_mut(&mut cmp_current).remove("resourceVersion");
+        let mut cmp_proposed = proposed.clone();
+        metadata_mut(&mut cmp_proposed).remove("resourceVersion");
+        if cmp_current == cmp_proposed {
+            // A no-op write produces no event and keeps the resourceVersion, as in Kubernetes.
+            return Ok(current);
+        }
+        if rt.custom || rt.group == "apiextensions.k8s.io" {
+            self.on_crd_write(rt, &proposed);
+        }
+        if meta::is_deleting(&proposed) && self.ready_to_remove(rt, &proposed) {
+            self.commit(tx, rt, ns, name, EventType::Deleted, proposed.clone(), None);
+            self.after_remove(tx, rt, &proposed);
+            return Ok(proposed);
+        }
+        self.commit(
+            tx,
+            rt,
+            ns,
+            name,
+            EventType::Modified,
+            proposed,
+            Some(current),
+        );
+        Ok(self
+            .object(rt, ns, name)
+            .cloned()
+            .expect("object was just written"))
+    }
+
+    /// Whether an object being deleted has nothing left holding it.
+    fn ready_to_remove(&self, rt: &ResourceType, obj: &Value) -> bool {
+        if !meta::finalizers(obj).is_empty() {
+            return false;
+        }
+        if rt.group.is_empty() && rt.plural == "namespaces" {
+            let spec_finalizers = obj
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            return !spec_finalizers;
+        }
+        if rt.group.is_empty() && rt.plural == "pods" {
+            return obj
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                == 0;
+        }
+        true
+    }
+
+    fn delete(
+        &mut self,
+        tx: &broadcast::Sender<Arc<Event>>,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Value, ApiError> {
+        let current = self
+            .object(rt, ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        if let Some(uid) = &opts.uid
+            && uid != meta::uid(&current)
+        {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta::uid(&current)
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.resource_version
+            && rv != meta::meta_str(&current, "resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta::meta_str(&current, "resourceVersion")
+                ),
+            ));
+        }
+        if opts.dry_run {
+            return Ok(current);
+        }
+        let mut next = current.clone();
+        let mut finalizers = meta::finalizers(&current);
+        let deleting = meta::is_deleting(&current);
+        if !deleting {
+            match opts.propagation.as_deref() {
+                Some("Foreground") => push_unique(&mut finalizers, "foregroundDeletion"),
+                Some("Orphan") => push_unique(&mut finalizers, "orphan"),
+                _ => {}
+            }
+        }
+        let is_pod = rt.group.is_empty() && rt.plural == "pods";
+        let grace = if is_pod {
+            pod_grace_period(&current, opts.grace_period)
+        } else {
+            0
+        };
+        let is_ns = rt.group.is_empty() && rt.plural == "namespaces";
+        if deleting && grace >= current_grace(&current) {
+            // Deletion already under way and not being shortened: nothing changes.
+            return Ok(current);
+        }
+        {
+            let md = metadata_mut(&mut next);
+            if !finalizers.is_empty() {
+                md.insert("finalizers".into(), json!(finalizers));
+            }
+            if !deleting {
+                md.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+            }
+            md.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        if is_ns {
+            next["status"]["phase"] = json!("Terminating");
+        }
+        if self.ready_to_remove(rt, &next) {
+            self.commit(tx, rt, ns, name, EventType::Deleted, next.clone(), None);
+            self.after_remove(tx, rt, &next);
+            return Ok(next);
+        }
+        self.commit(tx, rt, ns, name, EventType::Modified, next, Some(current));
+        Ok(self
+            .object(rt, ns, name)
+            .cloned()
+            .expect("object was just written"))
+    }
+
+    /// Effects of removing an object that belong to the store itself (CRD removal).
+    fn after_remove(&mut self, tx: &broadcast::Sender<Arc<Event>>, rt: &ResourceType, obj: &Value) {
+        if rt.group == "apiextensions.k8s.io"
+            && rt.plural == "customresourcedefinitions"
+            && let Some(custom) = crate::resources::from_crd(obj)
+        {
+            let objs: Vec<(ObjKey, Value)> = self
+                .objects
+                .get(&type_key(&custom))
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default();
+            for ((ns, name), o) in objs {
+                self.commit(tx, &custom, &ns, &name, EventType::Deleted, o, None);
+            }
+            self.registry.unregister(&custom.group, &custom.plural);
+        }
+    }
+
+    fn on_crd_write(&mut self, rt: &ResourceType, obj: &Value) {
+        if rt.group == "apiextensions.k8s.io"
+            && rt.plural == "customresourcedefinitions"
+            && let Some(custom) = crate::resources::from_crd(obj)
+        {
+            self.registry.register(custom);
+        }
+    }
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+fn current_grace(obj: &Value) -> i64 {
+    obj.pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(i64::MAX)
+}
+
+/// Pods on a node get graceful termination; unscheduled or finished pods go at once, as in
+/// Kubernetes' pod strategy.
+fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let scheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    if !scheduled || matches!(phase, Some("Succeeded" | "Failed")) {
+        return 0;
+    }
+    requested
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0)
+}
+
+fn spec_changed(current: &Value, proposed: &Value) -> bool {
+    // Generation tracks the desired state: everything but metadata and status.
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("metadata");
+            o.remove("status");
+            o.remove("apiVersion");
+            o.remove("kind");
+        }
+        v
+    };
+    strip(current) != strip(proposed)
+}
+
+fn check_kind(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({}) or kind {kind} does not match {}",
+            obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+            rt.api_version(),
+            rt.kind
+        )));
+    }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str)
+        && av != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    Ok(())
+}
+
+fn type_key(rt: &ResourceType) -> TypeKey {
+    (rt.group.clone(), rt.plural.clone())
+}
+
+fn encode_continue(rv: u64, key: &ObjKey) -> String {
+    let raw = json!([rv, key.0, key.1]).to_string();
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_continue(tok: &str) -> Option<(u64, ObjKey)> {
+    if tok.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..tok.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(tok.get(i..i + 2)?, 16).ok())
+        .collect();
+    let v: Value = serde_json::from_slice(&bytes?).ok()?;
+    Some((
+        v.get(0)?.as_u64()?,
+        (v.get(1)?.as_str()?.to_string(), v.get(2)?.as_str()?.to_string()),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

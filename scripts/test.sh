@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project on a fresh machine: installs what is missing
+# (idempotently), then formatting, lints, Rust tests, and the Python/Spark fidelity tests.
+# Services (kubesim) are started by the tests themselves on loopback and stopped after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+bash scripts/install-deps.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo build (release binaries used by the Python and Spark tests)"
+cargo build --release -p kubesim
+echo "== cargo test"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+  cargo test --workspace --doc
+else
+  cargo test --workspace --no-fail-fast
+fi
+echo "== python tests (real kubernetes client, real spark-submit)"
+KUBESIM_BIN="$PWD/target/release/kubesim" python3 -m pytest -q tests/python
