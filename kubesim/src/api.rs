@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
-use crate::control::{Control, FaultTiming, RequestInfo};
+use crate::control::{Control, FaultTiming, JournalEntry, RequestInfo};
 use crate::kubelet::Kubelet;
 use crate::meta;
 use crate::patch;
@@ -73,7 +73,8 @@ async fn handle(
             }
         }
         Some(Route::Object(op)) => {
-            object_request(&state, method, op, &query, &headers, body)
+            let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
+            object_request(&state, method, op, pq, &query, &headers, body)
                 .await
                 .unwrap_or_else(|e| error_response(&e))
         }
@@ -131,6 +132,7 @@ async fn object_request(
     state: &AppState,
     method: Method,
     op: ObjectPath,
+    path_and_query: &str,
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
@@ -152,6 +154,19 @@ async fn object_request(
         watch: verb == Verb::Watch,
     };
     let (fired, delay) = state.control.observe(&info);
+    if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
+        state.control.record(JournalEntry {
+            method: method.to_string(),
+            path: path_and_query.to_string(),
+            content_type: content_type(headers),
+            body: if body.is_empty() {
+                Value::Null
+            } else {
+                parse_yaml_or_json(&body)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
+            },
+        });
+    }
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }

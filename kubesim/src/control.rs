@@ -146,9 +146,28 @@ pub struct Fired {
     pub delay: Duration,
 }
 
+/// One mutating request as the client sent it (`GET /sim/v1/journal`): lets conformance tests
+/// compare what a client (e.g. real `spark-submit`) sent with what our code sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalEntry {
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// `Content-Type` header.
+    pub content_type: String,
+    /// The body, decoded as JSON when it is JSON (or YAML), else as a string.
+    pub body: serde_json::Value,
+}
+
+/// How many mutating requests the journal keeps (oldest dropped first).
+const JOURNAL_CAPACITY: usize = 2_000;
+
 /// Counters and fault rules, shared by every request handler.
 #[derive(Debug, Default)]
 pub struct Control {
+    journal: Mutex<std::collections::VecDeque<JournalEntry>>,
     counts: Mutex<BTreeMap<(String, String, String, String, bool), u64>>,
     faults: Mutex<Vec<FaultRule>>,
     latency: Mutex<Vec<LatencyRule>>,
@@ -210,6 +229,25 @@ impl Control {
                 count: *count,
             })
             .collect()
+    }
+
+    /// Records a mutating request.
+    pub fn record(&self, entry: JournalEntry) {
+        let mut j = lock(&self.journal);
+        if j.len() == JOURNAL_CAPACITY {
+            j.pop_front();
+        }
+        j.push_back(entry);
+    }
+
+    /// The recorded mutating requests, oldest first.
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        lock(&self.journal).iter().cloned().collect()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_journal(&self) {
+        lock(&self.journal).clear();
     }
 
     /// Resets the counters.

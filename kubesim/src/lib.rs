@@ -10,6 +10,7 @@ pub mod api;
 pub mod api_error;
 pub mod cluster;
 pub mod control;
+pub mod demo;
 pub mod gc;
 pub mod kubeconfig;
 pub mod kubelet;

@@ -30,6 +30,9 @@ enum Command {
         #[arg(long, env = "KUBESIM_WORK_DIR")]
         work_dir: Option<PathBuf>,
     },
+    /// Start a cluster, run a pod with a native sidecar to completion under a watch, show garbage
+    /// collection and request counts, then exit.
+    Demo,
 }
 
 #[tokio::main]
@@ -37,6 +40,11 @@ async fn main() -> anyhow::Result<()> {
     init_tracing();
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo => {
+            let phase = kubesim::demo::run().await.context("kubesim demo")?;
+            anyhow::ensure!(phase == "Succeeded", "demo pod ended {phase}");
+            Ok(())
+        }
         Command::Serve { listen, kubeconfig_out, config, work_dir } => {
             let mut cfg: ClusterConfig = match &config {
                 Some(path) => {

@@ -61,6 +61,11 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
             state.control.reset_counts();
             Ok(json_response(StatusCode::OK, &json!({"reset": true})))
         }
+        ("GET", ["journal"]) => Ok(json_response(StatusCode::OK, &json!(state.control.journal()))),
+        ("DELETE", ["journal"]) => {
+            state.control.clear_journal();
+            Ok(json_response(StatusCode::OK, &json!({"cleared": true})))
+        }
         ("GET", ["faults"]) => Ok(json_response(StatusCode::OK, &json!(state.control.faults()))),
         ("POST", ["faults"]) => {
             let rules: Vec<FaultRule> = one_or_many(body)?;

@@ -1,0 +1,12 @@
+//! kubesim against kube-rs, a client nobody here wrote: if kube-rs works against kubesim the way
+//! it works against a real API server, later tests built on kubesim mean something.
+
+mod fidelity {
+    pub mod bad_input;
+    pub mod controller;
+    pub mod crud;
+    pub mod gc;
+    pub mod pods;
+    pub mod support;
+    pub mod watch;
+}
