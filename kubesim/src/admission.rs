@@ -11,7 +11,11 @@ use crate::resources::{NameRule, ResourceType};
 pub type Exists<'a> = &'a dyn Fn(&str, &str, &str, &str) -> bool;
 
 /// Validates and defaults a new object; `exists` looks up other objects (service accounts).
-pub fn admit_create(rt: &ResourceType, obj: &mut Value, exists: Exists<'_>) -> Result<(), ApiError> {
+pub fn admit_create(
+    rt: &ResourceType,
+    obj: &mut Value,
+    exists: Exists<'_>,
+) -> Result<(), ApiError> {
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -96,7 +100,8 @@ pub fn check_name(rule: NameRule, name: &str) -> Option<String> {
     let label_ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 63
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !s.starts_with('-')
             && !s.ends_with('-')
     };
@@ -131,8 +136,7 @@ pub fn valid_label_value(v: &str) -> bool {
         || (v.len() <= 63
             && v.starts_with(|c: char| c.is_ascii_alphanumeric())
             && v.ends_with(|c: char| c.is_ascii_alphanumeric())
-            && v
-                .bytes()
+            && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
 }
 
@@ -165,7 +169,10 @@ fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
             )),
         }
     }
-    if let Some(a) = obj.pointer("/metadata/annotations").and_then(Value::as_object) {
+    if let Some(a) = obj
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
         for (k, v) in a {
             if !valid_qualified_name(k) || !v.is_string() {
                 causes.push(cause(
@@ -191,21 +198,31 @@ fn validate_kind(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
                     for (k, v) in d {
                         let key_ok = !k.is_empty()
                             && k.len() <= 253
-                            && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+                            && k.bytes().all(|b| {
+                                b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
+                            });
                         if !key_ok {
                             causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), format!("Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'")));
                         }
                         if !v.is_string() {
-                            causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), "Invalid value: must be a string"));
+                            causes.push(cause(
+                                "FieldValueInvalid",
+                                format!("{field}[{k}]"),
+                                "Invalid value: must be a string",
+                            ));
                         }
                     }
                 }
             }
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            if crate::resources::from_crd(obj).is_none() {
-                causes.push(cause("FieldValueRequired", "spec", "Required value: group, names.plural, names.kind and versions are required"));
-            }
+        ("apiextensions.k8s.io", "customresourcedefinitions")
+            if crate::resources::from_crd(obj).is_none() =>
+        {
+            causes.push(cause(
+                "FieldValueRequired",
+                "spec",
+                "Required value: group, names.plural, names.kind and versions are required",
+            ));
         }
         _ => {}
     }
@@ -213,22 +230,38 @@ fn validate_kind(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
 
 fn validate_pod(obj: &Value, causes: &mut Vec<Cause>) {
     let spec = obj.get("spec");
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
     match containers {
-        None => causes.push(cause("FieldValueRequired", "spec.containers", "Required value")),
-        Some(c) if c.is_empty() => {
-            causes.push(cause("FieldValueRequired", "spec.containers", "Required value"))
-        }
+        None => causes.push(cause(
+            "FieldValueRequired",
+            "spec.containers",
+            "Required value",
+        )),
+        Some(c) if c.is_empty() => causes.push(cause(
+            "FieldValueRequired",
+            "spec.containers",
+            "Required value",
+        )),
         Some(_) => {}
     }
     let volumes: Vec<&str> = spec
         .and_then(|s| s.get("volumes"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.get("name").and_then(Value::as_str)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.get("name").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     for (i, v) in volumes.iter().enumerate() {
         if volumes[..i].contains(v) {
-            causes.push(cause("FieldValueDuplicate", format!("spec.volumes[{i}].name"), format!("Duplicate value: \"{v}\"")));
+            causes.push(cause(
+                "FieldValueDuplicate",
+                format!("spec.volumes[{i}].name"),
+                format!("Duplicate value: \"{v}\""),
+            ));
         }
     }
     let mut names: Vec<String> = Vec::new();
@@ -239,50 +272,94 @@ fn validate_pod(obj: &Value, causes: &mut Vec<Cause>) {
         for (i, c) in list.iter().enumerate() {
             let path = format!("spec.{field}[{i}]");
             match c.get("name").and_then(Value::as_str) {
-                None | Some("") => causes.push(cause("FieldValueRequired", format!("{path}.name"), "Required value")),
+                None | Some("") => causes.push(cause(
+                    "FieldValueRequired",
+                    format!("{path}.name"),
+                    "Required value",
+                )),
                 Some(n) => {
                     if check_name(NameRule::Label, n).is_some() {
                         causes.push(cause("FieldValueInvalid", format!("{path}.name"), format!("Invalid value: \"{n}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
                     }
                     if names.iter().any(|x| x == n) {
-                        causes.push(cause("FieldValueDuplicate", format!("{path}.name"), format!("Duplicate value: \"{n}\"")));
+                        causes.push(cause(
+                            "FieldValueDuplicate",
+                            format!("{path}.name"),
+                            format!("Duplicate value: \"{n}\""),
+                        ));
                     }
                     names.push(n.to_string());
                 }
             }
-            if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
-                causes.push(cause("FieldValueRequired", format!("{path}.image"), "Required value"));
+            if c.get("image")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                causes.push(cause(
+                    "FieldValueRequired",
+                    format!("{path}.image"),
+                    "Required value",
+                ));
             }
             if let Some(mounts) = c.get("volumeMounts").and_then(Value::as_array) {
                 for (j, m) in mounts.iter().enumerate() {
                     let vn = m.get("name").and_then(Value::as_str).unwrap_or("");
                     if !volumes.contains(&vn) {
-                        causes.push(cause("FieldValueNotFound", format!("{path}.volumeMounts[{j}].name"), format!("Not found: \"{vn}\"")));
+                        causes.push(cause(
+                            "FieldValueNotFound",
+                            format!("{path}.volumeMounts[{j}].name"),
+                            format!("Not found: \"{vn}\""),
+                        ));
                     }
-                    if m.get("mountPath").and_then(Value::as_str).is_none_or(str::is_empty) {
-                        causes.push(cause("FieldValueRequired", format!("{path}.volumeMounts[{j}].mountPath"), "Required value"));
+                    if m.get("mountPath")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        causes.push(cause(
+                            "FieldValueRequired",
+                            format!("{path}.volumeMounts[{j}].mountPath"),
+                            "Required value",
+                        ));
                     }
                 }
             }
             if let Some(env) = c.get("env").and_then(Value::as_array) {
                 for (j, e) in env.iter().enumerate() {
-                    if e.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                        causes.push(cause("FieldValueRequired", format!("{path}.env[{j}].name"), "Required value"));
+                    if e.get("name")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        causes.push(cause(
+                            "FieldValueRequired",
+                            format!("{path}.env[{j}].name"),
+                            "Required value",
+                        ));
                     }
                 }
             }
         }
     }
-    if let Some(p) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str)
+    if let Some(p) = spec
+        .and_then(|s| s.get("restartPolicy"))
+        .and_then(Value::as_str)
         && !matches!(p, "Always" | "OnFailure" | "Never")
     {
-        causes.push(cause("FieldValueNotSupported", "spec.restartPolicy", format!("Unsupported value: \"{p}\": supported values: \"Always\", \"OnFailure\", \"Never\"")));
+        causes.push(cause(
+            "FieldValueNotSupported",
+            "spec.restartPolicy",
+            format!(
+                "Unsupported value: \"{p}\": supported values: \"Always\", \"OnFailure\", \"Never\""
+            ),
+        ));
     }
 }
 
 fn validate_service(obj: &Value, causes: &mut Vec<Cause>) {
     let spec = obj.get("spec");
-    let headless = spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
+    let headless = spec
+        .and_then(|s| s.get("clusterIP"))
+        .and_then(Value::as_str)
+        == Some("None");
     let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
     if !headless && ports.is_none_or(Vec::is_empty) {
         causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
@@ -290,7 +367,11 @@ fn validate_service(obj: &Value, causes: &mut Vec<Cause>) {
     for (i, p) in ports.into_iter().flatten().enumerate() {
         match p.get("port").and_then(Value::as_i64) {
             Some(1..=65535) => {}
-            _ => causes.push(cause("FieldValueInvalid", format!("spec.ports[{i}].port"), "Invalid value: must be between 1 and 65535, inclusive")),
+            _ => causes.push(cause(
+                "FieldValueInvalid",
+                format!("spec.ports[{i}].port"),
+                "Invalid value: must be between 1 and 65535, inclusive",
+            )),
         }
     }
 }
@@ -362,8 +443,15 @@ fn default_pod(obj: &mut Value) {
         if let Some(list) = spec.get_mut(field).and_then(Value::as_array_mut) {
             for c in list.iter_mut().filter_map(Value::as_object_mut) {
                 let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                let latest = image.rsplit('/').next().is_some_and(|last| !last.contains(':') || last.ends_with(":latest"));
-                set_default(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                let latest = image
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|last| !last.contains(':') || last.ends_with(":latest"));
+                set_default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
@@ -451,9 +539,9 @@ fn default_service(obj: &mut Value, current: Option<&Value>) {
 
 // A stable address per name inside 10.96.0.0/12; collisions are harmless in a simulator.
 fn cluster_ip_for(name: &str) -> String {
-    let h = name
-        .bytes()
-        .fold(2_166_136_261u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16_777_619));
+    let h = name.bytes().fold(2_166_136_261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    });
     format!("10.96.{}.{}", (h >> 8) % 256, (h % 254) + 1)
 }
 
@@ -479,12 +567,24 @@ pub fn base64(input: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -502,7 +602,7 @@ pub fn unbase64(input: &str) -> Option<Vec<u8>> {
         } as u32)
     };
     let bytes: Vec<u8> = input.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
@@ -528,7 +628,12 @@ fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
     let normalise = |pod: &Value| -> Value {
         let mut spec = pod.get("spec").cloned().unwrap_or(json!({}));
         if let Some(s) = spec.as_object_mut() {
-            for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "nodeName"] {
+            for k in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+                "nodeName",
+            ] {
                 s.remove(k);
             }
             for field in ["containers", "initContainers"] {
@@ -542,8 +647,14 @@ fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
         spec
     };
     let node_changed = {
-        let cur = current.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-        let new = proposed.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        let cur = current
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let new = proposed
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         !cur.is_empty() && cur != new
     };
     node_changed || normalise(current) != normalise(proposed)
@@ -556,7 +667,10 @@ mod tests {
     #[test]
     fn base64_round_trips() {
         for s in ["", "a", "ab", "abc", "hello world!"] {
-            assert_eq!(unbase64(&base64(s.as_bytes())).as_deref(), Some(s.as_bytes()));
+            assert_eq!(
+                unbase64(&base64(s.as_bytes())).as_deref(),
+                Some(s.as_bytes())
+            );
         }
         assert_eq!(base64(b"hello"), "aGVsbG8=");
     }

@@ -61,7 +61,9 @@ async fn handle(
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::CoreVersions) => json_response(StatusCode::OK, &discovery::core_versions()),
-        Some(Route::Groups) => json_response(StatusCode::OK, &discovery::groups(&state.store.registry())),
+        Some(Route::Groups) => {
+            json_response(StatusCode::OK, &discovery::groups(&state.store.registry()))
+        }
         Some(Route::Group(g)) => match discovery::group(&state.store.registry(), &g) {
             Some(v) => json_response(StatusCode::OK, &v),
             None => error_response(&ApiError::no_route(&path)),
@@ -185,14 +187,15 @@ async fn object_request(
         )));
     }
     if !rt.namespaced && op.namespace.is_some() {
-        return Err(ApiError::no_route(&format!("{} is not namespaced", rt.plural)));
+        return Err(ApiError::no_route(&format!(
+            "{} is not namespaced",
+            rt.plural
+        )));
     }
     let ns = op.namespace.clone().unwrap_or_default();
     let result = execute(state, &rt, verb, &op, &ns, q, headers, body).await;
     match fired {
-        Some(f) if f.when == FaultTiming::After => {
-            Err(ApiError::injected(f.code, f.message))
-        }
+        Some(f) if f.when == FaultTiming::After => Err(ApiError::injected(f.code, f.message)),
         _ => result,
     }
 }
@@ -231,7 +234,10 @@ async fn execute(
             let filter = Filter::from_query(rt, q)?;
             let opts = ListOpts {
                 limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
-                continue_token: q.get("continue").filter(|c| !c.is_empty()).map(str::to_string),
+                continue_token: q
+                    .get("continue")
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_string),
             };
             let ns_filter = op.namespace.as_deref();
             let page = store.list(rt, ns_filter, &|o| filter.matches(o), &opts)?;
@@ -252,7 +258,13 @@ async fn execute(
         }
         Verb::Watch => {
             let filter = Filter::from_query(rt, q)?;
-            Ok(watch::serve(state, rt.clone(), op.namespace.clone(), filter, q))
+            Ok(watch::serve(
+                state,
+                rt.clone(),
+                op.namespace.clone(),
+                filter,
+                q,
+            ))
         }
         Verb::Create => {
             let obj = parse_body(headers, &body)?;
@@ -281,7 +293,12 @@ async fn execute(
         Verb::DeleteCollection => {
             let filter = Filter::from_query(rt, q)?;
             let opts = delete_opts(q, &body)?;
-            let page = store.list(rt, op.namespace.as_deref(), &|o| filter.matches(o), &ListOpts::default())?;
+            let page = store.list(
+                rt,
+                op.namespace.as_deref(),
+                &|o| filter.matches(o),
+                &ListOpts::default(),
+            )?;
             let mut deleted = Vec::new();
             for item in page.items {
                 let item_ns = meta::meta_str(&item, "namespace").to_string();
@@ -364,7 +381,11 @@ fn patch_object(
                 }
                 Ok(result)
             })?;
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
             Ok(json_response(code, &out))
         }
         "application/json-patch+json" => {
@@ -379,7 +400,9 @@ fn patch_object(
             if !p.is_object() {
                 return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
-            let out = store.modify(rt, ns, name, part, write, |cur| Ok(patch::merge_patch(cur, &p)))?;
+            let out = store.modify(rt, ns, name, part, write, |cur| {
+                Ok(patch::merge_patch(cur, &p))
+            })?;
             Ok(json_response(StatusCode::OK, &out))
         }
         "application/strategic-merge-patch+json" if !rt.custom => {
@@ -392,7 +415,11 @@ fn patch_object(
         other => Err(ApiError {
             message: format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}; got {other:?}",
-                if rt.custom { "" } else { ", application/strategic-merge-patch+json" }
+                if rt.custom {
+                    ""
+                } else {
+                    ", application/strategic-merge-patch+json"
+                }
             ),
             ..ApiError::unsupported_media_type(other)
         }),
@@ -415,7 +442,13 @@ fn apply_error(rt: &ResourceType, name: &str, e: patch::ApplyError) -> ApiError 
                 .collect();
             let causes = conflicts
                 .iter()
-                .map(|(m, f)| crate::api_error::cause("FieldManagerConflict", f.clone(), format!("conflict with \"{m}\"")))
+                .map(|(m, f)| {
+                    crate::api_error::cause(
+                        "FieldManagerConflict",
+                        f.clone(),
+                        format!("conflict with \"{m}\""),
+                    )
+                })
                 .collect();
             ApiError {
                 message: format!(
@@ -433,11 +466,18 @@ fn apply_error(rt: &ResourceType, name: &str, e: patch::ApplyError) -> ApiError 
 }
 
 fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response, ApiError> {
-    let pod = state.store.get_raw("", "pods", ns, name).ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    let pod = state
+        .store
+        .get_raw("", "pods", ns, name)
+        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
     let containers: Vec<String> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let container = match q.get("container") {
         Some(c) => c.to_string(),
@@ -450,7 +490,9 @@ fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response
         }
     };
     match state.kubelet.logs(ns, name, &container) {
-        Some(text) => Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()),
+        Some(text) => {
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response())
+        }
         None => Err(ApiError::bad_request(format!(
             "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
         ))),
@@ -537,7 +579,13 @@ fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default()
 }
 
@@ -574,8 +622,9 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
         ..DeleteOpts::default()
     };
     if !body.is_empty() {
-        let b: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("json: cannot decode DeleteOptions: {e}")))?;
+        let b: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("json: cannot decode DeleteOptions: {e}"))
+        })?;
         if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
             opts.propagation = Some(p.to_string());
         }
@@ -588,10 +637,16 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
         if let Some(uid) = b.pointer("/preconditions/uid").and_then(Value::as_str) {
             opts.uid = Some(uid.to_string());
         }
-        if let Some(rv) = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
+        if let Some(rv) = b
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+        {
             opts.resource_version = Some(rv.to_string());
         }
-        if b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")) {
+        if b.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"))
+        {
             opts.dry_run = true;
         }
     }
@@ -608,7 +663,12 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
 /// A JSON answer.
 pub fn json_response(code: StatusCode, value: &Value) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
-    (code, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from(body),
+    )
+        .into_response()
 }
 
 /// A `Status` answer for an error.

@@ -24,7 +24,7 @@ pub struct ApiError {
     /// Human-readable message, worded as Kubernetes words it.
     pub message: String,
     /// `details.name`, `details.group`, `details.kind`.
-    pub details: Option<(String, String, String)>,
+    pub details: Option<Box<(String, String, String)>>,
     /// `details.causes`.
     pub causes: Vec<Cause>,
     /// `details.retryAfterSeconds` (e.g. for injected 429/503 faults).
@@ -44,19 +44,27 @@ impl ApiError {
     }
 
     fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.details = Some((name.into(), group.into(), kind.into()));
+        self.details = Some(Box::new((name.into(), group.into(), kind.into())));
         self
     }
 
     /// 404 for a named object: `pods "x" not found`.
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
-            .with_details(name, group, plural)
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        )
+        .with_details(name, group, plural)
     }
 
     /// 404 for a URL that names no resource.
     pub fn no_route(path: &str) -> Self {
-        Self::new(404, "NotFound", format!("the server could not find the requested resource ({path})"))
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
     }
 
     /// 409 on create of an existing name.
@@ -99,8 +107,12 @@ impl ApiError {
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut e = Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {summary}"))
-            .with_details(name, group, kind);
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {summary}"),
+        )
+        .with_details(name, group, kind);
         e.causes = causes;
         e
     }
@@ -125,7 +137,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"
+            ),
         )
     }
 
@@ -142,7 +156,11 @@ impl ApiError {
     /// An injected failure with any code, reason picked as Kubernetes would.
     pub fn injected(code: u16, message: Option<String>) -> Self {
         let reason = reason_for(code);
-        let mut e = Self::new(code, reason, message.unwrap_or_else(|| format!("kubesim injected fault ({code})")));
+        let mut e = Self::new(
+            code,
+            reason,
+            message.unwrap_or_else(|| format!("kubesim injected fault ({code})")),
+        );
         if code == 429 || code == 503 {
             e.retry_after = Some(1);
         }
@@ -167,7 +185,7 @@ impl ApiError {
             "code": self.code,
         });
         let mut details = serde_json::Map::new();
-        if let Some((name, group, kind)) = &self.details {
+        if let Some((name, group, kind)) = self.details.as_deref() {
             details.insert("name".into(), json!(name));
             if !group.is_empty() {
                 details.insert("group".into(), json!(group));
@@ -180,7 +198,9 @@ impl ApiError {
                 Value::Array(
                     self.causes
                         .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .map(
+                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
+                        )
                         .collect(),
                 ),
             );

@@ -140,10 +140,14 @@ impl Cluster {
         };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = api::router(state);
         tokio::spawn(async move {
@@ -214,7 +218,8 @@ fn bootstrap(store: &Arc<Store>) -> Result<(), StartError> {
         store
             .create(&ns_rt, "", obj, &WriteOpts::default())
             .map_err(|_| StartError::Bootstrap(ns.into()))?;
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        let sa =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
         store
             .create(&sa_rt, ns, sa, &WriteOpts::default())
             .map_err(|_| StartError::Bootstrap(ns.into()))?;

@@ -164,11 +164,14 @@ pub struct JournalEntry {
 /// How many mutating requests the journal keeps (oldest dropped first).
 const JOURNAL_CAPACITY: usize = 2_000;
 
+/// Counter key: (verb, group, resource, namespace, watch).
+type CountKey = (String, String, String, String, bool);
+
 /// Counters and fault rules, shared by every request handler.
 #[derive(Debug, Default)]
 pub struct Control {
     journal: Mutex<std::collections::VecDeque<JournalEntry>>,
-    counts: Mutex<BTreeMap<(String, String, String, String, bool), u64>>,
+    counts: Mutex<BTreeMap<CountKey, u64>>,
     faults: Mutex<Vec<FaultRule>>,
     latency: Mutex<Vec<LatencyRule>>,
 }
@@ -220,14 +223,16 @@ impl Control {
     pub fn counts(&self) -> Vec<RequestCount> {
         lock(&self.counts)
             .iter()
-            .map(|((verb, group, resource, namespace, watch), count)| RequestCount {
-                verb: verb.clone(),
-                group: group.clone(),
-                resource: resource.clone(),
-                namespace: namespace.clone(),
-                watch: *watch,
-                count: *count,
-            })
+            .map(
+                |((verb, group, resource, namespace, watch), count)| RequestCount {
+                    verb: verb.clone(),
+                    group: group.clone(),
+                    resource: resource.clone(),
+                    namespace: namespace.clone(),
+                    watch: *watch,
+                    count: *count,
+                },
+            )
             .collect()
     }
 
@@ -299,9 +304,15 @@ mod tests {
     #[test]
     fn fault_fires_count_times_then_is_spent() {
         let c = Control::default();
-        c.add_fault(serde_json::from_str(r#"{"verb":"create","resource":"pods","count":2,"code":503}"#).unwrap());
+        c.add_fault(
+            serde_json::from_str(r#"{"verb":"create","resource":"pods","count":2,"code":503}"#)
+                .unwrap(),
+        );
         assert!(c.observe(&req("get", "pods")).0.is_none());
-        assert_eq!(c.observe(&req("create", "pods")).0.map(|f| f.code), Some(503));
+        assert_eq!(
+            c.observe(&req("create", "pods")).0.map(|f| f.code),
+            Some(503)
+        );
         assert!(c.observe(&req("create", "pods")).0.is_some());
         assert!(c.observe(&req("create", "pods")).0.is_none());
         assert!(c.faults().is_empty());
@@ -314,7 +325,10 @@ mod tests {
         c.observe(&req("list", "pods"));
         c.observe(&req("get", "configmaps"));
         let rows = c.counts();
-        assert!(rows.iter().any(|r| r.verb == "list" && r.resource == "pods" && r.count == 2));
+        assert!(
+            rows.iter()
+                .any(|r| r.verb == "list" && r.resource == "pods" && r.count == 2)
+        );
         c.reset_counts();
         assert!(c.counts().is_empty());
     }

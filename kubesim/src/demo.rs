@@ -53,10 +53,16 @@ fn api_err(step: &'static str) -> impl FnOnce(kube::Error) -> DemoError {
 pub async fn run() -> Result<String, DemoError> {
     let cluster = Cluster::start(ClusterConfig::default()).await?;
     let client = cluster.client()?;
-    println!("kubesim serving at {} (nodes: {})", cluster.url, cluster.kubelet.nodes().join(", "));
+    println!(
+        "kubesim serving at {} (nodes: {})",
+        cluster.url,
+        cluster.kubelet.nodes().join(", ")
+    );
 
-    let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &core("Pod", "pods"));
-    let cms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &core("ConfigMap", "configmaps"));
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &core("Pod", "pods"));
+    let cms: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &core("ConfigMap", "configmaps"));
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "demo-driver", "labels": {"spark-role": "driver"},
@@ -87,18 +93,35 @@ pub async fn run() -> Result<String, DemoError> {
     let finished = tokio::time::timeout(limit, async {
         while let Some(Ok(p)) = events.next().await {
             let p = serde_json::to_value(&p).unwrap_or_default();
-            let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or("").to_string();
-            let node = p.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("-");
+            let phase = p
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let node = p
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("-");
             let containers: Vec<String> = ["initContainerStatuses", "containerStatuses"]
                 .iter()
                 .filter_map(|f| p.pointer(&format!("/status/{f}")).and_then(Value::as_array))
                 .flatten()
                 .map(|c| {
-                    let state = c.get("state").and_then(Value::as_object).and_then(|s| s.keys().next().cloned());
-                    format!("{}={}", c["name"].as_str().unwrap_or("?"), state.unwrap_or_default())
+                    let state = c
+                        .get("state")
+                        .and_then(Value::as_object)
+                        .and_then(|s| s.keys().next().cloned());
+                    format!(
+                        "{}={}",
+                        c["name"].as_str().unwrap_or("?"),
+                        state.unwrap_or_default()
+                    )
                 })
                 .collect();
-            let line = format!("watch: phase={phase} node={node} [{}]", containers.join(" "));
+            let line = format!(
+                "watch: phase={phase} node={node} [{}]",
+                containers.join(" ")
+            );
             if line != last {
                 println!("{line}");
                 last = line;
@@ -117,7 +140,12 @@ pub async fn run() -> Result<String, DemoError> {
         .await
         .map_err(api_err("deleting the pod"))?;
     for _ in 0..100 {
-        if cms.get_opt("demo-conf").await.map_err(api_err("reading the ConfigMap"))?.is_none() {
+        if cms
+            .get_opt("demo-conf")
+            .await
+            .map_err(api_err("reading the ConfigMap"))?
+            .is_none()
+        {
             println!("pod deleted; garbage collector removed configmap demo-conf");
             break;
         }

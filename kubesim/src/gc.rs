@@ -60,7 +60,10 @@ impl Graph {
         self.by_uid.insert(uid, key.clone());
         let owners = owner_uids(obj);
         for o in &owners {
-            self.dependents.entry(o.clone()).or_default().insert(key.clone());
+            self.dependents
+                .entry(o.clone())
+                .or_default()
+                .insert(key.clone());
         }
         if !owners.is_empty() {
             self.owners_of.insert(key.clone(), owners);
@@ -208,14 +211,16 @@ impl Collector {
             let Some(owner) = self.graph.by_uid.get(&owner_uid) else {
                 continue;
             };
-            let Some(o) = self
-                .store
-                .get_raw(&owner.group, &owner.plural, &owner.namespace, &owner.name)
+            let Some(o) =
+                self.store
+                    .get_raw(&owner.group, &owner.plural, &owner.namespace, &owner.name)
             else {
                 continue;
             };
             let waiting = meta::is_deleting(&o)
-                && meta::finalizers(&o).iter().any(|f| f == "foregroundDeletion");
+                && meta::finalizers(&o)
+                    .iter()
+                    .any(|f| f == "foregroundDeletion");
             let remaining = self
                 .graph
                 .dependents
@@ -243,20 +248,33 @@ impl Collector {
     }
 
     fn orphan_dependents(&self, owner_uid: &str) {
-        for dep in self.graph.dependents.get(owner_uid).cloned().unwrap_or_default() {
+        for dep in self
+            .graph
+            .dependents
+            .get(owner_uid)
+            .cloned()
+            .unwrap_or_default()
+        {
             let Some(rt) = self.rt(&dep.group, &dep.plural) else {
                 continue;
             };
-            let _ = self.store.modify(&rt, &dep.namespace, &dep.name, Part::Main, &WriteOpts::default(), |cur| {
-                let mut next = cur.clone();
-                if let Some(refs) = next
-                    .pointer_mut("/metadata/ownerReferences")
-                    .and_then(Value::as_array_mut)
-                {
-                    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
-                }
-                Ok(next)
-            });
+            let _ = self.store.modify(
+                &rt,
+                &dep.namespace,
+                &dep.name,
+                Part::Main,
+                &WriteOpts::default(),
+                |cur| {
+                    let mut next = cur.clone();
+                    if let Some(refs) = next
+                        .pointer_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    {
+                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+                    }
+                    Ok(next)
+                },
+            );
         }
     }
 
@@ -264,22 +282,37 @@ impl Collector {
         let Some(rt) = self.rt(&key.group, &key.plural) else {
             return;
         };
-        let _ = self.store.modify(&rt, &key.namespace, &key.name, Part::Main, &WriteOpts::default(), |cur| {
-            let mut next = cur.clone();
-            let kept: Vec<String> = meta::finalizers(cur).into_iter().filter(|f| f != finalizer).collect();
-            meta::metadata_mut(&mut next).insert("finalizers".into(), json!(kept));
-            Ok(next)
-        });
+        let _ = self.store.modify(
+            &rt,
+            &key.namespace,
+            &key.name,
+            Part::Main,
+            &WriteOpts::default(),
+            |cur| {
+                let mut next = cur.clone();
+                let kept: Vec<String> = meta::finalizers(cur)
+                    .into_iter()
+                    .filter(|f| f != finalizer)
+                    .collect();
+                meta::metadata_mut(&mut next).insert("finalizers".into(), json!(kept));
+                Ok(next)
+            },
+        );
     }
 
     fn ensure_default_service_account(&self, ns: &str) {
         let Some(rt) = self.rt("", "serviceaccounts") else {
             return;
         };
-        if self.store.get_raw("", "serviceaccounts", ns, "default").is_some() {
+        if self
+            .store
+            .get_raw("", "serviceaccounts", ns, "default")
+            .is_some()
+        {
             return;
         }
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        let sa =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
         if let Err(e) = self.store.create(&rt, ns, sa, &WriteOpts::default())
             && e.code != 409
         {
@@ -300,7 +333,9 @@ impl Collector {
         for rt in types {
             for obj in self.store.all_of(&rt.group, &rt.plural) {
                 if meta::meta_str(&obj, "namespace") == ns && !meta::is_deleting(&obj) {
-                    let _ = self.store.delete(&rt, ns, meta::name(&obj), &DeleteOpts::default());
+                    let _ = self
+                        .store
+                        .delete(&rt, ns, meta::name(&obj), &DeleteOpts::default());
                 }
             }
         }
@@ -327,11 +362,13 @@ impl Collector {
         let Some(rt) = self.rt("", "namespaces") else {
             return;
         };
-        let _ = self.store.modify(&rt, "", ns, Part::Main, &WriteOpts::default(), |cur| {
-            let mut next = cur.clone();
-            next["spec"]["finalizers"] = json!([]);
-            Ok(next)
-        });
+        let _ = self
+            .store
+            .modify(&rt, "", ns, Part::Main, &WriteOpts::default(), |cur| {
+                let mut next = cur.clone();
+                next["spec"]["finalizers"] = json!([]);
+                Ok(next)
+            });
     }
 }
 
@@ -342,14 +379,40 @@ mod tests {
     #[test]
     fn graph_tracks_dependents_and_forgets_deleted_owners() {
         let mut g = Graph::default();
-        let owner = Key { group: String::new(), plural: "pods".into(), namespace: "ns".into(), name: "p".into() };
-        let dep = Key { group: String::new(), plural: "configmaps".into(), namespace: "ns".into(), name: "c".into() };
-        g.observe(&owner, &json!({"metadata": {"name": "p", "uid": "u1"}}), false);
-        g.observe(&dep, &json!({"metadata": {"name": "c", "uid": "u2", "ownerReferences": [{"uid": "u1"}]}}), false);
+        let owner = Key {
+            group: String::new(),
+            plural: "pods".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+        };
+        let dep = Key {
+            group: String::new(),
+            plural: "configmaps".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+        };
+        g.observe(
+            &owner,
+            &json!({"metadata": {"name": "p", "uid": "u1"}}),
+            false,
+        );
+        g.observe(
+            &dep,
+            &json!({"metadata": {"name": "c", "uid": "u2", "ownerReferences": [{"uid": "u1"}]}}),
+            false,
+        );
         assert!(g.dependents["u1"].contains(&dep));
-        g.observe(&dep, &json!({"metadata": {"name": "c", "uid": "u2"}}), false);
+        g.observe(
+            &dep,
+            &json!({"metadata": {"name": "c", "uid": "u2"}}),
+            false,
+        );
         assert!(!g.dependents.contains_key("u1"));
-        g.observe(&owner, &json!({"metadata": {"name": "p", "uid": "u1"}}), true);
+        g.observe(
+            &owner,
+            &json!({"metadata": {"name": "p", "uid": "u1"}}),
+            true,
+        );
         assert!(!g.by_uid.contains_key("u1"));
     }
 }

@@ -32,7 +32,10 @@ mod tests {
     fn kubeconfig_is_valid_yaml_naming_the_server() {
         let text = super::render("http://127.0.0.1:1234");
         let v: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
-        assert_eq!(v["clusters"][0]["cluster"]["server"], "http://127.0.0.1:1234");
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "http://127.0.0.1:1234"
+        );
         assert_eq!(v["current-context"], "kubesim");
     }
 }

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use kubesim::{Cluster, ClusterConfig};
 
 #[derive(Parser)]
-#[command(name = "kubesim", version, about = "A Kubernetes API server and kubelet simulator")]
+#[command(
+    name = "kubesim",
+    version,
+    about = "A Kubernetes API server and kubelet simulator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,12 +49,18 @@ async fn main() -> anyhow::Result<()> {
             anyhow::ensure!(phase == "Succeeded", "demo pod ended {phase}");
             Ok(())
         }
-        Command::Serve { listen, kubeconfig_out, config, work_dir } => {
+        Command::Serve {
+            listen,
+            kubeconfig_out,
+            config,
+            work_dir,
+        } => {
             let mut cfg: ClusterConfig = match &config {
                 Some(path) => {
                     let text = std::fs::read_to_string(path)
                         .with_context(|| format!("reading {}", path.display()))?;
-                    serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+                    serde_yaml::from_str(&text)
+                        .with_context(|| format!("parsing {}", path.display()))?
                 }
                 None => ClusterConfig::default(),
             };
@@ -66,7 +76,9 @@ async fn main() -> anyhow::Result<()> {
             }
             println!("{}", cluster.url);
             tracing::info!(url = %cluster.url, "kubesim serving");
-            tokio::signal::ctrl_c().await.context("waiting for ctrl-c")?;
+            tokio::signal::ctrl_c()
+                .await
+                .context("waiting for ctrl-c")?;
             drop(cluster);
             Ok(())
         }
@@ -77,7 +89,9 @@ fn init_tracing() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::io::stderr().is_terminal() {
         builder.init();
     } else {

@@ -11,7 +11,9 @@ pub fn now_rfc3339() -> String {
 
 /// Current time with microseconds (the `MicroTime` of events and leases).
 pub fn now_micro() -> String {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let base = format_secs(d.as_secs());
     format!("{}.{:06}Z", base.trim_end_matches('Z'), d.subsec_micros())
 }
@@ -94,7 +96,11 @@ pub fn uid(obj: &Value) -> &str {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

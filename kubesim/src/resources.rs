@@ -130,12 +130,48 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
     use NameRule::*;
     vec![
         builtin("", "v1", "pods", "Pod", true, true, &["po"], Subdomain),
-        builtin("", "v1", "configmaps", "ConfigMap", true, false, &["cm"], Subdomain),
-        builtin("", "v1", "services", "Service", true, true, &["svc"], Rfc1035Label),
+        builtin(
+            "",
+            "v1",
+            "configmaps",
+            "ConfigMap",
+            true,
+            false,
+            &["cm"],
+            Subdomain,
+        ),
+        builtin(
+            "",
+            "v1",
+            "services",
+            "Service",
+            true,
+            true,
+            &["svc"],
+            Rfc1035Label,
+        ),
         builtin("", "v1", "secrets", "Secret", true, false, &[], Subdomain),
         builtin("", "v1", "events", "Event", true, false, &["ev"], Path),
-        builtin("", "v1", "namespaces", "Namespace", false, true, &["ns"], Label),
-        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, false, &["sa"], Subdomain),
+        builtin(
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            false,
+            true,
+            &["ns"],
+            Label,
+        ),
+        builtin(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            false,
+            &["sa"],
+            Subdomain,
+        ),
         builtin(
             "",
             "v1",
@@ -147,9 +183,36 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
             Subdomain,
         ),
         builtin("", "v1", "nodes", "Node", false, true, &["no"], Subdomain),
-        builtin("", "v1", "endpoints", "Endpoints", true, false, &["ep"], Subdomain),
-        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, false, &[], Subdomain),
-        builtin("events.k8s.io", "v1", "events", "Event", true, false, &["ev"], Path),
+        builtin(
+            "",
+            "v1",
+            "endpoints",
+            "Endpoints",
+            true,
+            false,
+            &["ep"],
+            Subdomain,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            false,
+            &[],
+            Subdomain,
+        ),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            false,
+            &["ev"],
+            Path,
+        ),
         builtin(
             "networking.k8s.io",
             "v1",
@@ -203,7 +266,11 @@ pub fn from_crd(crd: &Value) -> Option<Arc<ResourceType>> {
         short_names: names
             .get("shortNames")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default(),
         custom: true,
         name_rule: NameRule::Subdomain,
@@ -290,13 +357,19 @@ mod tests {
         assert!(rt.namespaced && rt.status_subresource && rt.custom);
         let mut reg = Registry::default();
         reg.register(rt);
-        assert!(reg.find("sparkoperator.k8s.io", "v1beta2", "sparkapp").is_some());
+        assert!(
+            reg.find("sparkoperator.k8s.io", "v1beta2", "sparkapp")
+                .is_some()
+        );
     }
 
     #[test]
     fn core_types_are_found_by_short_name() {
         let reg = Registry::default();
-        assert_eq!(reg.find("", "v1", "po").map(|t| t.kind.clone()), Some("Pod".into()));
+        assert_eq!(
+            reg.find("", "v1", "po").map(|t| t.kind.clone()),
+            Some("Pod".into())
+        );
         assert!(reg.find("", "v2", "pods").is_none());
     }
 }

@@ -235,9 +235,10 @@ impl Store {
         let empty = BTreeMap::new();
         let all = inner.objects.get(&type_key(rt)).unwrap_or(&empty);
         let range: Box<dyn Iterator<Item = (&ObjKey, &Value)>> = match &start {
-            Some(k) => Box::new(
-                all.range::<ObjKey, _>((std::ops::Bound::Excluded(k.clone()), std::ops::Bound::Unbounded)),
-            ),
+            Some(k) => Box::new(all.range::<ObjKey, _>((
+                std::ops::Bound::Excluded(k.clone()),
+                std::ops::Bound::Unbounded,
+            ))),
             None => Box::new(all.iter()),
         };
         let mut items = Vec::new();
@@ -285,7 +286,9 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         check_kind(rt, &obj)?;
         {
@@ -565,7 +568,9 @@ impl Inner {
         opts: &WriteOpts,
     ) -> Result<Value, ApiError> {
         if !proposed.is_object() {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         check_kind(rt, &proposed)?;
         let body_name = meta::name(&proposed);
@@ -903,7 +908,7 @@ fn encode_continue(rv: u64, key: &ObjKey) -> String {
 }
 
 fn decode_continue(tok: &str) -> Option<(u64, ObjKey)> {
-    if tok.len() % 2 != 0 {
+    if !tok.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..tok.len())
@@ -913,7 +918,10 @@ fn decode_continue(tok: &str) -> Option<(u64, ObjKey)> {
     let v: Value = serde_json::from_slice(&bytes?).ok()?;
     Some((
         v.get(0)?.as_u64()?,
-        (v.get(1)?.as_str()?.to_string(), v.get(2)?.as_str()?.to_string()),
+        (
+            v.get(1)?.as_str()?.to_string(),
+            v.get(2)?.as_str()?.to_string(),
+        ),
     ))
 }
 

@@ -126,7 +126,10 @@ mod tests {
     #[test]
     fn namespace_object_and_its_finalize() {
         let o = obj("/api/v1/namespaces/ns");
-        assert_eq!((o.resource.as_str(), o.name.as_deref(), o.namespace), ("namespaces", Some("ns"), None));
+        assert_eq!(
+            (o.resource.as_str(), o.name.as_deref(), o.namespace),
+            ("namespaces", Some("ns"), None)
+        );
         let f = obj("/api/v1/namespaces/ns/finalize");
         assert_eq!(f.subresource.as_deref(), Some("finalize"));
     }
@@ -136,7 +139,13 @@ mod tests {
         let o = obj("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
         assert_eq!(o.group, "coordination.k8s.io");
         assert_eq!(o.name, None);
-        assert_eq!(parse("/apis/g/v1"), Some(Route::Resources { group: "g".into(), version: "v1".into() }));
+        assert_eq!(
+            parse("/apis/g/v1"),
+            Some(Route::Resources {
+                group: "g".into(),
+                version: "v1".into()
+            })
+        );
         assert_eq!(parse("/apis/g"), Some(Route::Group("g".into())));
         assert_eq!(parse("/nope"), None);
         assert_eq!(parse("/api/v1/namespaces/a/pods/b/c/d"), None);

@@ -10,17 +10,21 @@ use serde_json::{Value, json};
 use super::{AppState, json_response};
 use crate::control::{FaultRule, LatencyRule};
 
-fn fail(code: StatusCode, message: impl Into<String>) -> Response {
-    json_response(code, &json!({"error": message.into()}))
+/// A failed control request (kept small: a `Response` is too large for an `Err`).
+struct Fail(StatusCode, String);
+
+fn fail(code: StatusCode, message: impl Into<String>) -> Fail {
+    Fail(code, message.into())
 }
 
-fn body_or_empty<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
+fn body_or_empty<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Fail> {
     let raw: &[u8] = if body.is_empty() { b"{}" } else { body };
-    serde_json::from_slice(raw).map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
+    serde_json::from_slice(raw)
+        .map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
 }
 
 /// Rules may be posted one at a time or as an array.
-fn one_or_many<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<Vec<T>, Response> {
+fn one_or_many<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<Vec<T>, Fail> {
     let v: Value = body_or_empty(body)?;
     let items = match v {
         Value::Array(a) => a,
@@ -28,7 +32,10 @@ fn one_or_many<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<Vec<T>, Res
     };
     items
         .into_iter()
-        .map(|i| serde_json::from_value(i).map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid rule: {e}"))))
+        .map(|i| {
+            serde_json::from_value(i)
+                .map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid rule: {e}")))
+        })
         .collect()
 }
 
@@ -54,19 +61,32 @@ struct Compact {
 
 /// Serves one control request; `rest` is the path after `/sim/v1`.
 pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes) -> Response {
-    let segs: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let result: Result<Response, Response> = (|| match (method.as_str(), segs.as_slice()) {
-        ("GET", ["requests"]) => Ok(json_response(StatusCode::OK, &json!(state.control.counts()))),
+    let segs: Vec<&str> = rest
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let result: Result<Response, Fail> = (|| match (method.as_str(), segs.as_slice()) {
+        ("GET", ["requests"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!(state.control.counts()),
+        )),
         ("DELETE", ["requests"]) => {
             state.control.reset_counts();
             Ok(json_response(StatusCode::OK, &json!({"reset": true})))
         }
-        ("GET", ["journal"]) => Ok(json_response(StatusCode::OK, &json!(state.control.journal()))),
+        ("GET", ["journal"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!(state.control.journal()),
+        )),
         ("DELETE", ["journal"]) => {
             state.control.clear_journal();
             Ok(json_response(StatusCode::OK, &json!({"cleared": true})))
         }
-        ("GET", ["faults"]) => Ok(json_response(StatusCode::OK, &json!(state.control.faults()))),
+        ("GET", ["faults"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!(state.control.faults()),
+        )),
         ("POST", ["faults"]) => {
             let rules: Vec<FaultRule> = one_or_many(body)?;
             let n = rules.len();
@@ -101,11 +121,17 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
             if c.drop_watches {
                 state.store.drop_watches();
             }
-            Ok(json_response(StatusCode::OK, &json!({"compactedThrough": rv.to_string()})))
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"compactedThrough": rv.to_string()}),
+            ))
         }
         ("POST", ["pods", ns, name, "kill"]) => {
             let k: Kill = body_or_empty(body)?;
-            match state.kubelet.kill(ns, name, k.container.as_deref(), k.exit_code) {
+            match state
+                .kubelet
+                .kill(ns, name, k.container.as_deref(), k.exit_code)
+            {
                 Ok(()) => Ok(json_response(StatusCode::OK, &json!({"killed": name}))),
                 Err(e) => Err(fail(
                     if e.kind() == "pod_not_found" || e.kind() == "container_not_found" {
@@ -125,12 +151,18 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
                 state.kubelet.heal(node)
             };
             if known {
-                Ok(json_response(StatusCode::OK, &json!({"node": node, "action": action})))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &json!({"node": node, "action": action}),
+                ))
             } else {
                 Err(fail(StatusCode::NOT_FOUND, format!("unknown node {node}")))
             }
         }
-        _ => Err(fail(StatusCode::NOT_FOUND, format!("no control endpoint {method} /sim/v1{rest}"))),
+        _ => Err(fail(
+            StatusCode::NOT_FOUND,
+            format!("no control endpoint {method} /sim/v1{rest}"),
+        )),
     })();
-    result.unwrap_or_else(|r| r)
+    result.unwrap_or_else(|Fail(code, message)| json_response(code, &json!({"error": message})))
 }

@@ -12,14 +12,20 @@ use tokio::sync::mpsc;
 
 use super::{AppState, Filter, query::Query};
 use crate::api_error::ApiError;
-use crate::store::{Event, EventType, WatchFrom};
 use crate::resources::ResourceType;
+use crate::store::{Event, EventType, WatchFrom};
 
 /// Starts a watch and returns its streaming response.
 ///
 /// Errors that arise once the watch is accepted (an expired resourceVersion) are sent as an
 /// `ERROR` event inside a 200 response, as the real API server does.
-pub fn serve(state: &AppState, rt: Arc<ResourceType>, ns: Option<String>, filter: Filter, q: &Query) -> Response {
+pub fn serve(
+    state: &AppState,
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    filter: Filter,
+    q: &Query,
+) -> Response {
     let initial_events = q.flag("sendInitialEvents");
     let from = match q.get("resourceVersion") {
         None | Some("" | "0") => WatchFrom::Now,
@@ -56,10 +62,10 @@ pub fn serve(state: &AppState, rt: Arc<ResourceType>, ns: Option<String>, filter
         };
         let mut last_rv = sub.at;
         for ev in std::mem::take(&mut sub.replay) {
-            if let Some(b) = render(&ev, &filter) {
-                if tx.send(b).await.is_err() {
-                    return;
-                }
+            if let Some(b) = render(&ev, &filter)
+                && tx.send(b).await.is_err()
+            {
+                return;
             }
         }
         if initial_events {
@@ -106,8 +112,16 @@ pub fn serve(state: &AppState, rt: Arc<ResourceType>, ns: Option<String>, filter
         }
     });
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let body = Body::from_stream(futures::StreamExt::map(stream, Ok::<_, std::convert::Infallible>));
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    let body = Body::from_stream(futures::StreamExt::map(
+        stream,
+        Ok::<_, std::convert::Infallible>,
+    ));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {

@@ -6,11 +6,21 @@ fn setup() -> (Arc<Store>, Registry) {
     let reg = store.registry();
     let ns = reg.find("", "v1", "namespaces").unwrap();
     store
-        .create(&ns, "", json!({"metadata": {"name": "default"}}), &WriteOpts::default())
+        .create(
+            &ns,
+            "",
+            json!({"metadata": {"name": "default"}}),
+            &WriteOpts::default(),
+        )
         .unwrap();
     let sa = reg.find("", "v1", "serviceaccounts").unwrap();
     store
-        .create(&sa, "default", json!({"metadata": {"name": "default"}}), &WriteOpts::default())
+        .create(
+            &sa,
+            "default",
+            json!({"metadata": {"name": "default"}}),
+            &WriteOpts::default(),
+        )
         .unwrap();
     (store, reg)
 }
@@ -23,10 +33,14 @@ fn cm(name: &str) -> Value {
 fn create_fills_server_metadata_and_rejects_duplicates() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
-    let o = store.create(&rt, "default", cm("a"), &WriteOpts::default()).unwrap();
+    let o = store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
     assert!(!meta::uid(&o).is_empty());
     assert_eq!(o["metadata"]["namespace"], "default");
-    let e = store.create(&rt, "default", cm("a"), &WriteOpts::default()).unwrap_err();
+    let e = store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap_err();
     assert_eq!((e.code, e.reason), (409, "AlreadyExists"));
 }
 
@@ -34,7 +48,9 @@ fn create_fills_server_metadata_and_rejects_duplicates() {
 fn create_in_missing_namespace_is_not_found() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
-    let e = store.create(&rt, "nope", cm("a"), &WriteOpts::default()).unwrap_err();
+    let e = store
+        .create(&rt, "nope", cm("a"), &WriteOpts::default())
+        .unwrap_err();
     assert_eq!(e.code, 404);
 }
 
@@ -43,7 +59,12 @@ fn generate_name_appends_a_suffix() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
     let o = store
-        .create(&rt, "default", json!({"metadata": {"generateName": "x-"}}), &WriteOpts::default())
+        .create(
+            &rt,
+            "default",
+            json!({"metadata": {"generateName": "x-"}}),
+            &WriteOpts::default(),
+        )
         .unwrap();
     assert!(meta::name(&o).starts_with("x-") && meta::name(&o).len() == 7);
 }
@@ -52,13 +73,33 @@ fn generate_name_appends_a_suffix() {
 fn stale_update_conflicts_and_changes_nothing() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
-    let o = store.create(&rt, "default", cm("a"), &WriteOpts::default()).unwrap();
+    let o = store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
     let mut first = o.clone();
     first["data"]["k"] = json!("v2");
-    store.update(&rt, "default", "a", first, Part::Main, &WriteOpts::default()).unwrap();
+    store
+        .update(
+            &rt,
+            "default",
+            "a",
+            first,
+            Part::Main,
+            &WriteOpts::default(),
+        )
+        .unwrap();
     let mut stale = o.clone();
     stale["data"]["k"] = json!("v3");
-    let e = store.update(&rt, "default", "a", stale, Part::Main, &WriteOpts::default()).unwrap_err();
+    let e = store
+        .update(
+            &rt,
+            "default",
+            "a",
+            stale,
+            Part::Main,
+            &WriteOpts::default(),
+        )
+        .unwrap_err();
     assert_eq!((e.code, e.reason), (409, "Conflict"));
     assert_eq!(store.get(&rt, "default", "a").unwrap()["data"]["k"], "v2");
 }
@@ -68,7 +109,9 @@ fn dry_run_stores_nothing() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
     let rv = store.resource_version();
-    store.create(&rt, "default", cm("a"), &WriteOpts { dry_run: true }).unwrap();
+    store
+        .create(&rt, "default", cm("a"), &WriteOpts { dry_run: true })
+        .unwrap();
     assert_eq!(store.resource_version(), rv);
     assert!(store.get(&rt, "default", "a").is_err());
 }
@@ -79,12 +122,18 @@ fn finalizers_hold_deletion_until_removed() {
     let rt = reg.find("", "v1", "configmaps").unwrap();
     let mut o = cm("a");
     o["metadata"]["finalizers"] = json!(["example.com/hold"]);
-    store.create(&rt, "default", o, &WriteOpts::default()).unwrap();
-    let d = store.delete(&rt, "default", "a", &DeleteOpts::default()).unwrap();
+    store
+        .create(&rt, "default", o, &WriteOpts::default())
+        .unwrap();
+    let d = store
+        .delete(&rt, "default", "a", &DeleteOpts::default())
+        .unwrap();
     assert!(meta::is_deleting(&d));
     let mut cur = store.get(&rt, "default", "a").unwrap();
     cur["metadata"]["finalizers"] = json!([]);
-    store.update(&rt, "default", "a", cur, Part::Main, &WriteOpts::default()).unwrap();
+    store
+        .update(&rt, "default", "a", cur, Part::Main, &WriteOpts::default())
+        .unwrap();
     assert_eq!(store.get(&rt, "default", "a").unwrap_err().code, 404);
 }
 
@@ -92,9 +141,19 @@ fn finalizers_hold_deletion_until_removed() {
 fn delete_precondition_on_uid_conflicts() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
-    store.create(&rt, "default", cm("a"), &WriteOpts::default()).unwrap();
+    store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
     let e = store
-        .delete(&rt, "default", "a", &DeleteOpts { uid: Some("other".into()), ..DeleteOpts::default() })
+        .delete(
+            &rt,
+            "default",
+            "a",
+            &DeleteOpts {
+                uid: Some("other".into()),
+                ..DeleteOpts::default()
+            },
+        )
         .unwrap_err();
     assert_eq!(e.code, 409);
     assert!(store.get(&rt, "default", "a").is_ok());
@@ -104,20 +163,50 @@ fn delete_precondition_on_uid_conflicts() {
 fn status_subresource_separates_spec_and_status_writes() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "services").unwrap();
-    let svc = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
-    let o = store.create(&rt, "default", svc, &WriteOpts::default()).unwrap();
+    let svc =
+        json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
+    let o = store
+        .create(&rt, "default", svc, &WriteOpts::default())
+        .unwrap();
     assert_eq!(o["metadata"]["generation"], 1);
     let mut with_status = o.clone();
     with_status["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
-    let main = store.update(&rt, "default", "s", with_status.clone(), Part::Main, &WriteOpts::default()).unwrap();
+    let main = store
+        .update(
+            &rt,
+            "default",
+            "s",
+            with_status.clone(),
+            Part::Main,
+            &WriteOpts::default(),
+        )
+        .unwrap();
     assert_eq!(main["status"], json!({"loadBalancer": {}}));
     with_status["metadata"]["resourceVersion"] = main["metadata"]["resourceVersion"].clone();
-    let st = store.update(&rt, "default", "s", with_status, Part::Status, &WriteOpts::default()).unwrap();
+    let st = store
+        .update(
+            &rt,
+            "default",
+            "s",
+            with_status,
+            Part::Status,
+            &WriteOpts::default(),
+        )
+        .unwrap();
     assert_eq!(st["status"]["loadBalancer"]["ingress"][0]["ip"], "1.2.3.4");
     assert_eq!(st["metadata"]["generation"], 1);
     let mut spec_change = st.clone();
     spec_change["spec"]["ports"][0]["port"] = json!(81);
-    let sc = store.update(&rt, "default", "s", spec_change, Part::Main, &WriteOpts::default()).unwrap();
+    let sc = store
+        .update(
+            &rt,
+            "default",
+            "s",
+            spec_change,
+            Part::Main,
+            &WriteOpts::default(),
+        )
+        .unwrap();
     assert_eq!(sc["metadata"]["generation"], 2);
 }
 
@@ -125,10 +214,19 @@ fn status_subresource_separates_spec_and_status_writes() {
 fn watch_resume_past_history_is_gone() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
-    let o = store.create(&rt, "default", cm("a"), &WriteOpts::default()).unwrap();
+    let o = store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
     let rv: u64 = meta::meta_str(&o, "resourceVersion").parse().unwrap();
     let all = |_: &str, _: &str, _: &str| true;
-    assert!(store.subscribe(&all, WatchFrom::After(rv - 1)).unwrap().replay.len() == 1);
+    assert!(
+        store
+            .subscribe(&all, WatchFrom::After(rv - 1))
+            .unwrap()
+            .replay
+            .len()
+            == 1
+    );
     store.compact();
     let e = store.subscribe(&all, WatchFrom::After(rv)).err().unwrap();
     assert_eq!(e.code, 410);
@@ -139,14 +237,34 @@ fn list_pages_with_continue_tokens() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
     for i in 0..5 {
-        store.create(&rt, "default", cm(&format!("c{i}")), &WriteOpts::default()).unwrap();
+        store
+            .create(&rt, "default", cm(&format!("c{i}")), &WriteOpts::default())
+            .unwrap();
     }
     let keep = |_: &Value| true;
-    let p1 = store.list(&rt, Some("default"), &keep, &ListOpts { limit: 2, continue_token: None }).unwrap();
+    let p1 = store
+        .list(
+            &rt,
+            Some("default"),
+            &keep,
+            &ListOpts {
+                limit: 2,
+                continue_token: None,
+            },
+        )
+        .unwrap();
     assert_eq!(p1.items.len(), 2);
     assert_eq!(p1.remaining, 3);
     let p2 = store
-        .list(&rt, Some("default"), &keep, &ListOpts { limit: 10, continue_token: p1.continue_token })
+        .list(
+            &rt,
+            Some("default"),
+            &keep,
+            &ListOpts {
+                limit: 10,
+                continue_token: p1.continue_token,
+            },
+        )
         .unwrap();
     assert_eq!(p2.items.len(), 3);
     assert!(p2.continue_token.is_none());
@@ -158,9 +276,20 @@ fn immutable_configmap_rejects_data_changes() {
     let rt = reg.find("", "v1", "configmaps").unwrap();
     let mut o = cm("a");
     o["immutable"] = json!(true);
-    let o = store.create(&rt, "default", o, &WriteOpts::default()).unwrap();
+    let o = store
+        .create(&rt, "default", o, &WriteOpts::default())
+        .unwrap();
     let mut changed = o.clone();
     changed["data"]["k"] = json!("other");
-    let e = store.update(&rt, "default", "a", changed, Part::Main, &WriteOpts::default()).unwrap_err();
+    let e = store
+        .update(
+            &rt,
+            "default",
+            "a",
+            changed,
+            Part::Main,
+            &WriteOpts::default(),
+        )
+        .unwrap_err();
     assert_eq!(e.code, 422);
 }

@@ -16,7 +16,13 @@ use serde_json::json;
 use super::support::{eventually, start};
 
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
-#[kube(group = "kubesim.test", version = "v1", kind = "Doubler", namespaced, status = "DoublerStatus")]
+#[kube(
+    group = "kubesim.test",
+    version = "v1",
+    kind = "Doubler",
+    namespaced,
+    status = "DoublerStatus"
+)]
 pub struct DoublerSpec {
     value: i64,
 }
@@ -34,9 +40,13 @@ struct ReconcileError(#[source] kube::Error);
 
 async fn reconcile(d: Arc<Doubler>, api: Arc<Api<Doubler>>) -> Result<Action, ReconcileError> {
     let status = json!({"status": {"doubled": d.spec.value * 2, "observedGeneration": d.metadata.generation}});
-    api.patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .map_err(ReconcileError)?;
+    api.patch_status(
+        &d.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await
+    .map_err(ReconcileError)?;
     Ok(Action::await_change())
 }
 
@@ -48,10 +58,16 @@ fn on_error(_: Arc<Doubler>, _: &ReconcileError, _: Arc<Api<Doubler>>) -> Action
 async fn controller_reconciles_custom_resource_status() {
     let sim = start().await;
     let crds: Api<CustomResourceDefinition> = Api::all(sim.client.clone());
-    crds.create(&PostParams::default(), &Doubler::crd()).await.unwrap();
+    crds.create(&PostParams::default(), &Doubler::crd())
+        .await
+        .unwrap();
     tokio::time::timeout(
         Duration::from_secs(5),
-        await_condition(crds, "doublers.kubesim.test", conditions::is_crd_established()),
+        await_condition(
+            crds,
+            "doublers.kubesim.test",
+            conditions::is_crd_established(),
+        ),
     )
     .await
     .unwrap()
@@ -64,28 +80,47 @@ async fn controller_reconciles_custom_resource_status() {
             .run(reconcile, on_error, ctx)
             .for_each(|_| async {}),
     );
-    api.create(&PostParams::default(), &Doubler::new("d", DoublerSpec { value: 21 })).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &Doubler::new("d", DoublerSpec { value: 21 }),
+    )
+    .await
+    .unwrap();
     let first = eventually(10, || async {
         let d = api.get("d").await.ok()?;
-        d.status.clone().filter(|s| s.doubled == 42).map(|s| (s, d.metadata.generation))
+        d.status
+            .clone()
+            .filter(|s| s.doubled == 42)
+            .map(|s| (s, d.metadata.generation))
     })
     .await;
     assert_eq!(first.1, Some(1), "a status write does not bump generation");
     assert_eq!(first.0.observed_generation, 1);
 
-    api.patch("d", &PatchParams::default(), &Patch::Merge(json!({"spec": {"value": 5}})))
-        .await
-        .unwrap();
+    api.patch(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"value": 5}})),
+    )
+    .await
+    .unwrap();
     let second = eventually(10, || async {
         let d = api.get("d").await.ok()?;
         d.status.clone().filter(|s| s.doubled == 10)
     })
     .await;
-    assert_eq!(second.observed_generation, 2, "a spec write bumps generation");
+    assert_eq!(
+        second.observed_generation, 2,
+        "a spec write bumps generation"
+    );
 
     // Writing status through the main resource is ignored when a status subresource exists.
     let ignored = api
-        .patch("d", &PatchParams::default(), &Patch::Merge(json!({"status": {"doubled": -1}})))
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"doubled": -1}})),
+        )
         .await
         .unwrap();
     assert_eq!(ignored.status.map(|s| s.doubled), Some(10));

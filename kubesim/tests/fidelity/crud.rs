@@ -19,42 +19,81 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
 async fn typed_crud_round_trip() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    let created = api.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
     assert!(created.metadata.uid.is_some());
     assert!(created.metadata.creation_timestamp.is_some());
     let mut got = api.get("a").await.unwrap();
     got.data.as_mut().unwrap().insert("k".into(), "v2".into());
-    let replaced = api.replace("a", &PostParams::default(), &got).await.unwrap();
+    let replaced = api
+        .replace("a", &PostParams::default(), &got)
+        .await
+        .unwrap();
     assert_eq!(replaced.data.unwrap()["k"], "v2");
-    assert_ne!(replaced.metadata.resource_version, created.metadata.resource_version);
+    assert_ne!(
+        replaced.metadata.resource_version,
+        created.metadata.resource_version
+    );
     let listed = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
     api.delete("a", &DeleteParams::default()).await.unwrap();
     let err = api.get("a").await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound"), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn duplicate_create_is_already_exists() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap();
-    let err = api.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"), "{err:?}");
+    api.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let err = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn stale_replace_is_a_conflict_and_changes_nothing() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    let first = api.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap();
+    let first = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
     let mut fresh = first.clone();
-    fresh.data.as_mut().unwrap().insert("k".into(), "fresh".into());
-    api.replace("a", &PostParams::default(), &fresh).await.unwrap();
+    fresh
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("k".into(), "fresh".into());
+    api.replace("a", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
     let mut stale = first.clone();
-    stale.data.as_mut().unwrap().insert("k".into(), "stale".into());
-    let err = api.replace("a", &PostParams::default(), &stale).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"), "{err:?}");
+    stale
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("k".into(), "stale".into());
+    let err = api
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "fresh");
 }
 
@@ -62,14 +101,27 @@ async fn stale_replace_is_a_conflict_and_changes_nothing() {
 async fn every_patch_flavour_applies() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &cm("a", json!({"x": "1"}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("a", json!({"x": "1"})))
+        .await
+        .unwrap();
     let pp = PatchParams::default();
-    let merged = api.patch("a", &pp, &Patch::Merge(json!({"data": {"m": "1", "k": null}}))).await.unwrap();
+    let merged = api
+        .patch(
+            "a",
+            &pp,
+            &Patch::Merge(json!({"data": {"m": "1", "k": null}})),
+        )
+        .await
+        .unwrap();
     let data = merged.data.unwrap();
     assert_eq!(data.get("m").map(String::as_str), Some("1"));
     assert!(!data.contains_key("k"));
     let strategic = api
-        .patch("a", &pp, &Patch::Strategic(json!({"metadata": {"labels": {"y": "2"}}})))
+        .patch(
+            "a",
+            &pp,
+            &Patch::Strategic(json!({"metadata": {"labels": {"y": "2"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(strategic.metadata.labels.unwrap().len(), 2);
@@ -100,38 +152,64 @@ async fn apply_removes_fields_the_manager_no_longer_sets() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     let pp = PatchParams::apply("mgr");
-    let obj = |data: serde_json::Value| Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}));
-    api.patch("c", &pp, &obj(json!({"a": "1", "b": "2"}))).await.unwrap();
+    let obj = |data: serde_json::Value| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}),
+        )
+    };
+    api.patch("c", &pp, &obj(json!({"a": "1", "b": "2"})))
+        .await
+        .unwrap();
     let second = api.patch("c", &pp, &obj(json!({"a": "1"}))).await.unwrap();
     let data = second.data.unwrap();
     assert!(data.contains_key("a") && !data.contains_key("b"));
     let other = PatchParams::apply("other");
-    let err = api.patch("c", &other, &obj(json!({"a": "changed"}))).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
+    let err = api
+        .patch("c", &other, &obj(json!({"a": "changed"})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    for (n, l) in [("a", json!({"app": "x", "tier": "web"})), ("b", json!({"app": "y"})), ("c", json!({}))] {
+    for (n, l) in [
+        ("a", json!({"app": "x", "tier": "web"})),
+        ("b", json!({"app": "y"})),
+        ("c", json!({})),
+    ] {
         api.create(&PostParams::default(), &cm(n, l)).await.unwrap();
     }
     let names = |l: kube::core::ObjectList<ConfigMap>| {
-        let mut v: Vec<String> = l.items.into_iter().filter_map(|c| c.metadata.name).collect();
+        let mut v: Vec<String> = l
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
         v.sort();
         v
     };
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(names(api.list(&q("app=x")).await.unwrap()), ["a"]);
-    assert_eq!(names(api.list(&q("app in (x,y)")).await.unwrap()), ["a", "b"]);
+    assert_eq!(
+        names(api.list(&q("app in (x,y)")).await.unwrap()),
+        ["a", "b"]
+    );
     assert_eq!(names(api.list(&q("!app")).await.unwrap()), ["c"]);
     assert_eq!(names(api.list(&q("app,app!=x")).await.unwrap()), ["b"]);
     let f = ListParams::default().fields("metadata.name=b");
     assert_eq!(names(api.list(&f).await.unwrap()), ["b"]);
     let bad = ListParams::default().fields("data.k=v");
     let err = api.list(&bad).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 400), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -139,7 +217,9 @@ async fn paged_lists_follow_continue_tokens() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("c{i}"), json!({}))).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), json!({})))
+            .await
+            .unwrap();
     }
     let mut seen = 0;
     let mut token: Option<String> = None;
@@ -164,7 +244,10 @@ async fn paged_lists_follow_continue_tokens() {
 async fn dry_run_create_validates_but_stores_nothing() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    let pp = PostParams { dry_run: true, ..PostParams::default() };
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
     let out = api.create(&pp, &cm("dry", json!({}))).await.unwrap();
     assert_eq!(out.metadata.name.as_deref(), Some("dry"));
     assert!(api.get_opt("dry").await.unwrap().is_none());

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 use super::support::{Sim, eventually, start};
 
 fn pod(name: &str, annotations: Value, spec: Value) -> Pod {
-    serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec}),
+    )
+    .unwrap()
 }
 
 fn one(image: &str) -> Value {
@@ -28,16 +31,32 @@ async fn phase_of(api: &Api<Pod>, name: &str, want: &str) -> Pod {
 }
 
 fn main_state(p: &Pod) -> Value {
-    let st = p.status.clone().unwrap().container_statuses.unwrap();
-    let c = st.iter().find(|c| c.name == "main").unwrap();
-    serde_json::to_value(c.state.clone().unwrap()).unwrap()
+    let st = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    st.iter()
+        .find(|c| c.name == "main")
+        .and_then(|c| c.state.clone())
+        .map(|s| serde_json::to_value(s).unwrap())
+        .unwrap_or(Value::Null)
 }
 
 #[tokio::test]
 async fn scripted_pod_runs_to_success_on_a_node() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &pod("ok", json!({"kubesim.io/run-seconds": "0.2"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "ok",
+            json!({"kubesim.io/run-seconds": "0.2"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     let p = phase_of(&api, "ok", "Running").await;
     assert!(p.spec.unwrap().node_name.is_some_and(|n| !n.is_empty()));
     assert!(p.status.unwrap().pod_ip.is_some());
@@ -52,7 +71,9 @@ async fn non_zero_exit_fails_the_pod_with_that_code() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     let ann = json!({"kubesim.io/run-seconds": "0.1", "kubesim.io/exit-code": "3"});
-    api.create(&PostParams::default(), &pod("bad", ann, one("busybox:1"))).await.unwrap();
+    api.create(&PostParams::default(), &pod("bad", ann, one("busybox:1")))
+        .await
+        .unwrap();
     let p = phase_of(&api, "bad", "Failed").await;
     assert_eq!(main_state(&p)["terminated"]["exitCode"], 3);
 }
@@ -64,7 +85,12 @@ async fn native_sidecar_does_not_hold_the_pod() {
     let spec = json!({"restartPolicy": "Never",
         "initContainers": [{"name": "agent", "image": "agent:1", "restartPolicy": "Always"}],
         "containers": [{"name": "main", "image": "busybox:1"}]});
-    api.create(&PostParams::default(), &pod("native", json!({"kubesim.io/run-seconds": "0.2"}), spec)).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod("native", json!({"kubesim.io/run-seconds": "0.2"}), spec),
+    )
+    .await
+    .unwrap();
     phase_of(&api, "native", "Succeeded").await;
 }
 
@@ -75,20 +101,35 @@ async fn plain_sidecar_keeps_the_pod_running_after_the_driver_exits() {
     let spec = json!({"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1"}, {"name": "proxy", "image": "envoy:1"}]});
     let ann = json!({"kubesim.io/run-seconds": "0.2", "kubesim.io/run-seconds.proxy": "-1"});
-    api.create(&PostParams::default(), &pod("mesh", ann, spec)).await.unwrap();
+    api.create(&PostParams::default(), &pod("mesh", ann, spec))
+        .await
+        .unwrap();
     let p = eventually(15, || async {
         let p = api.get("mesh").await.ok()?;
         main_state(&p).get("terminated").is_some().then_some(p)
     })
     .await;
-    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"), "a plain sidecar holds the phase");
+    assert_eq!(
+        p.status.unwrap().phase.as_deref(),
+        Some("Running"),
+        "a plain sidecar holds the phase"
+    );
 }
 
 #[tokio::test]
 async fn never_start_pod_stays_pending() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &pod("stuck", json!({"kubesim.io/never-start": "true"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "stuck",
+            json!({"kubesim.io/never-start": "true"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let p = api.get("stuck").await.unwrap();
     assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
@@ -98,9 +139,19 @@ async fn never_start_pod_stays_pending() {
 async fn killed_container_reports_the_given_exit_code() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &pod("victim", json!({"kubesim.io/run-seconds": "-1"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "victim",
+            json!({"kubesim.io/run-seconds": "-1"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     phase_of(&api, "victim", "Running").await;
-    sim.control("POST", "/pods/default/victim/kill", r#"{"exitCode": 143}"#).await;
+    sim.control("POST", "/pods/default/victim/kill", r#"{"exitCode": 143}"#)
+        .await;
     let p = phase_of(&api, "victim", "Failed").await;
     assert_eq!(main_state(&p)["terminated"]["exitCode"], 143);
 }
@@ -112,18 +163,41 @@ async fn pod_waits_for_its_configmap_and_reports_failed_mount() {
     let spec = json!({"restartPolicy": "Never",
         "containers": [{"name": "main", "image": "busybox:1", "volumeMounts": [{"name": "conf", "mountPath": "/etc/conf"}]}],
         "volumes": [{"name": "conf", "configMap": {"name": "late"}}]});
-    api.create(&PostParams::default(), &pod("mounts", json!({"kubesim.io/run-seconds": "0.1"}), spec)).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod("mounts", json!({"kubesim.io/run-seconds": "0.1"}), spec),
+    )
+    .await
+    .unwrap();
     let events: Api<Event> = Api::namespaced(sim.client.clone(), "default");
     eventually(10, || async {
-        let evs = events.list(&ListParams::default().fields("involvedObject.name=mounts")).await.ok()?;
-        evs.items.iter().any(|e| e.reason.as_deref() == Some("FailedMount")).then_some(())
+        let evs = events
+            .list(&ListParams::default().fields("involvedObject.name=mounts"))
+            .await
+            .ok()?;
+        evs.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FailedMount"))
+            .then_some(())
     })
     .await;
-    assert_eq!(api.get("mounts").await.unwrap().status.unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(
+        api.get("mounts")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Pending")
+    );
     let cms: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "late"}, "data": {"a": "b"}})).unwrap())
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "late"}, "data": {"a": "b"}})).unwrap(),
+    )
+    .await
+    .unwrap();
     phase_of(&api, "mounts", "Succeeded").await;
 }
 
@@ -131,40 +205,89 @@ async fn pod_waits_for_its_configmap_and_reports_failed_mount() {
 async fn partitioned_node_freezes_status_and_holds_deletion_until_healed() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &pod("zombie", json!({"kubesim.io/run-seconds": "-1"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "zombie",
+            json!({"kubesim.io/run-seconds": "-1"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     let p = phase_of(&api, "zombie", "Running").await;
     let node = p.spec.unwrap().node_name.unwrap();
-    sim.control("POST", &format!("/nodes/{node}/partition"), "").await;
-    api.delete("zombie", &DeleteParams::default()).await.unwrap();
+    sim.control("POST", &format!("/nodes/{node}/partition"), "")
+        .await;
+    api.delete("zombie", &DeleteParams::default())
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let held = api.get("zombie").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(held.status.unwrap().phase.as_deref(), Some("Running"), "status stops changing");
+    assert_eq!(
+        held.status.unwrap().phase.as_deref(),
+        Some("Running"),
+        "status stops changing"
+    );
     // New pods avoid the partitioned node.
-    api.create(&PostParams::default(), &pod("fresh", json!({"kubesim.io/run-seconds": "-1"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "fresh",
+            json!({"kubesim.io/run-seconds": "-1"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     let fresh = phase_of(&api, "fresh", "Running").await;
     assert_ne!(fresh.spec.unwrap().node_name.unwrap(), node);
-    sim.control("POST", &format!("/nodes/{node}/heal"), "").await;
-    eventually(10, || async { api.get_opt("zombie").await.unwrap().is_none().then_some(()) }).await;
+    sim.control("POST", &format!("/nodes/{node}/heal"), "")
+        .await;
+    eventually(10, || async {
+        api.get_opt("zombie").await.unwrap().is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn graceful_delete_of_a_running_pod_completes() {
     let sim = start().await;
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    api.create(&PostParams::default(), &pod("g", json!({"kubesim.io/run-seconds": "-1"}), one("busybox:1"))).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "g",
+            json!({"kubesim.io/run-seconds": "-1"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
     phase_of(&api, "g", "Running").await;
     api.delete("g", &DeleteParams::default()).await.unwrap();
-    eventually(10, || async { api.get_opt("g").await.unwrap().is_none().then_some(()) }).await;
+    eventually(10, || async {
+        api.get_opt("g").await.unwrap().is_none().then_some(())
+    })
+    .await;
 }
 
 async fn start_with_images() -> Sim {
     let mut images = BTreeMap::new();
     images.insert(
         "local/shell:1".to_string(),
-        ImageCommand { command: vec!["sh".into(), "-c".into()], env: BTreeMap::new() },
+        ImageCommand {
+            command: vec!["sh".into(), "-c".into()],
+            env: BTreeMap::new(),
+        },
     );
-    let cluster = Cluster::start(ClusterConfig { images, ..ClusterConfig::default() }).await.unwrap();
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
     let client = cluster.client().unwrap();
     Sim { cluster, client }
 }
@@ -173,9 +296,15 @@ async fn start_with_images() -> Sim {
 async fn mapped_image_runs_a_real_process_with_env_and_volumes() {
     let sim = start_with_images().await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "cfg"}, "data": {"k": "from-configmap"}})).unwrap())
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "cfg"}, "data": {"k": "from-configmap"}}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
     let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     let spec = json!({"restartPolicy": "Never",
         "containers": [{"name": "main", "image": "local/shell:1",
@@ -185,7 +314,9 @@ async fn mapped_image_runs_a_real_process_with_env_and_volumes() {
                     {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
             "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
         "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}]});
-    api.create(&PostParams::default(), &pod("real", json!({}), spec)).await.unwrap();
+    api.create(&PostParams::default(), &pod("real", json!({}), spec))
+        .await
+        .unwrap();
     let p = phase_of(&api, "real", "Failed").await;
     assert_eq!(main_state(&p)["terminated"]["exitCode"], 4);
     let ip = p.status.unwrap().pod_ip.unwrap();

@@ -14,14 +14,22 @@ pub struct Sim {
 }
 
 pub async fn start() -> Sim {
-    let cluster = Cluster::start(ClusterConfig::default()).await.expect("cluster starts");
+    let cluster = Cluster::start(ClusterConfig::default())
+        .await
+        .expect("cluster starts");
     let client = cluster.client().expect("client");
     Sim { cluster, client }
 }
 
 impl Sim {
     /// Sends a raw request and returns (status, body) without interpreting errors.
-    pub async fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: &str) -> (u16, Value) {
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &str,
+    ) -> (u16, Value) {
         // kube's Client turns non-2xx answers into errors; a bare HTTP/1.1 exchange lets tests
         // see exactly what the server sent.
         let uri = format!("{}{path}", self.cluster.url);
@@ -29,7 +37,14 @@ impl Sim {
     }
 
     pub async fn control(&self, method: &str, path: &str, body: &str) -> Value {
-        let (code, v) = self.raw(method, &format!("/sim/v1{path}"), Some("application/json"), body).await;
+        let (code, v) = self
+            .raw(
+                method,
+                &format!("/sim/v1{path}"),
+                Some("application/json"),
+                body,
+            )
+            .await;
         assert!(code < 300, "control {path} failed: {code} {v}");
         v
     }
@@ -52,7 +67,10 @@ async fn raw_http(uri: &str, method: &str, content_type: Option<&str>, body: &st
     let rest = uri.strip_prefix("http://").expect("http url");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let mut stream = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     if let Some(ct) = content_type {
         head.push_str(&format!("Content-Type: {ct}\r\n"));
     }
@@ -62,14 +80,24 @@ async fn raw_http(uri: &str, method: &str, content_type: Option<&str>, body: &st
     let mut out = Vec::new();
     stream.read_to_end(&mut out).await.expect("read");
     let text = String::from_utf8_lossy(&out).to_string();
-    let code: u16 = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("status line");
+    let code: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
     let (headers, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if headers.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if headers
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
     };
-    (code, serde_json::from_str(&body).unwrap_or(Value::String(body)))
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
 }
 
 fn dechunk(mut s: &str) -> String {
@@ -80,7 +108,7 @@ fn dechunk(mut s: &str) -> String {
             break;
         }
         out.push_str(&rest[..n]);
-        s = &rest[n..].trim_start_matches("\r\n");
+        s = rest[n..].trim_start_matches("\r\n");
     }
     out
 }
@@ -96,7 +124,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "condition not met within {secs}s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {secs}s"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

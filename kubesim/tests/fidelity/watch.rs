@@ -12,7 +12,10 @@ use serde_json::json;
 use super::support::{eventually, start};
 
 fn cm(name: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "w"}}, "data": {"k": "v"}})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "w"}}, "data": {"k": "v"}}),
+    )
+    .unwrap()
 }
 
 #[tokio::test]
@@ -39,7 +42,11 @@ async fn reflector_survives_dropped_watches_without_relisting() {
         (sim.count("watch", "configmaps").await > watches_before).then_some(())
     })
     .await;
-    assert_eq!(sim.count("list", "configmaps").await, lists_before, "a dropped watch must resume, not re-list");
+    assert_eq!(
+        sim.count("list", "configmaps").await,
+        lists_before,
+        "a dropped watch must resume, not re-list"
+    );
     task.abort();
 }
 
@@ -59,15 +66,23 @@ async fn reflector_relists_after_410_and_converges() {
     eventually(5, || async { (reader.state().len() == 1).then_some(()) }).await;
     let lists_before = sim.count("list", "configmaps").await;
 
-    sim.control("POST", "/compact", r#"{"dropWatches": true}"#).await;
+    sim.control("POST", "/compact", r#"{"dropWatches": true}"#)
+        .await;
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
     api.delete("a", &Default::default()).await.unwrap();
     eventually(10, || async {
-        let names: Vec<String> = reader.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
+        let names: Vec<String> = reader
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
         (names == ["b"]).then_some(())
     })
     .await;
-    assert!(sim.count("list", "configmaps").await > lists_before, "410 must lead to a re-list");
+    assert!(
+        sim.count("list", "configmaps").await > lists_before,
+        "410 must lead to a re-list"
+    );
     task.abort();
 }
 
@@ -78,7 +93,11 @@ async fn watch_from_compacted_version_gets_410_error_event() {
     let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let rv = created.metadata.resource_version.unwrap();
     sim.control("POST", "/compact", "").await;
-    let mut stream = api.watch(&WatchParams::default().timeout(5), &rv).await.unwrap().boxed();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap() {
         Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410),
         other => panic!("expected a 410 error event, got {other:?}"),
@@ -89,14 +108,26 @@ async fn watch_from_compacted_version_gets_410_error_event() {
 async fn raw_watch_sees_changes_and_bookmarks_in_order() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    let start_rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let start_rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let mut stream = api
-        .watch(&WatchParams::default().timeout(10).bookmarks(true), &start_rv)
+        .watch(&WatchParams::default().timeout(10), &start_rv)
         .await
         .unwrap()
         .boxed();
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "2"}}))).await.unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "2"}})),
+    )
+    .await
+    .unwrap();
     api.delete("a", &Default::default()).await.unwrap();
     let mut kinds = Vec::new();
     let mut bookmark = false;
@@ -119,15 +150,25 @@ async fn selective_watch_sees_objects_leave_the_selection_as_deleted() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let mut stream = api
         .watch(&WatchParams::default().labels("app=w").timeout(5), &rv)
         .await
         .unwrap()
         .boxed();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})))
-        .await
-        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
     match stream.try_next().await.unwrap() {
         Some(WatchEvent::Deleted(c)) => assert_eq!(c.metadata.name.as_deref(), Some("a")),
         other => panic!("expected DELETED, got {other:?}"),

@@ -1,0 +1,1098 @@
+//! The scheduler and kubelet: controllers that consume the store's event log for pods, bind
+//! unscheduled pods to simulated nodes and move bound pods through their life, writing through
+//! the store like any client so watchers see every step in order.
+//!
+//! The per-pod logic is a pure state machine ([`machine`]) and the phase a pure function
+//! ([`phase::pod_phase`]); this module is the shell that feeds them time, volume checks and
+//! process exits, and writes what they render. One task does all of it, one tick at a time, so
+//! a pod's changes within a tick become a single status write.
+
+mod env;
+mod machine;
+mod phase;
+mod process;
+mod volumes;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, mpsc};
+
+pub use machine::{EXIT_CODE, NEVER_START, RUN_SECONDS};
+pub use phase::{Phase, pod_phase};
+
+use crate::api_error::ApiError;
+use crate::meta;
+use crate::resources::{NameRule, ResourceType};
+use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
+use machine::{Action, Behaviour, CRef, Machine, Section, Signal, StartFailure};
+use process::ProcHandle;
+
+/// The address of every simulated node (and so every pod's `hostIP`).
+pub const HOST_IP: &str = "127.0.0.1";
+
+/// How the kubelet runs.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    /// Node names; each becomes a `Node` object.
+    pub nodes: Vec<String>,
+    /// Images that run as real local processes (by exact image, or repository without tag).
+    pub images: BTreeMap<String, ImageCommand>,
+    /// Where real-process pods get their folders: `<work_dir>/<namespace>/<pod>/`.
+    pub work_dir: PathBuf,
+    /// One scheduling/startup step: pods move at most one stage per tick, and each tick's
+    /// changes to a pod are written together.
+    pub tick: Duration,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        Self {
+            nodes: (1..=3).map(|i| format!("kubesim-node-{i}")).collect(),
+            images: BTreeMap::new(),
+            work_dir: std::env::temp_dir().join(format!("kubesim-{}", std::process::id())),
+            tick: Duration::from_millis(20),
+        }
+    }
+}
+
+/// The local command an image runs as.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct ImageCommand {
+    /// The image's entrypoint (replaced by a container's `command`; its `args` are appended).
+    pub command: Vec<String>,
+    /// The image's environment (below the container's own).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Why [`Kubelet::kill`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KillError {
+    /// No pod of that name runs on a kubesim node.
+    #[error("pods \"{pod}\" not found in namespace \"{namespace}\"")]
+    PodNotFound {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        pod: String,
+    },
+    /// The pod has no such container.
+    #[error("container \"{container}\" not found in pod \"{pod}\"")]
+    ContainerNotFound {
+        /// Pod name.
+        pod: String,
+        /// Container name.
+        container: String,
+    },
+    /// The container is not running.
+    #[error("container \"{container}\" of pod \"{pod}\" is not running")]
+    NotRunning {
+        /// Pod name.
+        pod: String,
+        /// Container name.
+        container: String,
+    },
+}
+
+impl KillError {
+    /// A stable machine-readable kind (`PodNotFound`, `ContainerNotFound`, `NotRunning`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::PodNotFound { .. } => "PodNotFound",
+            Self::ContainerNotFound { .. } => "ContainerNotFound",
+            Self::NotRunning { .. } => "NotRunning",
+        }
+    }
+}
+
+/// What process tasks report back to the controller.
+enum Msg {
+    Exited {
+        uid: String,
+        cref: CRef,
+        instance: u64,
+        code: i32,
+    },
+    ProbePassed {
+        uid: String,
+        cref: CRef,
+        instance: u64,
+    },
+}
+
+struct NodeState {
+    name: String,
+    partitioned: bool,
+}
+
+/// A pod bound to one of our nodes.
+struct PodEntry {
+    ns: String,
+    name: String,
+    uid: String,
+    node: String,
+    /// The latest object seen (fieldRefs, deletion grace period).
+    pod: Value,
+    machine: Machine,
+    procs: HashMap<CRef, ProcHandle>,
+    ip: String,
+    start_time: String,
+    /// What we last wrote, to skip writes that would change nothing.
+    last_written: Option<Value>,
+    mount_event_sent: bool,
+    has_process: bool,
+    /// The pod folder, once materialised (real-process pods only).
+    root: Option<PathBuf>,
+    materialise_failed: bool,
+    delete_requested: bool,
+    delete_sent: bool,
+}
+
+#[derive(Default)]
+struct State {
+    nodes: Vec<NodeState>,
+    pods: HashMap<String, PodEntry>,
+    /// (namespace, name) → uid of the pod we run under that name.
+    names: HashMap<(String, String), String>,
+    /// Pods waiting for a node: (namespace, name) → uid.
+    unscheduled: BTreeMap<(String, String), String>,
+    /// Pods removed from the API while their node was partitioned: their processes keep
+    /// running (the node has not heard of the removal) until the node heals.
+    orphans: Vec<PodEntry>,
+    next_ip: u32,
+}
+
+/// The simulated nodes' scheduler and kubelet.
+pub struct Kubelet {
+    store: Arc<Store>,
+    pods_rt: Arc<ResourceType>,
+    events_rt: Arc<ResourceType>,
+    nodes_rt: Arc<ResourceType>,
+    config: KubeletConfig,
+    rt: tokio::runtime::Handle,
+    state: Mutex<State>,
+    wake: Notify,
+    msgs: mpsc::UnboundedSender<Msg>,
+}
+
+/// The core v1 type `plural`, from the store's registry (or built in, should a registry lack it).
+fn core_type(store: &Store, plural: &str, kind: &str, namespaced: bool) -> Arc<ResourceType> {
+    store.registry().find("", "v1", plural).unwrap_or_else(|| {
+        Arc::new(ResourceType {
+            group: String::new(),
+            version: "v1".into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            namespaced,
+            status_subresource: plural != "events",
+            short_names: Vec::new(),
+            custom: false,
+            name_rule: NameRule::Subdomain,
+        })
+    })
+}
+
+fn pod_ip(n: u32) -> String {
+    format!("10.244.{}.{}", (n / 254) % 256, n % 254 + 1)
+}
+
+/// Merges the kubelet's part of the status into the current one: its fields replace, its
+/// conditions replace same-typed ones (keeping `lastTransitionTime` when the status did not
+/// change) and every other field and condition is kept.
+fn merge_status(current: Option<&Value>, ours: &Value, now: &str) -> Value {
+    let mut status = current
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut conditions = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(o) = ours.as_object() {
+        for (k, v) in o {
+            if k != "conditions" {
+                status.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    for c in ours
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut c = c.clone();
+        let kind = c.get("type").cloned();
+        match conditions
+            .iter_mut()
+            .find(|e| e.get("type") == kind.as_ref())
+        {
+            Some(existing) => {
+                let same = existing.get("status") == c.get("status");
+                c["lastTransitionTime"] = match existing.get("lastTransitionTime") {
+                    Some(t) if same => t.clone(),
+                    _ => json!(now),
+                };
+                *existing = c;
+            }
+            None => {
+                c["lastTransitionTime"] = json!(now);
+                conditions.push(c);
+            }
+        }
+    }
+    status.insert("conditions".into(), Value::Array(conditions));
+    Value::Object(status)
+}
+
+fn node_object(name: &str) -> Value {
+    let now = meta::now_rfc3339();
+    let resources =
+        json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+        }},
+        "spec": {},
+        "status": {
+            "conditions": [node_ready(true, &now)],
+            "addresses": [
+                {"type": "InternalIP", "address": HOST_IP},
+                {"type": "Hostname", "address": name},
+            ],
+            "capacity": resources,
+            "allocatable": resources,
+            "nodeInfo": {
+                "kubeletVersion": "v1.34.0",
+                "kubeProxyVersion": "v1.34.0",
+                "containerRuntimeVersion": concat!("kubesim://", env!("CARGO_PKG_VERSION")),
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "kubesim",
+                "kernelVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+            "phase": "Running",
+        },
+    })
+}
+
+fn node_ready(ready: bool, now: &str) -> Value {
+    if ready {
+        json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+               "message": "kubelet is posting ready status",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    } else {
+        json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+               "message": "Kubelet stopped posting node status.",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    }
+}
+
+/// The grace period for stopping a pod's processes: the deletion's, else the spec's.
+fn grace_period(pod: &Value) -> Duration {
+    let secs = pod
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0);
+    Duration::from_secs(secs.unsigned_abs())
+}
+
+fn stop(entry: &PodEntry, cref: CRef, signal: Signal, rt: &tokio::runtime::Handle) {
+    if let Some(h) = entry.procs.get(&cref) {
+        match signal {
+            Signal::Kill => h.kill_now(),
+            Signal::Term => h.terminate(grace_period(&entry.pod), rt),
+        }
+    }
+}
+
+fn container_spec(pod: &Value, cref: CRef) -> Option<&Value> {
+    let field = match cref.section {
+        Section::Init => "initContainers",
+        Section::Main => "containers",
+    };
+    pod.pointer(&format!("/spec/{field}/{}", cref.index))
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Every critical section leaves the state consistent between statements that could panic,
+    // so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Kubelet {
+    /// Creates the nodes and starts the scheduler and kubelet on the current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn start(store: Arc<Store>, config: KubeletConfig) -> Arc<Kubelet> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let kubelet = Arc::new(Kubelet {
+            pods_rt: core_type(&store, "pods", "Pod", true),
+            events_rt: core_type(&store, "events", "Event", true),
+            nodes_rt: core_type(&store, "nodes", "Node", false),
+            state: Mutex::new(State {
+                nodes: config
+                    .nodes
+                    .iter()
+                    .map(|n| NodeState {
+                        name: n.clone(),
+                        partitioned: false,
+                    })
+                    .collect(),
+                ..State::default()
+            }),
+            store,
+            config,
+            rt: tokio::runtime::Handle::current(),
+            wake: Notify::new(),
+            msgs: tx,
+        });
+        for name in &kubelet.config.nodes {
+            match kubelet.store.create(
+                &kubelet.nodes_rt,
+                "",
+                node_object(name),
+                &WriteOpts::default(),
+            ) {
+                Ok(_) => {}
+                // A second kubelet on the same store (or a restart) takes the node over.
+                Err(e) if e.reason == "AlreadyExists" => kubelet.write_node_ready(name, true),
+                Err(e) => tracing::error!(node = %name, error = %e, "could not create node"),
+            }
+        }
+        match kubelet
+            .store
+            .subscribe(&|g, p, _ns| g.is_empty() && p == "pods", WatchFrom::Now)
+        {
+            Ok(sub) => {
+                let me = kubelet.clone();
+                kubelet.rt.spawn(async move { me.run(sub, rx).await });
+            }
+            Err(e) => tracing::error!(error = %e, "kubelet could not watch pods"),
+        }
+        kubelet
+    }
+
+    /// The node names.
+    pub fn nodes(&self) -> Vec<String> {
+        self.config.nodes.clone()
+    }
+
+    /// The log of a container's current instance, `None` for an unknown pod or container.
+    pub fn logs(&self, namespace: &str, pod: &str, container: &str) -> Option<String> {
+        let path = {
+            let st = lock(&self.state);
+            let uid = st.names.get(&(namespace.to_string(), pod.to_string()))?;
+            let e = st.pods.get(uid)?;
+            let cref = e.machine.find(container)?;
+            let c = e.machine.container(cref)?;
+            match c.behaviour {
+                Behaviour::Scripted { .. } => {
+                    let mut out = c.log.join("\n");
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    return Some(out);
+                }
+                Behaviour::Process => self.log_path(namespace, pod, container),
+            }
+        };
+        // A container that has not started yet has no log file: an empty log.
+        Some(std::fs::read_to_string(path).unwrap_or_default())
+    }
+
+    /// Terminates a running container now with `exit_code` (`container` `None` = the first
+    /// regular container); a real process is SIGKILLed and reported with `exit_code`.
+    pub fn kill(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+        exit_code: i32,
+    ) -> Result<(), KillError> {
+        let mut st = lock(&self.state);
+        let not_found = || KillError::PodNotFound {
+            namespace: namespace.to_string(),
+            pod: pod.to_string(),
+        };
+        let uid = st
+            .names
+            .get(&(namespace.to_string(), pod.to_string()))
+            .cloned()
+            .ok_or_else(not_found)?;
+        let e = st.pods.get_mut(&uid).ok_or_else(not_found)?;
+        let cref = match container {
+            Some(name) => e
+                .machine
+                .find(name)
+                .ok_or_else(|| KillError::ContainerNotFound {
+                    pod: pod.to_string(),
+                    container: name.to_string(),
+                })?,
+            None => CRef {
+                section: Section::Main,
+                index: 0,
+            },
+        };
+        let name = e
+            .machine
+            .container(cref)
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        match e.machine.kill(cref, exit_code, SystemTime::now()) {
+            Ok(Some(Action::Stop { cref, signal })) => stop(e, cref, signal, &self.rt),
+            Ok(_) => {}
+            Err(machine::NotRunning) => {
+                return Err(KillError::NotRunning {
+                    pod: pod.to_string(),
+                    container: name,
+                });
+            }
+        }
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Cuts a node off: its pods keep running, but their status stops updating and the node
+    /// turns `Ready=Unknown`. `false` for an unknown node.
+    pub fn partition(&self, node: &str) -> bool {
+        self.set_partitioned(node, true)
+    }
+
+    /// Reconnects a node: its pods' status catches up and pending deletions finish.
+    pub fn heal(&self, node: &str) -> bool {
+        self.set_partitioned(node, false)
+    }
+
+    fn set_partitioned(&self, node: &str, partitioned: bool) -> bool {
+        {
+            let mut st = lock(&self.state);
+            let Some(n) = st.nodes.iter_mut().find(|n| n.name == node) else {
+                return false;
+            };
+            if n.partitioned == partitioned {
+                return true;
+            }
+            n.partitioned = partitioned;
+            if !partitioned {
+                // The node hears of the pods removed while it was cut off and stops them.
+                let (gone, kept) = std::mem::take(&mut st.orphans)
+                    .into_iter()
+                    .partition(|o| o.node == node);
+                st.orphans = kept;
+                for o in gone {
+                    self.dispose(&st.names, o);
+                }
+            }
+        }
+        self.write_node_ready(node, !partitioned);
+        self.wake.notify_one();
+        true
+    }
+
+    fn write_node_ready(&self, node: &str, ready: bool) {
+        let now = meta::now_rfc3339();
+        let result = self.store.modify(
+            &self.nodes_rt,
+            "",
+            node,
+            Part::Status,
+            &WriteOpts::default(),
+            |cur| {
+                let mut next = cur.clone();
+                let ours = json!({"conditions": [node_ready(ready, &now)]});
+                next["status"] = merge_status(cur.get("status"), &ours, &now);
+                Ok(next)
+            },
+        );
+        if let Err(e) = result {
+            tracing::warn!(node, error = %e, "could not update node status");
+        }
+    }
+
+    fn pod_dir(&self, ns: &str, pod: &str) -> Option<PathBuf> {
+        volumes::safe_join(&self.config.work_dir, ns).and_then(|d| volumes::safe_join(&d, pod))
+    }
+
+    fn log_path(&self, ns: &str, pod: &str, container: &str) -> PathBuf {
+        self.pod_dir(ns, pod)
+            .unwrap_or_else(|| self.config.work_dir.clone())
+            .join("logs")
+            .join(format!("{container}.log"))
+    }
+
+    /// The command of an image: exact match first, then the repository without tag or digest.
+    fn image_command(&self, image: &str) -> Option<&ImageCommand> {
+        if let Some(c) = self.config.images.get(image) {
+            return Some(c);
+        }
+        let repo = image.split('@').next().unwrap_or(image);
+        let repo = match repo.rfind(':') {
+            Some(i) if !repo[i..].contains('/') => &repo[..i],
+            _ => repo,
+        };
+        self.config.images.get(repo)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        mut sub: crate::store::Subscription,
+        mut rx: mpsc::UnboundedReceiver<Msg>,
+    ) {
+        for ev in std::mem::take(&mut sub.replay) {
+            self.on_event(&ev);
+        }
+        let mut interval = tokio::time::interval(self.config.tick);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                r = sub.live.recv() => match r {
+                    Ok(ev) => {
+                        if ev.group.is_empty() && ev.plural == "pods" {
+                            self.on_event(&ev);
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "kubelet fell behind the event log; rescanning pods");
+                        self.rescan();
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                Some(m) = rx.recv() => self.on_msg(m),
+                _ = interval.tick() => self.tick(),
+                () = self.wake.notified() => self.tick(),
+            }
+        }
+    }
+
+    fn on_event(&self, ev: &Event) {
+        let mut st = lock(&self.state);
+        match ev.kind {
+            EventType::Deleted => self.forget(&mut st, &ev.object),
+            EventType::Added | EventType::Modified => self.observe(&mut st, &ev.object),
+        }
+    }
+
+    fn rescan(&self) {
+        let pods = self.store.all_of("", "pods");
+        let mut st = lock(&self.state);
+        let live: std::collections::HashSet<&str> = pods.iter().map(meta::uid).collect();
+        let gone: Vec<Value> = st
+            .pods
+            .values()
+            .filter(|e| !live.contains(e.uid.as_str()))
+            .map(|e| e.pod.clone())
+            .collect();
+        for pod in &gone {
+            self.forget(&mut st, pod);
+        }
+        st.unscheduled.retain(|_, uid| live.contains(uid.as_str()));
+        for pod in &pods {
+            self.observe(&mut st, pod);
+        }
+    }
+
+    fn observe(&self, st: &mut State, pod: &Value) {
+        let uid = meta::uid(pod).to_string();
+        let key = (
+            meta::meta_str(pod, "namespace").to_string(),
+            meta::name(pod).to_string(),
+        );
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if node.is_empty() {
+            if meta::is_deleting(pod) {
+                st.unscheduled.remove(&key);
+            } else {
+                st.unscheduled.insert(key, uid);
+            }
+            return;
+        }
+        if st.unscheduled.get(&key) == Some(&uid) {
+            st.unscheduled.remove(&key);
+        }
+        if let Some(e) = st.pods.get_mut(&uid) {
+            e.pod = pod.clone();
+            e.delete_requested |= meta::is_deleting(pod);
+            return;
+        }
+        if !st.nodes.iter().any(|n| n.name == node) {
+            return;
+        }
+        // A kubelet never reruns a pod that already finished (e.g. seen again after a restart).
+        let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            return;
+        }
+        st.next_ip = st.next_ip.wrapping_add(1);
+        let machine = Machine::new(
+            pod,
+            &|image| self.image_command(image).is_some(),
+            self.config.tick.saturating_mul(5),
+        );
+        let has_process = machine
+            .all()
+            .any(|(_, c)| c.behaviour == Behaviour::Process);
+        let entry = PodEntry {
+            ns: key.0.clone(),
+            name: key.1.clone(),
+            uid: uid.clone(),
+            node: node.to_string(),
+            pod: pod.clone(),
+            machine,
+            procs: HashMap::new(),
+            ip: pod_ip(st.next_ip),
+            start_time: meta::now_rfc3339(),
+            last_written: None,
+            mount_event_sent: false,
+            has_process,
+            root: None,
+            materialise_failed: false,
+            delete_requested: meta::is_deleting(pod),
+            delete_sent: false,
+        };
+        st.names.insert(key, uid.clone());
+        st.pods.insert(uid, entry);
+    }
+
+    fn forget(&self, st: &mut State, pod: &Value) {
+        let uid = meta::uid(pod);
+        let key = (
+            meta::meta_str(pod, "namespace").to_string(),
+            meta::name(pod).to_string(),
+        );
+        if st.unscheduled.get(&key).is_some_and(|u| u == uid) {
+            st.unscheduled.remove(&key);
+        }
+        let Some(e) = st.pods.remove(uid) else {
+            return;
+        };
+        if st.names.get(&key).is_some_and(|u| u == uid) {
+            st.names.remove(&key);
+        }
+        let partitioned = st.nodes.iter().any(|n| n.name == e.node && n.partitioned);
+        if partitioned && !e.procs.values().all(ProcHandle::has_exited) {
+            // A force-deleted pod on a cut-off node lives on as a zombie until the node heals,
+            // which is exactly what fencing has to cope with.
+            st.orphans.push(e);
+            return;
+        }
+        self.dispose(&st.names, e);
+    }
+
+    /// Kills what is left of a pod that is gone from the API and removes its folder.
+    fn dispose(&self, names: &HashMap<(String, String), String>, e: PodEntry) {
+        for h in e.procs.values() {
+            h.kill_now();
+        }
+        if e.root.is_none() {
+            return;
+        }
+        let aside = self.aside_dir(&e.ns, &e.name, &e.uid);
+        let dir = match aside {
+            Some(a) if a.exists() => Some(a),
+            // The folder is still under the pod's name unless a successor took the name.
+            _ if !names.contains_key(&(e.ns.clone(), e.name.clone())) => {
+                self.pod_dir(&e.ns, &e.name)
+            }
+            _ => None,
+        };
+        if let Some(dir) = dir
+            && let Err(err) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::debug!(dir = %dir.display(), error = %err, "could not remove pod folder");
+        }
+    }
+
+    /// Where a zombie's folder goes when a new pod of the same name needs the name's folder.
+    fn aside_dir(&self, ns: &str, pod: &str, uid: &str) -> Option<PathBuf> {
+        volumes::safe_join(&self.config.work_dir, ns).map(|d| d.join(format!(".{pod}.{uid}")))
+    }
+
+    /// Makes the pod folder free for a new pod: a zombie predecessor's folder is moved aside
+    /// (its processes keep their open files, working directory and relative links), anything
+    /// else left over is removed.
+    fn clear_pod_dir(
+        &self,
+        orphans: &[PodEntry],
+        ns: &str,
+        name: &str,
+        dir: &std::path::Path,
+    ) -> std::io::Result<()> {
+        if !dir.exists() {
+            return Ok(());
+        }
+        let zombie = orphans
+            .iter()
+            .find(|o| o.ns == ns && o.name == name && o.root.is_some());
+        match zombie.and_then(|z| self.aside_dir(ns, name, &z.uid)) {
+            Some(aside) => std::fs::rename(dir, aside),
+            None => std::fs::remove_dir_all(dir),
+        }
+    }
+
+    fn on_msg(&self, m: Msg) {
+        let now = SystemTime::now();
+        let mut st = lock(&self.state);
+        match m {
+            Msg::Exited {
+                uid,
+                cref,
+                instance,
+                code,
+            } => {
+                if let Some(e) = st.pods.get_mut(&uid) {
+                    e.machine.on_process_exit(cref, instance, code, now);
+                }
+            }
+            Msg::ProbePassed {
+                uid,
+                cref,
+                instance,
+            } => {
+                if let Some(e) = st.pods.get_mut(&uid) {
+                    e.machine.on_probe_passed(cref, instance);
+                }
+            }
+        }
+    }
+
+    fn tick(&self) {
+        let now = SystemTime::now();
+        let now_str = meta::now_rfc3339();
+        let mut guard = lock(&self.state);
+        self.schedule(&mut guard);
+        let State {
+            nodes,
+            pods,
+            orphans,
+            ..
+        } = &mut *guard;
+        for e in pods.values_mut() {
+            let healthy = nodes.iter().any(|n| n.name == e.node && !n.partitioned);
+            if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
+                continue;
+            }
+            if e.delete_requested && healthy {
+                e.machine.begin_delete();
+            }
+            let mounts_ready = e.machine.wants_mounts() && self.check_mounts(e, orphans);
+            for action in e.machine.step(now, mounts_ready) {
+                match action {
+                    Action::Start { cref, instance } => self.start_process(e, cref, instance, now),
+                    Action::Stop { cref, signal } => stop(e, cref, signal, &self.rt),
+                }
+            }
+            if !healthy {
+                // No status leaves a partitioned node; the change stays pending until heal.
+                continue;
+            }
+            if e.machine.take_changed() {
+                let ours = e.machine.render(&e.uid, &e.ip, &e.start_time);
+                if e.last_written.as_ref() != Some(&ours) {
+                    match self.write_status(e, &ours, &now_str) {
+                        Ok(()) => e.last_written = Some(ours),
+                        Err(err) if err.code == 404 || err.code == 409 => {}
+                        Err(err) => {
+                            tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod status write failed");
+                            e.machine.mark_changed();
+                        }
+                    }
+                }
+            }
+            if e.machine.removable() && !e.delete_sent {
+                e.delete_sent = true;
+                let opts = DeleteOpts {
+                    grace_period: Some(0),
+                    uid: Some(e.uid.clone()),
+                    ..DeleteOpts::default()
+                };
+                if let Err(err) = self.store.delete(&self.pods_rt, &e.ns, &e.name, &opts)
+                    && err.code != 404
+                    && err.code != 409
+                {
+                    tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod delete failed");
+                }
+            }
+        }
+    }
+
+    fn write_status(&self, e: &PodEntry, ours: &Value, now: &str) -> Result<(), ApiError> {
+        self.store
+            .modify(
+                &self.pods_rt,
+                &e.ns,
+                &e.name,
+                Part::Status,
+                &WriteOpts::default(),
+                |cur| {
+                    if meta::uid(cur) != e.uid {
+                        return Err(ApiError::conflict(
+                            "",
+                            "pods",
+                            &e.name,
+                            "the pod was replaced",
+                        ));
+                    }
+                    let mut next = cur.clone();
+                    next["status"] = merge_status(cur.get("status"), ours, now);
+                    Ok(next)
+                },
+            )
+            .map(|_| ())
+    }
+
+    /// Binds unscheduled pods, least-loaded healthy node first.
+    fn schedule(&self, st: &mut State) {
+        if st.unscheduled.is_empty() {
+            return;
+        }
+        let mut load: Vec<(usize, usize)> = st
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.partitioned)
+            .map(|(i, n)| {
+                let count = st
+                    .pods
+                    .values()
+                    .filter(|e| e.node == n.name && e.machine.is_active())
+                    .count();
+                (count, i)
+            })
+            .collect();
+        if load.is_empty() {
+            return;
+        }
+        for ((ns, name), uid) in std::mem::take(&mut st.unscheduled) {
+            let Some(slot) = load.iter_mut().min() else {
+                break;
+            };
+            let node = st.nodes[slot.1].name.clone();
+            let result = self.store.modify(
+                &self.pods_rt,
+                &ns,
+                &name,
+                Part::Main,
+                &WriteOpts::default(),
+                |cur| {
+                    let bound = cur
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| !n.is_empty());
+                    if meta::uid(cur) != uid || bound || meta::is_deleting(cur) {
+                        return Err(ApiError::conflict(
+                            "",
+                            "pods",
+                            &name,
+                            "the pod changed before binding",
+                        ));
+                    }
+                    let mut next = cur.clone();
+                    next["spec"]["nodeName"] = json!(node);
+                    Ok(next)
+                },
+            );
+            match result {
+                Ok(pod) => {
+                    slot.0 += 1;
+                    // Take the pod on now so this tick's status write carries PodScheduled
+                    // together with the kubelet's first status.
+                    self.observe(st, &pod);
+                }
+                Err(e) if e.code == 404 || e.code == 409 => {}
+                Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
+            }
+        }
+    }
+
+    /// Whether every volume of the pod can be mounted; records `FailedMount` once when not, and
+    /// materialises the pod folder for real processes when so.
+    fn check_mounts(&self, e: &mut PodEntry, orphans: &[PodEntry]) -> bool {
+        let exists =
+            |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name).is_some();
+        if let Some((_, message)) = volumes::missing_volume(&e.pod, &exists) {
+            if !e.mount_event_sent {
+                e.mount_event_sent = true;
+                self.record_event(e, "FailedMount", &message);
+            }
+            return false;
+        }
+        if e.has_process && e.root.is_none() {
+            let Some(dir) = self.pod_dir(&e.ns, &e.name) else {
+                return false;
+            };
+            let lookup = |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name);
+            let addrs = env::PodAddrs {
+                pod_ip: &e.ip,
+                host_ip: HOST_IP,
+            };
+            let made = self
+                .clear_pod_dir(orphans, &e.ns, &e.name, &dir)
+                .and_then(|()| volumes::materialise(&e.pod, &dir, &lookup, addrs));
+            match made {
+                Ok(root) => e.root = Some(root),
+                Err(err) => {
+                    if !e.materialise_failed {
+                        e.materialise_failed = true;
+                        tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not materialise pod volumes");
+                        let msg = format!("MountVolume.SetUp failed: {err}");
+                        self.record_event(e, "FailedMount", &msg);
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn record_event(&self, e: &PodEntry, reason: &str, message: &str) {
+        let now = meta::now_rfc3339();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{}.{nanos:x}", e.name), "namespace": e.ns},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": e.name,
+                               "namespace": e.ns, "uid": e.uid},
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": e.node},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "kubelet",
+            "reportingInstance": e.node,
+        });
+        if let Err(err) = self
+            .store
+            .create(&self.events_rt, &e.ns, event, &WriteOpts::default())
+        {
+            tracing::debug!(pod = %e.name, error = %err, "could not record event");
+        }
+    }
+
+    fn start_process(&self, e: &mut PodEntry, cref: CRef, instance: u64, now: SystemTime) {
+        let fail = |e: &mut PodEntry, why: StartFailure| {
+            e.machine.on_start_failed(cref, instance, why, now)
+        };
+        let Some(c) = container_spec(&e.pod, cref).cloned() else {
+            return fail(
+                e,
+                StartFailure::Exec("container not in the pod spec".into()),
+            );
+        };
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+        let Some(image_cmd) = self.image_command(image).cloned() else {
+            return fail(
+                e,
+                StartFailure::Exec(format!("no command for image {image}")),
+            );
+        };
+        let Some(root) = e.root.clone() else {
+            return fail(e, StartFailure::Config("pod volumes are not ready".into()));
+        };
+        let mut base: Vec<(String, String)> = image_cmd.env.clone().into_iter().collect();
+        base.push(("HOSTNAME".into(), e.name.clone()));
+        base.push(("KUBESIM_POD_ROOT".into(), root.display().to_string()));
+        let lookup = |plural: &str, obj: &str| self.store.get_raw("", plural, &e.ns, obj);
+        let addrs = env::PodAddrs {
+            pod_ip: &e.ip,
+            host_ip: HOST_IP,
+        };
+        let vars = match env::resolve_env(&e.pod, &c, &base, &lookup, addrs) {
+            Ok(v) => v,
+            Err(msg) => return fail(e, StartFailure::Config(msg)),
+        };
+        let argv = env::command_line(&c, &image_cmd.command, &vars);
+        let spec = process::SpawnSpec {
+            argv,
+            env: vars,
+            cwd: root,
+            log: self.log_path(&e.ns, &e.name, &name),
+        };
+        let tx = self.msgs.clone();
+        let uid = e.uid.clone();
+        let exit_uid = uid.clone();
+        let spawned = process::spawn(spec, &self.rt, move |code| {
+            // The controller is gone only when kubesim shuts down; the exit no longer matters.
+            let _ = tx.send(Msg::Exited {
+                uid: exit_uid,
+                cref,
+                instance,
+                code,
+            });
+        });
+        match spawned {
+            Ok(handle) => {
+                tracing::debug!(pod = %e.name, container = %name, pid = handle.pid, "started process");
+                if e.machine.container(cref).is_some_and(|c| c.needs_probe) {
+                    match process::startup_probe(&c) {
+                        Some(probe) => {
+                            let tx = self.msgs.clone();
+                            process::poll_probe(
+                                probe,
+                                self.config.tick.max(Duration::from_millis(50)),
+                                handle.exited_flag(),
+                                &self.rt,
+                                move || {
+                                    let _ = tx.send(Msg::ProbePassed {
+                                        uid,
+                                        cref,
+                                        instance,
+                                    });
+                                },
+                            );
+                        }
+                        // A probe kubesim cannot evaluate must not hold the pod forever.
+                        None => e.machine.on_probe_passed(cref, instance),
+                    }
+                }
+                if let Some(old) = e.procs.insert(cref, handle) {
+                    old.kill_now();
+                }
+            }
+            Err(err) => fail(
+                e,
+                StartFailure::Exec(format!("failed to start container \"{name}\": {err}")),
+            ),
+        }
+    }
+}

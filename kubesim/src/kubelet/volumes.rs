@@ -1,0 +1,365 @@
+//! Pod volumes: the existence check that gates container start (`FailedMount`), and for pods
+//! with real processes, volumes materialised as folders and mounts as symlinks under a per-pod
+//! root directory.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+use super::env::{Lookup, PodAddrs, field_ref, object_entries, object_key};
+
+/// The first volume that cannot be mounted: (volume name, Kubernetes' message).
+pub fn missing_volume(
+    pod: &Value,
+    exists: &dyn Fn(&str, &str) -> bool,
+) -> Option<(String, String)> {
+    for v in volumes(pod) {
+        let vol = v.get("name").and_then(Value::as_str).unwrap_or("");
+        for (plural, name, optional) in sources(v) {
+            if !optional && !exists(plural, name) {
+                let word = if plural == "secrets" {
+                    "secret"
+                } else {
+                    "configmap"
+                };
+                return Some((
+                    vol.to_string(),
+                    format!(
+                        "MountVolume.SetUp failed for volume \"{vol}\" : {word} \"{name}\" not found"
+                    ),
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn volumes(pod: &Value) -> impl Iterator<Item = &Value> {
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The ConfigMaps and Secrets a volume reads: (plural, name, optional).
+fn sources(v: &Value) -> Vec<(&'static str, &str, bool)> {
+    fn one<'a>(
+        src: &'a Value,
+        plural: &'static str,
+        name_field: &str,
+    ) -> (&'static str, &'a str, bool) {
+        (
+            plural,
+            src.get(name_field).and_then(Value::as_str).unwrap_or(""),
+            src.get("optional").and_then(Value::as_bool) == Some(true),
+        )
+    }
+    let mut out = Vec::new();
+    if let Some(cm) = v.get("configMap") {
+        out.push(one(cm, "configmaps", "name"));
+    }
+    if let Some(s) = v.get("secret") {
+        out.push(one(s, "secrets", "secretName"));
+    }
+    for src in v
+        .pointer("/projected/sources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(cm) = src.get("configMap") {
+            out.push(one(cm, "configmaps", "name"));
+        }
+        if let Some(s) = src.get("secret") {
+            out.push(one(s, "secrets", "name"));
+        }
+    }
+    out
+}
+
+/// Joins a relative path from the API under `base`, refusing `..` and absolute parts so a pod
+/// cannot write outside its folder.
+pub fn safe_join(base: &Path, rel: &str) -> Option<PathBuf> {
+    let mut out = base.to_path_buf();
+    for c in Path::new(rel).components() {
+        match c {
+            Component::Normal(p) => out.push(p),
+            Component::CurDir | Component::RootDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+fn write_file(dir: &Path, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    let path = safe_join(dir, rel).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("invalid path {rel:?}"))
+    })?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, bytes)
+}
+
+/// Writes a ConfigMap's or Secret's keys into `dir`, honouring `items` (key → path).
+fn write_object(
+    dir: &Path,
+    plural: &str,
+    obj: &Value,
+    items: Option<&Vec<Value>>,
+) -> io::Result<()> {
+    match items {
+        Some(items) => {
+            for item in items {
+                let key = item.get("key").and_then(Value::as_str).unwrap_or("");
+                let path = item.get("path").and_then(Value::as_str).unwrap_or(key);
+                if let Some(bytes) = object_key(plural, obj, key) {
+                    write_file(dir, path, &bytes)?;
+                }
+            }
+        }
+        None => {
+            for (k, v) in object_entries(plural, obj) {
+                write_file(dir, &k, &v)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_downward(dir: &Path, pod: &Value, items: &[Value], addrs: PodAddrs<'_>) -> io::Result<()> {
+    for item in items {
+        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+        let field = item
+            .pointer("/fieldRef/fieldPath")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(v) = field_ref(pod, field, addrs) {
+            write_file(dir, path, v.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates `<pod_dir>/volumes/<volume>` for every volume and a symlink at
+/// `<pod_dir>/root/<mountPath>` (to `<volume>/<subPath>` when given) for every mount of every
+/// container; returns the root. The pod folder is recreated from scratch so a new pod with an
+/// old name never sees its predecessor's files.
+pub fn materialise(
+    pod: &Value,
+    pod_dir: &Path,
+    lookup: Lookup<'_>,
+    addrs: PodAddrs<'_>,
+) -> io::Result<PathBuf> {
+    if pod_dir.exists() {
+        std::fs::remove_dir_all(pod_dir)?;
+    }
+    let vol_root = pod_dir.join("volumes");
+    let root = pod_dir.join("root");
+    std::fs::create_dir_all(&vol_root)?;
+    std::fs::create_dir_all(&root)?;
+    std::fs::create_dir_all(pod_dir.join("logs"))?;
+    for v in volumes(pod) {
+        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+        let dir = safe_join(&vol_root, name).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid volume name {name:?}"),
+            )
+        })?;
+        if let Some(host) = v.pointer("/hostPath/path").and_then(Value::as_str) {
+            // A hostPath volume is the host folder itself.
+            std::os::unix::fs::symlink(host, &dir)?;
+            continue;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let items = |src: &Value| src.get("items").and_then(Value::as_array).cloned();
+        if let Some(cm) = v.get("configMap") {
+            let n = cm.get("name").and_then(Value::as_str).unwrap_or("");
+            if let Some(obj) = lookup("configmaps", n) {
+                write_object(&dir, "configmaps", &obj, items(cm).as_ref())?;
+            }
+        }
+        if let Some(s) = v.get("secret") {
+            let n = s.get("secretName").and_then(Value::as_str).unwrap_or("");
+            if let Some(obj) = lookup("secrets", n) {
+                write_object(&dir, "secrets", &obj, items(s).as_ref())?;
+            }
+        }
+        if let Some(d) = v.pointer("/downwardAPI/items").and_then(Value::as_array) {
+            write_downward(&dir, pod, d, addrs)?;
+        }
+        for src in v
+            .pointer("/projected/sources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for (field, plural) in [("configMap", "configmaps"), ("secret", "secrets")] {
+                if let Some(s) = src.get(field) {
+                    let n = s.get("name").and_then(Value::as_str).unwrap_or("");
+                    if let Some(obj) = lookup(plural, n) {
+                        write_object(&dir, plural, &obj, items(s).as_ref())?;
+                    }
+                }
+            }
+            if let Some(d) = src.pointer("/downwardAPI/items").and_then(Value::as_array) {
+                write_downward(&dir, pod, d, addrs)?;
+            }
+        }
+    }
+    for field in ["initContainers", "containers"] {
+        for c in pod
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for m in c
+                .get("volumeMounts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                mount(&root, &vol_root, m)?;
+            }
+        }
+    }
+    Ok(root)
+}
+
+fn mount(root: &Path, vol_root: &Path, m: &Value) -> io::Result<()> {
+    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_string());
+    let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+    let mount_path = m.get("mountPath").and_then(Value::as_str).unwrap_or("");
+    let sub = m.get("subPath").and_then(Value::as_str).unwrap_or("");
+    let mut src = safe_join(vol_root, name).ok_or_else(|| invalid("invalid volume name"))?;
+    if !sub.is_empty() {
+        src = safe_join(&src, sub).ok_or_else(|| invalid("invalid subPath"))?;
+        if !src.exists() {
+            // Kubernetes creates a missing subPath as a directory.
+            std::fs::create_dir_all(&src)?;
+        }
+    }
+    let target = safe_join(root, mount_path).ok_or_else(|| invalid("invalid mountPath"))?;
+    if target == root || target.symlink_metadata().is_ok() {
+        // Two containers mounting the same path share one pod root: the first mount wins.
+        return Ok(());
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let link = match target.parent() {
+        Some(parent) => relative(parent, &src),
+        None => src,
+    };
+    std::os::unix::fs::symlink(link, &target)
+}
+
+/// The path of `to` relative to the folder `from` (both absolute or both relative to the same
+/// base, as here where both lie under the pod folder).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component<'_>> = from.components().collect();
+    let to: Vec<Component<'_>> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for c in &to[common..] {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn missing_configmap_and_secret_are_reported_unless_optional() {
+        let pod = json!({"spec": {"volumes": [
+            {"name": "opt", "configMap": {"name": "gone", "optional": true}},
+            {"name": "conf", "configMap": {"name": "cm"}},
+            {"name": "creds", "secret": {"secretName": "s"}},
+        ]}});
+        let msg = missing_volume(&pod, &|_, _| false);
+        assert_eq!(
+            msg,
+            Some((
+                "conf".into(),
+                "MountVolume.SetUp failed for volume \"conf\" : configmap \"cm\" not found".into()
+            ))
+        );
+        let msg = missing_volume(&pod, &|p, _| p == "configmaps");
+        assert_eq!(
+            msg.map(|m| m.1),
+            Some("MountVolume.SetUp failed for volume \"creds\" : secret \"s\" not found".into())
+        );
+        assert_eq!(missing_volume(&pod, &|_, _| true), None);
+    }
+
+    #[test]
+    fn relative_paths_climb_to_the_common_folder() {
+        assert_eq!(
+            relative(Path::new("/p/root/etc"), Path::new("/p/volumes/cfg")),
+            PathBuf::from("../../volumes/cfg")
+        );
+        assert_eq!(
+            relative(Path::new("/p/root"), Path::new("/p/volumes/v/sub")),
+            PathBuf::from("../volumes/v/sub")
+        );
+    }
+
+    #[test]
+    fn safe_join_refuses_escapes() {
+        let base = Path::new("/w");
+        assert_eq!(safe_join(base, "/opt/x"), Some(PathBuf::from("/w/opt/x")));
+        assert_eq!(safe_join(base, "a/../../b"), None);
+    }
+
+    #[test]
+    fn materialises_volumes_and_mounts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+        "volumes": [
+            {"name": "conf", "configMap": {"name": "cm", "items": [{"key": "k", "path": "sub/k.txt"}]}},
+            {"name": "all", "configMap": {"name": "cm"}},
+            {"name": "creds", "secret": {"secretName": "s"}},
+            {"name": "scratch", "emptyDir": {}},
+        ],
+        "containers": [{"name": "a", "volumeMounts": [
+            {"name": "conf", "mountPath": "/etc/conf"},
+            {"name": "all", "mountPath": "/etc/one", "subPath": "k"},
+            {"name": "creds", "mountPath": "/etc/creds"},
+            {"name": "scratch", "mountPath": "/tmp/scratch"},
+        ]}]}});
+        let lookup = |plural: &str, _: &str| -> Option<Value> {
+            match plural {
+                "configmaps" => Some(json!({"data": {"k": "v", "other": "o"}})),
+                _ => Some(json!({"data": {"pw": crate::admission::base64(b"secret!")}})),
+            }
+        };
+        let addrs = PodAddrs {
+            pod_ip: "10.244.0.1",
+            host_ip: "127.0.0.1",
+        };
+        let pod_dir = dir.path().join("pod");
+        let root = materialise(&pod, &pod_dir, &lookup, addrs).expect("materialise");
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
+        assert_eq!(read("etc/conf/sub/k.txt"), "v");
+        assert_eq!(read("etc/one"), "v");
+        assert_eq!(read("etc/creds/pw"), "secret!");
+        std::fs::write(root.join("tmp/scratch/f"), "x").expect("write to emptyDir");
+        assert!(pod_dir.join("volumes/scratch/f").exists());
+        // Moved aside, the folder still works for the processes that use it.
+        let aside = dir.path().join("aside");
+        std::fs::rename(&pod_dir, &aside).expect("rename");
+        assert_eq!(
+            std::fs::read_to_string(aside.join("root/etc/conf/sub/k.txt")).expect("read"),
+            "v"
+        );
+    }
+}
