@@ -288,7 +288,19 @@ async fn execute(
         Verb::Delete => {
             let opts = delete_opts(q, &body)?;
             let out = store.delete(rt, ns, &name, &opts)?;
-            Ok(json_response(StatusCode::OK, &out))
+            let still_there = store
+                .get_raw(
+                    &rt.group,
+                    &rt.plural,
+                    if rt.namespaced { ns } else { "" },
+                    &name,
+                )
+                .is_some_and(|o| meta::uid(&o) == meta::uid(&out));
+            if still_there || opts.dry_run || returns_deleted_object(rt) {
+                Ok(json_response(StatusCode::OK, &out))
+            } else {
+                Ok(json_response(StatusCode::OK, &deleted_status(rt, &out)))
+            }
         }
         Verb::DeleteCollection => {
             let filter = Filter::from_query(rt, q)?;
@@ -319,6 +331,25 @@ async fn execute(
             ))
         }
     }
+}
+
+/// Types whose registry returns the deleted object rather than a `Status` (the API server's
+/// `ReturnDeletedObject`).
+fn returns_deleted_object(rt: &ResourceType) -> bool {
+    rt.custom
+        || matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("", "pods") | ("", "services") | ("", "namespaces") | ("apiextensions.k8s.io", _)
+        )
+}
+
+/// The `Status` a completed deletion answers with.
+fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+    let mut details = json!({"name": meta::name(obj), "kind": rt.plural, "uid": meta::uid(obj)});
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// A PUT without managedFields keeps the ones recorded so far (as the API server does).

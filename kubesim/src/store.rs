@@ -316,6 +316,12 @@ impl Store {
         if rt.namespaced {
             inner.check_namespace_open(ns)?;
         }
+        if rt.status_subresource
+            && let Some(o) = obj.as_object_mut()
+        {
+            // Status belongs to controllers: the API server resets it on create.
+            o.remove("status");
+        }
         admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
         let name = meta::name(&obj).to_string();
         if inner.object(rt, ns, &name).is_some() {
@@ -327,7 +333,11 @@ impl Store {
             md.insert("uid".into(), json!(meta::new_uid()));
             md.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
             md.insert("resourceVersion".into(), json!(rv.to_string()));
-            md.insert("generation".into(), json!(1));
+            if tracks_generation(rt) {
+                md.insert("generation".into(), json!(1));
+            } else {
+                md.remove("generation");
+            }
             md.remove("deletionTimestamp");
             md.remove("deletionGracePeriodSeconds");
             md.remove("selfLink");
@@ -530,10 +540,12 @@ impl Inner {
         let key = (ns.to_string(), name.to_string());
         let map = self.objects.entry(type_key(rt)).or_default();
         let mut object = object;
+        // A deletion is a change too: its event carries the deletion's resourceVersion, so a
+        // client resuming from the previous version replays it.
+        metadata_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
         if kind == EventType::Deleted {
             map.remove(&key);
         } else {
-            metadata_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
             map.insert(key, object.clone());
         }
         let event = Arc::new(Event {
@@ -649,7 +661,7 @@ impl Inner {
             }
         }
         admission::admit_update(rt, &mut proposed, &current)?;
-        if spec_changed(&current, &proposed) {
+        if tracks_generation(rt) && spec_changed(&current, &proposed) {
             let generation = current
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -776,6 +788,17 @@ impl Inner {
             // Deletion already under way and not being shortened: nothing changes.
             return Ok(current);
         }
+        let held_by_namespace_finalizers = is_ns
+            && current
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+        if !deleting && finalizers.is_empty() && grace == 0 && !held_by_namespace_finalizers {
+            // Nothing holds the object: it goes at once, and watchers see its last state.
+            self.commit(tx, rt, ns, name, EventType::Deleted, current.clone(), None);
+            self.after_remove(tx, rt, &current);
+            return Ok(current);
+        }
         {
             let md = metadata_mut(&mut next);
             if !finalizers.is_empty() {
@@ -859,6 +882,18 @@ fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
         })
         .unwrap_or(30)
         .max(0)
+}
+
+/// Types whose API strategy maintains `metadata.generation` (ConfigMaps, Services, Namespaces
+/// and the like have none).
+fn tracks_generation(rt: &ResourceType) -> bool {
+    rt.custom
+        || matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("", "pods")
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+                | ("networking.k8s.io", "networkpolicies")
+        )
 }
 
 fn spec_changed(current: &Value, proposed: &Value) -> bool {

@@ -168,7 +168,10 @@ fn status_subresource_separates_spec_and_status_writes() {
     let o = store
         .create(&rt, "default", svc, &WriteOpts::default())
         .unwrap();
-    assert_eq!(o["metadata"]["generation"], 1);
+    assert!(
+        o["metadata"].get("generation").is_none(),
+        "services keep no generation"
+    );
     let mut with_status = o.clone();
     with_status["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
     let main = store
@@ -194,7 +197,6 @@ fn status_subresource_separates_spec_and_status_writes() {
         )
         .unwrap();
     assert_eq!(st["status"]["loadBalancer"]["ingress"][0]["ip"], "1.2.3.4");
-    assert_eq!(st["metadata"]["generation"], 1);
     let mut spec_change = st.clone();
     spec_change["spec"]["ports"][0]["port"] = json!(81);
     let sc = store
@@ -207,7 +209,7 @@ fn status_subresource_separates_spec_and_status_writes() {
             &WriteOpts::default(),
         )
         .unwrap();
-    assert_eq!(sc["metadata"]["generation"], 2);
+    assert_eq!(sc["spec"]["ports"][0]["port"], 81);
 }
 
 #[test]
@@ -292,4 +294,42 @@ fn immutable_configmap_rejects_data_changes() {
         )
         .unwrap_err();
     assert_eq!(e.code, 422);
+}
+
+#[test]
+fn deletion_event_carries_its_own_resource_version() {
+    let (store, reg) = setup();
+    let rt = reg.find("", "v1", "configmaps").unwrap();
+    let o = store
+        .create(&rt, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
+    let created_rv: u64 = meta::meta_str(&o, "resourceVersion").parse().unwrap();
+    let all = |_: &str, _: &str, _: &str| true;
+    let sub = store.subscribe(&all, WatchFrom::After(created_rv)).unwrap();
+    let mut live = sub.live;
+    store
+        .delete(&rt, "default", "a", &DeleteOpts::default())
+        .unwrap();
+    let ev = live.try_recv().unwrap();
+    assert_eq!(ev.kind, EventType::Deleted);
+    assert_eq!(
+        meta::meta_str(&ev.object, "resourceVersion"),
+        ev.rv.to_string()
+    );
+    assert!(ev.rv > created_rv);
+    assert!(
+        !meta::is_deleting(&ev.object),
+        "an immediate delete shows the last state"
+    );
+}
+
+#[test]
+fn create_drops_status_of_types_with_a_status_subresource() {
+    let (store, reg) = setup();
+    let rt = reg.find("", "v1", "services").unwrap();
+    let svc = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}, "status": {"bogus": true}});
+    let o = store
+        .create(&rt, "default", svc, &WriteOpts::default())
+        .unwrap();
+    assert_eq!(o["status"], json!({"loadBalancer": {}}));
 }

@@ -1,0 +1,201 @@
+"""Fixtures for the Python end-to-end tests: one kubesim per session, a fresh namespace per test.
+
+The kubesim binary comes from the environment variable KUBESIM_BIN (the test runner sets it, e.g.
+`KUBESIM_BIN=target/release/kubesim python -m pytest tests/python`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from simutil import wait_for
+
+STARTUP_TIMEOUT_S = 30.0
+# Upper bound for any one test (a hung request must not hang the suite); spark tests get more.
+DEFAULT_TEST_TIMEOUT_S = 60
+SPARK_TEST_TIMEOUT_S = 240
+
+
+@dataclass
+class Kubesim:
+    """A running `kubesim serve`."""
+
+    url: str
+    kubeconfig: Path
+    log: Path
+    proc: subprocess.Popen = field(repr=False)
+
+    def sim(self, method: str, path: str, **kwargs) -> requests.Response:
+        """Calls the control API: `path` is relative to `/sim/v1`."""
+        kwargs.setdefault("timeout", 10)
+        return requests.request(method, f"{self.url}/sim/v1/{path.lstrip('/')}", **kwargs)
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+
+def _kubesim_bin() -> Path:
+    raw = os.environ.get("KUBESIM_BIN")
+    if not raw:
+        pytest.fail(
+            "KUBESIM_BIN is not set: point it at a kubesim binary, e.g. "
+            "`cargo build --release -p kubesim && KUBESIM_BIN=target/release/kubesim python -m pytest tests/python`",
+            pytrace=False,
+        )
+    path = Path(raw)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(f"KUBESIM_BIN={raw} is not an executable file", pytrace=False)
+    return path.resolve()
+
+
+def _read_kubeconfig(path: Path) -> dict | None:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        doc["clusters"][0]["cluster"]["server"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return doc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    # `kubesim serve` shuts down on Ctrl-C; fall back to SIGKILL if it does not.
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def kubesim(tmp_path_factory) -> Kubesim:
+    binary = _kubesim_bin()
+    tmp = tmp_path_factory.mktemp("kubesim")
+    kubeconfig = tmp / "kubeconfig"
+    log = tmp / "kubesim.log"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [str(binary), "serve", "--listen", "127.0.0.1:0", "--kubeconfig-out", str(kubeconfig)],
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+        )
+    first_line: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        first_line.append(line.decode(errors="replace").strip())
+        for _ in proc.stdout:  # keep draining so the pipe never fills
+            pass
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    handle = Kubesim(url="", kubeconfig=kubeconfig, log=log, proc=proc)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"kubesim exited with {proc.returncode} before it was ready; log:\n{handle.log_tail()}",
+                    pytrace=False,
+                )
+            doc = _read_kubeconfig(kubeconfig)
+            if doc is not None and first_line:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"kubesim wrote no kubeconfig at {kubeconfig} / printed no URL within "
+                    f"{STARTUP_TIMEOUT_S:.0f}s; log:\n{handle.log_tail()}",
+                    pytrace=False,
+                )
+            time.sleep(0.05)
+        handle.url = first_line[0]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", handle.url), f"unexpected first stdout line {handle.url!r}"
+        server = doc["clusters"][0]["cluster"]["server"]
+        assert server == handle.url, f"kubeconfig names {server}, stdout said {handle.url}"
+        yield handle
+    finally:
+        _stop(proc)
+
+
+@dataclass
+class Kube:
+    """The real `kubernetes` client, configured from kubesim's kubeconfig only."""
+
+    core: client.CoreV1Api
+    networking: client.NetworkingV1Api
+    apiext: client.ApiextensionsV1Api
+    custom: client.CustomObjectsApi
+
+
+@pytest.fixture(scope="session")
+def kube(kubesim: Kubesim) -> Kube:
+    config.load_kube_config(config_file=str(kubesim.kubeconfig))
+    return Kube(
+        core=client.CoreV1Api(),
+        networking=client.NetworkingV1Api(),
+        apiext=client.ApiextensionsV1Api(),
+        custom=client.CustomObjectsApi(),
+    )
+
+
+def _namespace_name(test_name: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", test_name.lower().removeprefix("test_")).strip("-")
+    return f"t-{base[:40].strip('-')}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(request, kube: Kube) -> str:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = _namespace_name(request.node.name)
+    kube.core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: kube.core.read_namespace(name), f"namespace {name} to be readable", timeout=10)
+    yield name
+    try:
+        kube.core.delete_namespace(name, _request_timeout=10)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+@pytest.fixture(autouse=True)
+def _bounded_test(request):
+    """Fails a test that runs longer than its bound instead of hanging the suite."""
+    limit = SPARK_TEST_TIMEOUT_S if request.node.get_closest_marker("spark") else DEFAULT_TEST_TIMEOUT_S
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"{request.node.nodeid} exceeded its {limit}s bound")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,60 @@
+"""Small helpers shared by the Python end-to-end tests against kubesim."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+T = TypeVar("T")
+
+
+def wait_for(
+    probe: Callable[[], T],
+    what: str,
+    timeout: float = 10.0,
+    interval: float = 0.1,
+) -> T:
+    """Calls `probe` until it returns something truthy, at most `timeout` seconds.
+
+    Exceptions raised by the probe count as "not yet", and the last one is reported if the wait
+    runs out. Returns the truthy value.
+    """
+    deadline = time.monotonic() + timeout
+    last_value: object = None
+    last_error: BaseException | None = None
+    while True:
+        try:
+            value = probe()
+            if value:
+                return value
+            last_value, last_error = value, None
+        except AssertionError as e:  # probes may assert
+            last_error = e
+        except ApiException as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f"last error: {last_error!r}" if last_error else f"last value: {last_value!r}"
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} ({detail})")
+        time.sleep(interval)
+
+
+def status_of(call: Callable[[], object]) -> int | None:
+    """Runs an API call and returns the HTTP status of the ApiException it raised (None if none)."""
+    try:
+        call()
+    except ApiException as e:
+        return e.status
+    return None
+
+
+def is_gone(read: Callable[[], object]) -> bool:
+    """True when `read()` raises a 404 ApiException; other errors propagate."""
+    try:
+        read()
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False
