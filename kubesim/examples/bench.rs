@@ -29,7 +29,59 @@ async fn main() -> anyhow::Result<()> {
     let cluster = Cluster::start(ClusterConfig::default()).await?;
     let client = cluster.client()?;
 
-    // 1. Pod creates: scripted pods that never start, so the kubelet's work does not mix into the
+    // 1. Watch fan-out (first, so the kubelet's work on the pods below does not mix in): `watchers` watches on one namespace, `events` ConfigMap creates.
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rv = api
+        .list(&Default::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let mut streams = Vec::new();
+    for _ in 0..watchers {
+        let api = api.clone();
+        let rv = rv.clone();
+        let delivered = delivered.clone();
+        streams.push(tokio::spawn(async move {
+            let mut s = api
+                .watch(&WatchParams::default().timeout(290), &rv)
+                .await?
+                .boxed();
+            let mut seen = 0;
+            while seen < events {
+                match tokio::time::timeout(LIMIT, s.try_next()).await {
+                    Ok(Ok(Some(WatchEvent::Added(_)))) => {
+                        seen += 1;
+                        delivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Ok(Some(_))) => {}
+                    _ => break,
+                }
+            }
+            Ok::<_, kube::Error>(())
+        }));
+    }
+    // Let every watch connect before producing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    for i in 0..events {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": format!("cm{i}")}, "data": {"k": "v"}}),
+        )?;
+        api.create(&PostParams::default(), &cm).await?;
+    }
+    let produced = started.elapsed().as_secs_f64();
+    for s in streams {
+        s.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let total = delivered.load(Ordering::Relaxed);
+    println!(
+        "watch fan-out: {watchers} watchers x {events} events = {total} deliveries in {secs:.2} s = {:.0} events/s delivered (producer finished in {produced:.2} s)",
+        total as f64 / secs
+    );
+    // 2. Pod creates: scripted pods that never start, so the kubelet's work does not mix into the
     //    API figure; a second run lets the kubelet schedule and run them.
     for (label, annotations) in [
         (
@@ -92,57 +144,5 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    // 2. Watch fan-out: `watchers` watches on one namespace, `events` ConfigMap creates.
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = api
-        .list(&Default::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let delivered = Arc::new(AtomicU64::new(0));
-    let mut streams = Vec::new();
-    for _ in 0..watchers {
-        let api = api.clone();
-        let rv = rv.clone();
-        let delivered = delivered.clone();
-        streams.push(tokio::spawn(async move {
-            let mut s = api
-                .watch(&WatchParams::default().timeout(290), &rv)
-                .await?
-                .boxed();
-            let mut seen = 0;
-            while seen < events {
-                match tokio::time::timeout(LIMIT, s.try_next()).await {
-                    Ok(Ok(Some(WatchEvent::Added(_)))) => {
-                        seen += 1;
-                        delivered.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(Ok(Some(_))) => {}
-                    _ => break,
-                }
-            }
-            Ok::<_, kube::Error>(())
-        }));
-    }
-    // Let every watch connect before producing.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let started = Instant::now();
-    for i in 0..events {
-        let cm: ConfigMap = serde_json::from_value(
-            json!({"metadata": {"name": format!("cm{i}")}, "data": {"k": "v"}}),
-        )?;
-        api.create(&PostParams::default(), &cm).await?;
-    }
-    let produced = started.elapsed().as_secs_f64();
-    for s in streams {
-        s.await??;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let total = delivered.load(Ordering::Relaxed);
-    println!(
-        "watch fan-out: {watchers} watchers x {events} events = {total} deliveries in {secs:.2} s = {:.0} events/s delivered (producer finished in {produced:.2} s)",
-        total as f64 / secs
-    );
     Ok(())
 }

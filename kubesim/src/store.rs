@@ -154,7 +154,7 @@ pub struct Store {
 
 /// Capacity of the broadcast channel feeding live watches; a watcher that falls this far behind
 /// is closed and resumes from its last resourceVersion, as with a real API server.
-const LIVE_CAPACITY: usize = 16_384;
+const LIVE_CAPACITY: usize = 65_536;
 
 impl Store {
     /// An empty store keeping `log_capacity` events of history for watch resumption.
