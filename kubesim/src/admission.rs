@@ -97,19 +97,21 @@ fn is_core(rt: &ResourceType, plural: &str) -> bool {
 
 /// Returns why a name breaks the rule, worded as Kubernetes words it.
 pub fn check_name(rule: NameRule, name: &str) -> Option<String> {
-    let label_ok = |s: &str| {
+    // The character rule of one DNS label; the length limit differs (a subdomain's parts are
+    // only bounded by its 253-character total, as in Kubernetes' IsDNS1123Subdomain).
+    let part_ok = |s: &str| {
         !s.is_empty()
-            && s.len() <= 63
             && s.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !s.starts_with('-')
             && !s.ends_with('-')
     };
+    let label_ok = |s: &str| s.len() <= 63 && part_ok(s);
     match rule {
         NameRule::Subdomain => {
             if name.len() > 253 {
                 Some("must be no more than 253 characters".into())
-            } else if !name.split('.').all(label_ok) {
+            } else if !name.split('.').all(part_ok) {
                 Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into())
             } else {
                 None
@@ -682,6 +684,9 @@ mod tests {
         assert!(check_name(NameRule::Rfc1035Label, "1svc").is_some());
         assert!(check_name(NameRule::Label, "a.b").is_some());
         assert!(check_name(NameRule::Subdomain, &"a".repeat(254)).is_some());
+        // Spark's pod name for a 100-character app name: long, but a valid subdomain.
+        assert!(check_name(NameRule::Subdomain, &"a".repeat(121)).is_none());
+        assert!(check_name(NameRule::Label, &"a".repeat(64)).is_some());
     }
 
     #[test]

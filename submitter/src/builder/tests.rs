@@ -1,0 +1,386 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+pub(crate) fn args(extra: &[&str], primary: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--master",
+        "k8s://http://127.0.0.1:6443",
+        "--deploy-mode",
+        "cluster",
+        "--conf",
+        "spark.kubernetes.container.image=apache/spark:4.0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.extend(primary.iter().map(|s| s.to_string()));
+    v
+}
+
+fn java_app(extra: &[&str]) -> Vec<String> {
+    let mut e = vec!["--class", "org.apache.spark.examples.SparkPi"];
+    e.extend(extra);
+    args(
+        &e,
+        &["local:///opt/spark/examples/jars/spark-examples.jar", "10"],
+    )
+}
+
+fn build_ok(argv: &[String]) -> DriverObjects {
+    match build_from_argv(argv, None, None, "sub-1", 1_764_423_780_000, "root") {
+        Ok(o) => o,
+        Err(e) => panic!("{argv:?}: {} ({})", e.message(), e.kind()),
+    }
+}
+
+fn build_err(argv: &[String]) -> BuildError {
+    build_from_argv(argv, None, None, "sub-1", 0, "root").unwrap_err()
+}
+
+fn container(objects: &DriverObjects) -> &Value {
+    let containers = objects.pod()["spec"]["containers"].as_array().unwrap();
+    containers.last().unwrap()
+}
+
+fn env_value<'a>(objects: &'a DriverObjects, name: &str) -> Option<&'a Value> {
+    container(objects)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+fn property(objects: &DriverObjects, key: &str) -> Option<String> {
+    let cm = objects.objects.last().unwrap();
+    let text = cm["data"]["spark.properties"].as_str().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
+}
+
+#[test]
+fn minimal_java_app_builds_sparks_objects_in_order() {
+    let o = build_ok(&java_app(&["--name", "spark-pi"]));
+    let kinds: Vec<&str> = o
+        .objects
+        .iter()
+        .map(|x| x["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["Pod", "Service", "NetworkPolicy", "ConfigMap"]);
+    assert!(o.identity.driver_pod_name.starts_with("spark-pi-"));
+    assert!(o.identity.driver_pod_name.ends_with("-driver"));
+    assert_eq!(
+        o.identity.driver_pod_name.len(),
+        "spark-pi--driver".len() + 16
+    );
+    assert_eq!(o.identity.namespace, "default");
+    let c = container(&o);
+    assert_eq!(c["name"], "spark-kubernetes-driver");
+    assert_eq!(
+        c["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1408Mi"})
+    );
+    assert_eq!(
+        c["args"],
+        json!([
+            "driver",
+            "--properties-file",
+            "/opt/spark/conf/spark.properties",
+            "--class",
+            "org.apache.spark.examples.SparkPi",
+            "local:///opt/spark/examples/jars/spark-examples.jar",
+            "10"
+        ])
+    );
+    assert_eq!(o.pod()["spec"]["restartPolicy"], "Never");
+    assert_eq!(property(&o, "spark.app.id").unwrap(), o.identity.app_id);
+    assert_eq!(
+        property(&o, "spark.kubernetes.resource.type").unwrap(),
+        "java"
+    );
+    assert_eq!(
+        property(&o, "spark.kubernetes.memoryOverheadFactor").unwrap(),
+        "0.1"
+    );
+    assert!(
+        o.objects
+            .iter()
+            .all(|x| x["metadata"]["annotations"]["spark-submitter.io/submission-id"] == "sub-1")
+    );
+}
+
+#[test]
+fn repeated_builds_are_identical_and_ids_differ() {
+    let a = build_ok(&java_app(&[]));
+    let b = build_ok(&java_app(&[]));
+    assert_eq!(a, b);
+    let c = build_from_argv(
+        &java_app(&[]),
+        None,
+        None,
+        "sub-2",
+        1_764_423_780_000,
+        "root",
+    )
+    .unwrap();
+    assert_ne!(a.identity.driver_pod_name, c.identity.driver_pod_name);
+    assert_ne!(a.identity.app_id, c.identity.app_id);
+}
+
+#[test]
+fn memory_overhead_rules_follow_spark() {
+    let mem = |extra: &[&str]| {
+        container(&build_ok(&java_app(extra)))["resources"]["limits"]["memory"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(mem(&["--driver-memory", "2g"]), "2432Mi");
+    assert_eq!(
+        mem(&[
+            "--driver-memory",
+            "1500m",
+            "--conf",
+            "spark.driver.memoryOverhead=512m"
+        ]),
+        "2012Mi"
+    );
+    assert_eq!(
+        mem(&[
+            "--driver-memory",
+            "4g",
+            "--conf",
+            "spark.driver.memoryOverheadFactor=0.25"
+        ]),
+        "5120Mi"
+    );
+    assert_eq!(
+        mem(&["--conf", "spark.driver.minMemoryOverhead=1g"]),
+        "2048Mi"
+    );
+    let py = build_ok(&args(
+        &["--driver-memory", "2g"],
+        &["local:///opt/app/pi.py"],
+    ));
+    assert_eq!(container(&py)["resources"]["limits"]["memory"], "2867Mi");
+    assert_eq!(
+        property(&py, "spark.kubernetes.memoryOverheadFactor").unwrap(),
+        "0.4"
+    );
+}
+
+#[test]
+fn driver_env_secrets_and_proxy_user_reach_the_container() {
+    let o = build_ok(&java_app(&[
+        "--proxy-user",
+        "alice",
+        "--conf",
+        "spark.kubernetes.driverEnv.FOO=bar",
+        "--conf",
+        "spark.kubernetes.driver.secretKeyRef.PASS=db:password",
+        "--conf",
+        "spark.kubernetes.driver.secrets.tls=/etc/tls",
+    ]));
+    assert_eq!(env_value(&o, "SPARK_USER").unwrap()["value"], "alice");
+    assert_eq!(env_value(&o, "FOO").unwrap()["value"], "bar");
+    assert_eq!(
+        env_value(&o, "PASS").unwrap()["valueFrom"]["secretKeyRef"],
+        json!({"key": "password", "name": "db"})
+    );
+    assert_eq!(container(&o)["args"][1], "--proxy-user");
+    let volumes = o.pod()["spec"]["volumes"].as_array().unwrap();
+    assert!(volumes.iter().any(|v| v["name"] == "tls-volume"));
+}
+
+#[test]
+fn bad_confs_are_invalid_args() {
+    for extra in [
+        &["--conf", "spark.kubernetes.driver.label.spark-role=x"][..],
+        &["--conf", "spark.kubernetes.driver.secretKeyRef.PASS=nokey"],
+        &["--conf", "spark.driver.port=abc"],
+        &[
+            "--conf",
+            "spark.kubernetes.driver.volumes.hostPath.d.options.path=/x",
+        ],
+        &[
+            "--conf",
+            "spark.kubernetes.executor.volumes.hostPath.d.mount.path=/x",
+        ],
+        &["--conf", "spark.driver.memoryOverheadFactor=0"],
+        &[
+            "--conf",
+            "spark.kubernetes.driver.podTemplateFile=/tmp/t.yaml",
+        ],
+    ] {
+        let e = build_err(&java_app(extra));
+        assert_eq!(
+            e.error_code(),
+            ErrorCode::InvalidSparkSubmitArgs,
+            "{extra:?}: {e}"
+        );
+    }
+    let no_image: Vec<String> = java_app(&[])
+        .into_iter()
+        .filter(|a| !a.contains("container.image"))
+        .collect();
+    let no_image: Vec<String> = no_image.into_iter().filter(|a| a != "--conf").collect();
+    assert_eq!(build_err(&no_image).kind(), "missing_image");
+}
+
+#[test]
+fn bad_ids_and_templates_have_their_codes() {
+    let e = build_from_argv(&java_app(&[]), None, None, "", 0, "root").unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::BadRequest);
+    let t = json!({"spec": {"containers": [{"name": "a"}]}});
+    let argv = java_app(&[
+        "--conf",
+        "spark.kubernetes.driver.podTemplateContainerName=b",
+    ]);
+    let e = build_from_argv(&argv, Some(&t), None, "x", 0, "root").unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::InvalidPodTemplate);
+    let e = build_from_argv(&java_app(&[]), None, Some(&json!("x")), "x", 0, "root").unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::InvalidPodTemplate);
+}
+
+#[test]
+fn template_is_the_base_and_the_spark_container_goes_last() {
+    let t = json!({"metadata": {"labels": {"team": "a"}}, "spec": {
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+        "containers": [{"name": "side", "image": "busybox"}, {"name": "main", "env": [{"name": "T", "value": "1"}]}]}});
+    let argv = java_app(&[
+        "--conf",
+        "spark.kubernetes.driver.podTemplateContainerName=main",
+    ]);
+    let o = build_from_argv(&argv, Some(&t), None, "x", 0, "root").unwrap();
+    let containers = o.pod()["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers[0]["name"], "side");
+    assert_eq!(containers[1]["name"], "main");
+    assert_eq!(containers[1]["env"][0]["name"], "T");
+    assert_eq!(o.pod()["metadata"]["labels"]["team"], "a");
+    assert_eq!(o.pod()["spec"]["tolerations"][0]["key"], "k");
+}
+
+#[test]
+fn executor_template_gets_a_config_map_and_a_mount() {
+    let t = json!({"spec": {"containers": [{"name": "exec"}]}});
+    let o = build_from_argv(&java_app(&[]), None, Some(&t), "x", 0, "root").unwrap();
+    let kinds: Vec<&str> = o
+        .objects
+        .iter()
+        .map(|x| x["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Pod", "Service", "NetworkPolicy", "ConfigMap", "ConfigMap"]
+    );
+    assert!(
+        o.objects[3]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("-driver-podspec-conf-map")
+    );
+    assert_eq!(
+        property(&o, "spark.kubernetes.executor.podTemplateFile").unwrap(),
+        "/opt/spark/pod-template/pod-spec-template.yml"
+    );
+}
+
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::super::*;
+
+    /// Words an argv is made of: real options, real conf keys, and junk.
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("--conf".to_owned()),
+            Just("--name".to_owned()),
+            Just("--class".to_owned()),
+            Just("--driver-memory".to_owned()),
+            Just("--proxy-user".to_owned()),
+            Just("--py-files".to_owned()),
+            Just("local:///opt/app.jar".to_owned()),
+            Just("local:///opt/app.py".to_owned()),
+            "(spark\\.kubernetes\\.(driver\\.(label|annotation|secrets|secretKeyRef|volumes\\.(hostPath|emptyDir|nfs|persistentVolumeClaim)\\.[a-z]{1,3}\\.(mount\\.path|options\\.[a-zA-Z]{1,9}|mount\\.readOnly))|driverEnv|node\\.selector)\\.?[a-zA-Z{}_]{0,6}|spark\\.driver\\.(memory|port|cores|memoryOverhead(Factor)?|resource\\.gpu\\.(amount|vendor))|spark\\.kubernetes\\.(memoryOverheadFactor|local\\.dirs\\.tmpfs|driver\\.pod\\.name))=[ -~]{0,8}",
+            ".{0,12}",
+        ]
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-z]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("metadata".to_owned()),
+                        Just("spec".to_owned()),
+                        Just("containers".to_owned()),
+                        Just("name".to_owned()),
+                        Just("env".to_owned()),
+                        Just("volumeMounts".to_owned()),
+                        Just("resources".to_owned()),
+                        Just("labels".to_owned()),
+                        "[a-z]{1,5}",
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn head() -> Vec<String> {
+        super::args(&[], &[])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_argv_builds_a_pod_or_fails_cleanly(words in prop::collection::vec(word(), 0..12)) {
+            let mut argv = head();
+            argv.extend(words);
+            match build_from_argv(&argv, None, None, "prop", 0, "root") {
+                Ok(built) => {
+                    prop_assert_eq!(&built.objects[0]["kind"], "Pod");
+                    prop_assert!(built.objects[0]["spec"]["containers"].as_array().is_some_and(|c| !c.is_empty()));
+                    prop_assert_eq!(&built.objects.last().unwrap()["kind"], "ConfigMap");
+                }
+                Err(e) => {
+                    prop_assert!(!e.kind().is_empty());
+                    prop_assert!(!e.message().is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_templates_build_a_pod_or_are_invalid_templates(
+            driver in json_value(),
+            spec in json_value(),
+            executor in json_value(),
+        ) {
+            let argv = super::args(&["--class", "Main"], &["local:///opt/app.jar"]);
+            let shaped = json!({"metadata": {}, "spec": spec});
+            for template in [&driver, &shaped] {
+                match build_from_argv(&argv, Some(template), Some(&executor), "prop", 0, "root") {
+                    Ok(built) => {
+                        let containers = built.objects[0]["spec"]["containers"].as_array().unwrap();
+                        let spark = containers.last().unwrap();
+                        prop_assert!(spark["name"].is_string());
+                        prop_assert_eq!(&spark["image"], "apache/spark:4.0.1");
+                    }
+                    Err(e) => prop_assert_eq!(e.error_code(), ErrorCode::InvalidPodTemplate, "{}", e.message()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! The one error envelope of the service: every non-2xx answer, fallbacks and extractor
+//! rejections included, is an [`ErrorResponse`] body with the contract's shape.
+//!
+//! This is the edge where errors become HTTP, and the only one: handlers return [`ApiError`],
+//! extractors reject with it, `router_fallbacks` answers unknown routes and methods with it, and
+//! `layer_error` turns load-shedding and timeouts into it.
+//!
+//! 5xx answers carry a fixed, generic message; whatever detail the caller gave is logged instead,
+//! so internal error text never reaches a client.
+
+use std::error::Error as StdError;
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::api::{ErrorCode, ErrorResponse};
+use crate::policy::PolicyError;
+
+/// The request body limit of the contract's service (413 beyond it).
+pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
+
+/// `Retry-After` sent with a 503 when the caller did not choose one.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Longest submission id echoed back from a body that could not be read as a request.
+const MAX_ECHOED_ID_LEN: usize = 253;
+
+const GENERIC_INTERNAL: &str = "internal server error";
+const GENERIC_OVERLOADED: &str = "submitter at capacity; back off and retry";
+
+/// An error answer: a code, a client-facing message, and the submission it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    /// Shown to the client for 4xx; logged and replaced by a generic text for 5xx.
+    pub message: String,
+    /// Empty when the request carried no readable id.
+    pub submission_id: String,
+    /// Sent as `Retry-After` (whole seconds, rounded up) on 503.
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// An error with `code` and `message`, for no particular submission yet.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            submission_id: String::new(),
+            retry_after: None,
+        }
+    }
+
+    /// The same error, about `submission_id`.
+    pub fn with_submission_id(mut self, submission_id: impl Into<String>) -> ApiError {
+        self.submission_id = submission_id.into();
+        self
+    }
+
+    /// The same error, asking the client to wait `delay` (sent on 503 only).
+    pub fn with_retry_after(mut self, delay: Duration) -> ApiError {
+        self.retry_after = Some(delay);
+        self
+    }
+
+    /// 500 with the generic message.
+    pub fn internal() -> ApiError {
+        ApiError::new(ErrorCode::InternalServerError, GENERIC_INTERNAL)
+    }
+
+    /// 503 `SUBMITTER_OVERLOADED` with the default `Retry-After`.
+    pub fn overloaded() -> ApiError {
+        ApiError::new(ErrorCode::SubmitterOverloaded, GENERIC_OVERLOADED)
+            .with_retry_after(DEFAULT_RETRY_AFTER)
+    }
+
+    /// The body as sent at `now`: 5xx messages replaced by the generic text.
+    pub fn body(&self, now: SystemTime) -> ErrorResponse {
+        let message = match self.code {
+            ErrorCode::InternalServerError => GENERIC_INTERNAL.to_owned(),
+            ErrorCode::SubmitterOverloaded => GENERIC_OVERLOADED.to_owned(),
+            _ => self.message.clone(),
+        };
+        ErrorResponse {
+            submission_id: self.submission_id.clone(),
+            status: self.code.http_status(),
+            error_code: self.code,
+            message,
+            timestamp: rfc3339(now),
+        }
+    }
+
+    /// The HTTP answer at `now` (the clock is a parameter so tests can fix it).
+    pub fn into_response_at(self, now: SystemTime) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .expect("every ErrorCode maps to a valid status");
+        if status.is_server_error() && !self.message.is_empty() {
+            tracing::error!(
+                code = %self.code,
+                submission_id = %self.submission_id,
+                cause = %self.message,
+                "answering with a server error"
+            );
+        }
+        let body = self.body(now);
+        let mut response = (status, axum::Json(body)).into_response();
+        if self.code == ErrorCode::SubmitterOverloaded {
+            let seconds = retry_after_seconds(self.retry_after.unwrap_or(DEFAULT_RETRY_AFTER));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.into_response_at(SystemTime::now())
+    }
+}
+
+/// Whole seconds for `Retry-After`, rounded up and at least 1, so "retry now" is never sent.
+fn retry_after_seconds(delay: Duration) -> u64 {
+    let seconds = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+    seconds.max(1)
+}
+
+/// RFC 3339 in UTC to the second, as the contract's examples show (`2026-06-16T08:30:00Z`).
+pub fn rfc3339(now: SystemTime) -> String {
+    OffsetDateTime::from(now)
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|time| time.format(&Rfc3339).ok())
+        // Only a clock beyond year 9999 gets here; an empty stamp beats failing the answer.
+        .unwrap_or_default()
+}
+
+/// The 401/403 answer for a refused authorisation.
+pub fn policy_denied(error: &PolicyError) -> ApiError {
+    let code = match error {
+        PolicyError::NoIdentity => ErrorCode::Unauthenticated,
+        _ => ErrorCode::Forbidden,
+    };
+    ApiError::new(code, error.to_string())
+}
+
+/// Maps errors of the tower layers (`HandleErrorLayer`) to the envelope: load shedding and the
+/// request timeout become 503 `SUBMITTER_OVERLOADED` with `Retry-After`, since both mean the
+/// service could not take the request now and a retry with the same id is safe; anything else 500.
+pub fn layer_error(error: tower::BoxError) -> ApiError {
+    if error.is::<tower::load_shed::error::Overloaded>() {
+        ApiError::overloaded()
+    } else if error.is::<tower::timeout::error::Elapsed>() {
+        tracing::warn!("request timed out inside the service");
+        ApiError::overloaded()
+    } else {
+        ApiError::new(ErrorCode::InternalServerError, error.to_string())
+    }
+}
+
+/// [`layer_error`] as an async fn, to pass straight to `HandleErrorLayer::new`.
+pub async fn handle_layer_error(error: tower::BoxError) -> ApiError {
+    layer_error(error)
+}
+
+/// Answers unknown paths with 404 and known paths with a wrong method with 405, both in the
+/// envelope. The Go client's readiness probe is a GET on the submit route: it gets a prompt 405.
+pub fn router_fallbacks<S>(router: Router<S>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// 404 `NOT_FOUND` for a path no route serves.
+pub async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no route for {method} {}", uri.path()),
+    )
+}
+
+/// 405 `METHOD_NOT_ALLOWED` for a method the route does not serve.
+pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("method {method} is not allowed on {}", uri.path()),
+    )
+}
+
+/// A JSON body extractor whose every rejection is in the envelope: wrong or missing
+/// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, body read timed out
+/// → 408, unreadable or mistyped JSON and missing fields → 400, echoing `submission_id` when
+/// the body is a JSON object that has one.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !is_json_content_type(request.headers()) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "Content-Type must be application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(body_rejection)?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|error| {
+                ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!("invalid request body: {error}"),
+                )
+                .with_submission_id(sniff_submission_id(&bytes).unwrap_or_default())
+            })
+    }
+}
+
+/// `application/json`, optionally with `charset=utf-8` (JSON is UTF-8; any other charset is a
+/// media type we do not read).
+pub fn is_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return false;
+    };
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|parameter| {
+        let Some((name, value)) = parameter.split_once('=') else {
+            return parameter.trim().is_empty();
+        };
+        name.trim().eq_ignore_ascii_case("charset")
+            && value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+    })
+}
+
+/// The envelope for a body that could not be read.
+pub fn body_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("request body exceeds {BODY_LIMIT_BYTES} bytes"),
+        );
+    }
+    if is_timeout(&rejection) {
+        return ApiError::new(
+            ErrorCode::RequestTimeout,
+            "request body not received in time",
+        );
+    }
+    ApiError::new(ErrorCode::BadRequest, "request body could not be read")
+}
+
+/// Whether a body error was a read timeout (an `Elapsed` or a `TimedOut` I/O error anywhere in
+/// its chain, which is what a body timeout layer produces).
+fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if error.is::<tokio::time::error::Elapsed>()
+            || error.is::<tower::timeout::error::Elapsed>()
+            || error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// The `submission_id` of a body that is JSON but not a valid request, to echo it in the error.
+fn sniff_submission_id(bytes: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let id = value.get("submission_id")?.as_str()?;
+    (id.chars().count() <= MAX_ECHOED_ID_LEN).then(|| id.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::SubmitRequest;
+    use axum::body::Body;
+    use axum::extract::DefaultBodyLimit;
+    use axum::routing::post;
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+    use tower::ServiceExt;
+
+    const SUBMIT: &str = "/api/v1/spark-submit";
+
+    fn app() -> Router {
+        let router = Router::new()
+            .route(
+                SUBMIT,
+                post(|ApiJson(request): ApiJson<SubmitRequest>| async move {
+                    axum::Json(json!({"submission_id": request.submission_id}))
+                }),
+            )
+            .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES));
+        router_fallbacks(router)
+    }
+
+    async fn send(request: Request) -> (StatusCode, HeaderMap, Value) {
+        let response = app().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (status, headers, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    fn post_json(content_type: Option<&str>, body: impl Into<Body>) -> Request {
+        let mut builder = Request::post(SUBMIT);
+        if let Some(content_type) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, content_type);
+        }
+        builder.body(body.into()).unwrap()
+    }
+
+    fn assert_envelope(body: &Value, status: StatusCode, code: ErrorCode) {
+        assert_eq!(body["status"], status.as_u16());
+        assert_eq!(body["error_code"], code.as_str());
+        assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(body["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+        assert!(body["submission_id"].is_string());
+    }
+
+    #[tokio::test]
+    async fn get_on_submit_route_is_405_in_the_envelope() {
+        let (status, _, body) = send(Request::get(SUBMIT).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_envelope(&body, status, ErrorCode::MethodNotAllowed);
+    }
+
+    #[tokio::test]
+    async fn unknown_path_is_404_in_the_envelope() {
+        let (status, _, body) = send(Request::get("/nope").body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_envelope(&body, status, ErrorCode::NotFound);
+    }
+
+    #[tokio::test]
+    async fn wrong_or_missing_content_type_is_415() {
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/json; charset=latin1"),
+        ] {
+            let (status, _, body) = send(post_json(content_type, "{}")).await;
+            assert_eq!(
+                status,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{content_type:?}"
+            );
+            assert_envelope(&body, status, ErrorCode::UnsupportedMediaType);
+        }
+    }
+
+    #[tokio::test]
+    async fn json_with_charset_is_accepted() {
+        let body = json!({"submission_id": "a", "spark_submit_args": []}).to_string();
+        for content_type in ["application/json", "Application/JSON; charset=\"UTF-8\""] {
+            let (status, _, _) = send(post_json(Some(content_type), body.clone())).await;
+            assert_eq!(status, StatusCode::OK, "{content_type}");
+        }
+    }
+
+    #[tokio::test]
+    async fn malformed_json_is_400() {
+        let (status, _, body) = send(post_json(Some("application/json"), "{not json")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_envelope(&body, status, ErrorCode::BadRequest);
+        assert_eq!(body["submission_id"], "");
+    }
+
+    #[tokio::test]
+    async fn missing_field_is_400_echoing_the_submission_id() {
+        let request = json!({"submission_id": "sub-1"}).to_string();
+        let (status, _, body) = send(post_json(Some("application/json"), request)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_envelope(&body, status, ErrorCode::BadRequest);
+        assert_eq!(body["submission_id"], "sub-1");
+    }
+
+    #[tokio::test]
+    async fn oversized_body_is_413() {
+        let big = format!(
+            "{{\"submission_id\":\"a\",\"spark_submit_args\":[\"{}\"]}}",
+            "x".repeat(BODY_LIMIT_BYTES)
+        );
+        let (status, _, body) = send(post_json(Some("application/json"), big)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_envelope(&body, status, ErrorCode::PayloadTooLarge);
+    }
+
+    #[test]
+    fn overloaded_has_retry_after_and_generic_message() {
+        let response = ApiError::new(ErrorCode::SubmitterOverloaded, "queue full: 17 waiting")
+            .with_retry_after(Duration::from_millis(2500))
+            .into_response_at(SystemTime::UNIX_EPOCH);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+    }
+
+    #[test]
+    fn server_errors_hide_their_cause() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_781_598_600);
+        let body = ApiError::new(ErrorCode::InternalServerError, "kube: connection reset")
+            .with_submission_id("s")
+            .body(at);
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({
+                "submission_id": "s", "status": 500, "error_code": "INTERNAL_SERVER_ERROR",
+                "message": "internal server error", "timestamp": "2026-06-16T08:30:00Z"
+            })
+        );
+    }
+
+    #[test]
+    fn client_errors_keep_their_message_and_have_no_retry_after() {
+        let response = ApiError::new(ErrorCode::InvalidPodTemplate, "no containers")
+            .with_retry_after(Duration::from_secs(5))
+            .into_response_at(SystemTime::UNIX_EPOCH);
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn every_code_answers_with_its_status() {
+        for code in ErrorCode::ALL {
+            let response = ApiError::new(code, "m").into_response_at(SystemTime::UNIX_EPOCH);
+            assert_eq!(response.status().as_u16(), code.http_status());
+            assert_eq!(
+                response.headers().contains_key(header::RETRY_AFTER),
+                code == ErrorCode::SubmitterOverloaded
+            );
+        }
+    }
+
+    #[test]
+    fn timestamps_are_utc_seconds() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_781_598_600_999);
+        assert_eq!(rfc3339(at), "2026-06-16T08:30:00Z");
+    }
+
+    #[test]
+    fn layer_errors_map_to_overloaded_or_internal() {
+        let shed = layer_error(Box::new(tower::load_shed::error::Overloaded::new()));
+        assert_eq!(shed.code, ErrorCode::SubmitterOverloaded);
+        assert!(shed.retry_after.is_some());
+        let slow = layer_error(Box::new(tower::timeout::error::Elapsed::new()));
+        assert_eq!(slow.code, ErrorCode::SubmitterOverloaded);
+        let other = layer_error("boom".into());
+        assert_eq!(other.code, ErrorCode::InternalServerError);
+    }
+
+    #[test]
+    fn policy_denials_are_401_without_identity_else_403() {
+        assert_eq!(
+            policy_denied(&PolicyError::NoIdentity).code,
+            ErrorCode::Unauthenticated
+        );
+        let denied = PolicyError::NamespaceDenied {
+            namespace: "prod".into(),
+        };
+        assert_eq!(policy_denied(&denied).code, ErrorCode::Forbidden);
+    }
+}

@@ -1,0 +1,66 @@
+//! Label and annotation keys, spelled once, and the ownership of the driver's dependents.
+
+use serde_json::{Value, json};
+
+/// Spark's labels (`Constants.scala`).
+pub mod labels {
+    pub const SPARK_APP_ID: &str = "spark-app-selector";
+    pub const SPARK_APP_NAME: &str = "spark-app-name";
+    pub const SPARK_ROLE: &str = "spark-role";
+    pub const SPARK_VERSION: &str = "spark-version";
+    pub const DRIVER_ROLE: &str = "driver";
+    pub const EXECUTOR_ROLE: &str = "executor";
+    /// Ours: a label-safe digest of the submission id, to select one submission's objects.
+    pub const SUBMISSION_ID_HASH: &str = "spark-submitter.io/submission-id-hash";
+    /// Labels a driver may not set itself (`KubernetesDriverConf.labels`).
+    pub const RESERVED: [&str; 4] = [SPARK_VERSION, SPARK_APP_ID, SPARK_APP_NAME, SPARK_ROLE];
+}
+
+/// Our annotations.
+pub mod annotations {
+    /// The submission id exactly as the client sent it, on every object we create.
+    pub const SUBMISSION_ID: &str = "spark-submitter.io/submission-id";
+}
+
+/// Adds to every object but the driver pod the `ownerReferences` Spark gives them: the pod as
+/// controller (no `blockOwnerDeletion`), so the garbage collector removes them with it.
+/// The builder leaves them out because the service creates these objects before the pod.
+pub fn attach_owner(objects: &mut [Value], pod_name: &str, pod_uid: &str) {
+    for object in objects.iter_mut() {
+        if object.get("kind").and_then(Value::as_str) == Some("Pod") {
+            continue;
+        }
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert(
+                "ownerReferences".to_owned(),
+                json!([{
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "controller": true,
+                    "name": pod_name,
+                    "uid": pod_uid,
+                }]),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_is_added_to_dependents_only() {
+        let mut objects = vec![
+            json!({"kind": "Pod", "metadata": {"name": "p"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "c"}}),
+        ];
+        attach_owner(&mut objects, "p", "uid-1");
+        assert!(objects[0]["metadata"].get("ownerReferences").is_none());
+        assert_eq!(objects[1]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(
+            objects[1]["metadata"]["ownerReferences"][0]["controller"],
+            true
+        );
+    }
+}

@@ -1,0 +1,616 @@
+//! mTLS for the service, with rustls (ring provider, like kube's client): server certificate and
+//! key, a client CA, client certificates **required** by default, and rotation without restart.
+//!
+//! Reloading, decided: no watcher task and no `notify`. Each accepted connection asks
+//! [`ReloadingTlsConfig::current`] for the config to handshake with; at most once per
+//! `check_interval` (1 s by default) that call re-reads the three PEM files and, when their bytes
+//! changed, builds a new `ServerConfig`. Comparing bytes rather than mtimes also catches a
+//! Kubernetes Secret volume's atomic symlink swap and copies that keep mtimes. A rebuild that
+//! fails (a rotation caught half-written, a key that does not match) keeps the previous config,
+//! logs a warning, and is tried again at the next check. Because the CA lives in the same
+//! `ServerConfig` (in its client verifier), CA rotation is covered by the same mechanism, which a
+//! `ResolvesServerCert` could not do.
+//!
+//! Serving: [`serve`] accepts TCP connections and hands each to its own task, which does the TLS
+//! handshake under a timeout (a slow or silent client never stalls `accept`), reads the peer's
+//! identities (DNS SANs, URI SANs, CN) from its certificate, and serves the axum router over
+//! hyper's HTTP/1 with a header read timeout, the identities as a [`PeerIdentity`] request
+//! extension and the remote address as `ConnectInfo`. Plain HTTP exists only as
+//! [`Transport::InsecureDev`], which logs a warning.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+use tracing::{info, warn};
+
+/// How often, at most, the certificate files are re-read.
+pub const DEFAULT_RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Pause after a failed `accept` (e.g. out of file descriptors), so it is not retried in a
+/// tight loop.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// The crypto provider used for every config we build. Explicit rather than the process
+/// default, which panics if two providers are compiled in.
+pub fn crypto_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Where the service's TLS material lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Server certificate chain, PEM, leaf first.
+    pub cert: PathBuf,
+    /// Server private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA bundle that client certificates must chain to, PEM.
+    pub client_ca: PathBuf,
+}
+
+/// Whether a client must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// The default: the handshake fails without a valid client certificate.
+    #[default]
+    Required,
+    /// A client without a certificate gets through with no identity (the policy then answers
+    /// 401); a client with an invalid certificate is still refused.
+    Optional,
+}
+
+/// Why a PEM file could not be read.
+#[derive(Debug, Error)]
+pub enum ReadPemError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot parse PEM in {path}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("no certificate found in {path}")]
+    NoCertificate { path: PathBuf },
+}
+
+impl ReadPemError {
+    /// A stable name for metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadPemError::Read { .. } => "read",
+            ReadPemError::Parse { .. } => "parse",
+            ReadPemError::NoCertificate { .. } => "no_certificate",
+        }
+    }
+}
+
+/// Reads every certificate of a PEM file (a chain or a CA bundle).
+pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, ReadPemError> {
+    let bytes = read(path)?;
+    certificates_from_pem(path, &bytes)
+}
+
+/// Reads the first private key of a PEM file.
+pub fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, ReadPemError> {
+    let bytes = read(path)?;
+    private_key_from_pem(path, &bytes)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ReadPemError> {
+    std::fs::read(path).map_err(|source| ReadPemError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn certificates_from_pem(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, ReadPemError> {
+    let certificates = CertificateDer::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| ReadPemError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+    if certificates.is_empty() {
+        return Err(ReadPemError::NoCertificate {
+            path: path.to_owned(),
+        });
+    }
+    Ok(certificates)
+}
+
+fn private_key_from_pem(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, ReadPemError> {
+    PrivateKeyDer::from_pem_slice(bytes).map_err(|source| ReadPemError::Parse {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Why a server TLS config could not be built.
+#[derive(Debug, Error)]
+pub enum LoadTlsError {
+    #[error("cannot load the server certificate")]
+    LoadCertificate(#[source] ReadPemError),
+    #[error("cannot load the server key")]
+    LoadKey(#[source] ReadPemError),
+    #[error("cannot load the client CA")]
+    LoadClientCa(#[source] ReadPemError),
+    #[error("client CA {path} holds an unusable certificate")]
+    AddClientCa {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("cannot build the client certificate verifier")]
+    BuildVerifier(#[source] rustls::server::VerifierBuilderError),
+    #[error("server certificate and key do not form a usable identity")]
+    BuildConfig(#[source] rustls::Error),
+}
+
+impl LoadTlsError {
+    /// A stable name for metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoadTlsError::LoadCertificate(_) => "load_certificate",
+            LoadTlsError::LoadKey(_) => "load_key",
+            LoadTlsError::LoadClientCa(_) => "load_client_ca",
+            LoadTlsError::AddClientCa { .. } => "add_client_ca",
+            LoadTlsError::BuildVerifier(_) => "build_verifier",
+            LoadTlsError::BuildConfig(_) => "build_config",
+        }
+    }
+}
+
+/// The bytes a config was built from, to tell whether the files changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Material {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    client_ca: Vec<u8>,
+}
+
+impl Material {
+    fn read(files: &TlsFiles) -> Result<Material, LoadTlsError> {
+        Ok(Material {
+            cert: read(&files.cert).map_err(LoadTlsError::LoadCertificate)?,
+            key: read(&files.key).map_err(LoadTlsError::LoadKey)?,
+            client_ca: read(&files.client_ca).map_err(LoadTlsError::LoadClientCa)?,
+        })
+    }
+
+    fn build(&self, files: &TlsFiles, auth: ClientAuth) -> Result<Arc<ServerConfig>, LoadTlsError> {
+        let chain = certificates_from_pem(&files.cert, &self.cert)
+            .map_err(LoadTlsError::LoadCertificate)?;
+        let key = private_key_from_pem(&files.key, &self.key).map_err(LoadTlsError::LoadKey)?;
+        let cas = certificates_from_pem(&files.client_ca, &self.client_ca)
+            .map_err(LoadTlsError::LoadClientCa)?;
+        let mut roots = RootCertStore::empty();
+        for ca in cas {
+            roots.add(ca).map_err(|source| LoadTlsError::AddClientCa {
+                path: files.client_ca.clone(),
+                source,
+            })?;
+        }
+        let provider = crypto_provider();
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        let verifier = match auth {
+            ClientAuth::Required => verifier,
+            ClientAuth::Optional => verifier.allow_unauthenticated(),
+        }
+        .build()
+        .map_err(LoadTlsError::BuildVerifier)?;
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(LoadTlsError::BuildConfig)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .map_err(LoadTlsError::BuildConfig)?;
+        // We serve HTTP/1.1 only (hyper's http1), so say so in ALPN.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+struct ReloadState {
+    config: Arc<ServerConfig>,
+    material: Material,
+    checked_at: Instant,
+}
+
+/// A server TLS config that follows its files on disk; see the module docs.
+pub struct ReloadingTlsConfig {
+    files: TlsFiles,
+    auth: ClientAuth,
+    check_interval: Duration,
+    state: Mutex<ReloadState>,
+}
+
+impl std::fmt::Debug for ReloadingTlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadingTlsConfig")
+            .field("files", &self.files)
+            .field("auth", &self.auth)
+            .field("check_interval", &self.check_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReloadingTlsConfig {
+    /// Loads the files once; fails if they do not make a config (startup must not limp on).
+    pub fn new(files: TlsFiles, auth: ClientAuth) -> Result<ReloadingTlsConfig, LoadTlsError> {
+        let material = Material::read(&files)?;
+        let config = material.build(&files, auth)?;
+        Ok(ReloadingTlsConfig {
+            files,
+            auth,
+            check_interval: DEFAULT_RELOAD_CHECK_INTERVAL,
+            state: Mutex::new(ReloadState {
+                config,
+                material,
+                checked_at: Instant::now(),
+            }),
+        })
+    }
+
+    /// The same, re-reading the files at most every `interval` (zero: on every connection).
+    pub fn with_check_interval(mut self, interval: Duration) -> ReloadingTlsConfig {
+        self.check_interval = interval;
+        self
+    }
+
+    /// The config for the next handshake, rebuilt first if the files changed since the last
+    /// check and the check interval has passed.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        // A poisoned lock only means a panic elsewhere while holding it; the state is whole.
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.checked_at.elapsed() >= self.check_interval {
+            state.checked_at = Instant::now();
+            if let Err(error) = self.reload(&mut state) {
+                warn!(
+                    error = %error_chain(&error),
+                    kind = error.kind(),
+                    "TLS files changed but cannot be used; keeping the previous certificate"
+                );
+            }
+        }
+        state.config.clone()
+    }
+
+    /// Re-reads the files now, whatever the interval; `Ok(true)` if the config changed.
+    pub fn reload_now(&self) -> Result<bool, LoadTlsError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.checked_at = Instant::now();
+        self.reload(&mut state)
+    }
+
+    fn reload(&self, state: &mut ReloadState) -> Result<bool, LoadTlsError> {
+        let material = Material::read(&self.files)?;
+        if material == state.material {
+            return Ok(false);
+        }
+        state.config = material.build(&self.files, self.auth)?;
+        state.material = material;
+        info!(cert = %self.files.cert.display(), "reloaded TLS certificate files");
+        Ok(true)
+    }
+}
+
+/// The client's identities, as a request extension: its certificate's DNS SANs, URI SANs and
+/// CN, in that order, without repeats. Empty for a client without a certificate (optional
+/// client auth, or `InsecureDev`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerIdentity {
+    pub names: Vec<String>,
+}
+
+/// Why a peer certificate yielded no identities.
+#[derive(Debug, Error)]
+pub enum ReadPeerIdentityError {
+    #[error("peer certificate is not valid X.509")]
+    ParseCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("peer certificate has an invalid subjectAltName extension")]
+    ParseSubjectAltName(#[source] x509_parser::error::X509Error),
+}
+
+impl ReadPeerIdentityError {
+    /// A stable name for metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadPeerIdentityError::ParseCertificate(_) => "parse_certificate",
+            ReadPeerIdentityError::ParseSubjectAltName(_) => "parse_subject_alt_name",
+        }
+    }
+}
+
+/// The identities named by a DER certificate: DNS SANs, URI SANs, then the subject CN.
+pub fn peer_identity(certificate: &[u8]) -> Result<PeerIdentity, ReadPeerIdentityError> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(certificate)
+        .map_err(ReadPeerIdentityError::ParseCertificate)?;
+    let mut names: Vec<String> = Vec::new();
+    let mut push = |name: &str| {
+        if !name.is_empty() && !names.iter().any(|known| known == name) {
+            names.push(name.to_owned());
+        }
+    };
+    let sans = certificate
+        .subject_alternative_name()
+        .map_err(ReadPeerIdentityError::ParseSubjectAltName)?;
+    if let Some(sans) = sans {
+        use x509_parser::extensions::GeneralName;
+        let general_names = &sans.value.general_names;
+        for name in general_names {
+            if let GeneralName::DNSName(dns) = name {
+                push(dns);
+            }
+        }
+        for name in general_names {
+            if let GeneralName::URI(uri) = name {
+                push(uri);
+            }
+        }
+    }
+    for common_name in certificate.subject().iter_common_name() {
+        // A CN that is not a string type carries no name we could match.
+        if let Ok(text) = common_name.as_str() {
+            push(text);
+        }
+    }
+    Ok(PeerIdentity { names })
+}
+
+/// How connections are secured.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Tls(Arc<ReloadingTlsConfig>),
+    /// Plain HTTP, no identities: development only (`--insecure-dev`).
+    InsecureDev,
+}
+
+/// Connection-level limits.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// A TLS handshake must finish within this.
+    pub handshake_timeout: Duration,
+    /// Request headers must arrive within this (slowloris guard).
+    pub header_read_timeout: Duration,
+    /// After shutdown is signalled, open connections get this long to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then lets open connections finish
+/// (up to `drain_timeout`). Each connection's handshake and HTTP run in their own task.
+pub async fn serve(
+    listener: TcpListener,
+    transport: Transport,
+    app: Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    if matches!(transport, Transport::InsecureDev) {
+        warn!("serving plain HTTP without TLS or client identities: development only");
+    }
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    warn!(%error, "accepting a connection failed; pausing before the next accept");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                }
+            },
+        };
+        let connection = Connection {
+            transport: transport.clone(),
+            app: app.clone(),
+            options: options.clone(),
+            remote,
+        };
+        tokio::spawn(connection.run(stream, graceful.watcher()));
+    }
+    drop(listener);
+    if tokio::time::timeout(options.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        warn!("connections still open after the drain timeout; closing");
+    }
+}
+
+struct Connection {
+    transport: Transport,
+    app: Router,
+    options: ServeOptions,
+    remote: SocketAddr,
+}
+
+impl Connection {
+    async fn run(self, stream: TcpStream, watcher: Watcher) {
+        // Small requests and answers: do not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let tls = match &self.transport {
+            Transport::InsecureDev => {
+                self.serve_http(stream, PeerIdentity::default(), watcher)
+                    .await;
+                return;
+            }
+            Transport::Tls(tls) => tls.current(),
+        };
+        let remote = self.remote;
+        let handshake = TlsAcceptor::from(tls).accept(stream);
+        let stream = match tokio::time::timeout(self.options.handshake_timeout, handshake).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                warn!(%remote, %error, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                warn!(%remote, "TLS handshake timed out");
+                return;
+            }
+        };
+        let leaf = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first());
+        let identity = match leaf.map(|leaf| peer_identity(leaf)) {
+            None => PeerIdentity::default(),
+            Some(Ok(identity)) => identity,
+            Some(Err(error)) => {
+                // rustls verified the chain, so this is a certificate x509-parser cannot read;
+                // refusing is safer than serving it as anonymous.
+                warn!(%remote, error = %error_chain(&error), "cannot read the client certificate");
+                return;
+            }
+        };
+        self.serve_http(stream, identity, watcher).await;
+    }
+
+    async fn serve_http<S>(self, stream: S, identity: PeerIdentity, watcher: Watcher)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            app,
+            options,
+            remote,
+            ..
+        } = self;
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            request.extensions_mut().insert(identity.clone());
+            request.extensions_mut().insert(ConnectInfo(remote));
+            app.clone().oneshot(request)
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(options.header_read_timeout);
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        if let Err(error) = watcher.watch(connection).await {
+            // Client resets and header timeouts land here; they are the client's business.
+            tracing::debug!(%remote, %error, "connection ended with an error");
+        }
+    }
+}
+
+/// An error and its sources, joined with ": ", for one log field.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+
+    fn certificate(sans: Vec<SanType>, common_name: Option<&str>) -> Vec<u8> {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = sans;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(common_name) = common_name {
+            params
+                .distinguished_name
+                .push(DnType::CommonName, common_name);
+        }
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn identities_are_dns_then_uri_sans_then_cn_without_repeats() {
+        let der = certificate(
+            vec![
+                SanType::URI("spiffe://cluster.local/ns/a/sa/b".try_into().unwrap()),
+                SanType::DnsName("op.spark.svc".try_into().unwrap()),
+                SanType::IpAddress("127.0.0.1".parse().unwrap()),
+                SanType::DnsName("op.spark.svc".try_into().unwrap()),
+            ],
+            Some("operator"),
+        );
+        assert_eq!(
+            peer_identity(&der).unwrap().names,
+            [
+                "op.spark.svc",
+                "spiffe://cluster.local/ns/a/sa/b",
+                "operator"
+            ]
+        );
+    }
+
+    #[test]
+    fn certificate_with_only_a_cn_yields_the_cn() {
+        let der = certificate(vec![], Some("ci-runner"));
+        assert_eq!(peer_identity(&der).unwrap().names, ["ci-runner"]);
+    }
+
+    #[test]
+    fn garbage_is_not_a_certificate() {
+        assert_eq!(
+            peer_identity(b"nope").unwrap_err().kind(),
+            "parse_certificate"
+        );
+    }
+
+    #[test]
+    fn missing_files_fail_with_their_kind() {
+        let files = TlsFiles {
+            cert: "/nonexistent/tls.crt".into(),
+            key: "/nonexistent/tls.key".into(),
+            client_ca: "/nonexistent/ca.crt".into(),
+        };
+        let error = ReloadingTlsConfig::new(files, ClientAuth::Required).unwrap_err();
+        assert_eq!(error.kind(), "load_certificate");
+    }
+
+    #[test]
+    fn pem_without_certificates_is_refused() {
+        let error = certificates_from_pem(Path::new("x"), b"hello").unwrap_err();
+        assert_eq!(error.kind(), "no_certificate");
+    }
+}
