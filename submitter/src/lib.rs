@@ -39,4 +39,3 @@ pub mod builder;
 
 /// `submitter render`: the objects as one `v1` List, or the contract's error body.
 pub mod render;
-
