@@ -22,4 +22,4 @@ else
   cargo test --workspace --no-fail-fast
 fi
 echo "== python tests (real kubernetes client, real spark-submit)"
-KUBESIM_BIN="$PWD/target/release/kubesim" python3 -m pytest -q tests/python
+KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" python3 -m pytest -q tests/python
