@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
-use super::support::{eventually, start};
+use super::support::{Sim, eventually, start};
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(
@@ -18,9 +18,14 @@ fn cm(name: &str) -> ConfigMap {
     .unwrap()
 }
 
-#[tokio::test]
-async fn reflector_survives_dropped_watches_without_relisting() {
-    let sim = start().await;
+/// A running kube-runtime reflector over ConfigMaps that has seen one created object.
+async fn synced_reflector_with_one_object(
+    sim: &Sim,
+) -> (
+    Api<ConfigMap>,
+    reflector::Store<ConfigMap>,
+    tokio::task::JoinHandle<()>,
+) {
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     let (reader, writer) = reflector::store();
     let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
@@ -32,6 +37,13 @@ async fn reflector_survives_dropped_watches_without_relisting() {
     reader.wait_until_ready().await.unwrap();
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     eventually(5, || async { (reader.state().len() == 1).then_some(()) }).await;
+    (api, reader, task)
+}
+
+#[tokio::test]
+async fn reflector_survives_dropped_watches_without_relisting() {
+    let sim = start().await;
+    let (api, reader, task) = synced_reflector_with_one_object(&sim).await;
     let lists_before = sim.count("list", "configmaps").await;
     let watches_before = sim.count("watch", "configmaps").await;
 
@@ -53,17 +65,7 @@ async fn reflector_survives_dropped_watches_without_relisting() {
 #[tokio::test]
 async fn reflector_relists_after_410_and_converges() {
     let sim = start().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
-    let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
-    let task = tokio::spawn(async move {
-        stream.for_each(|_| async {}).await;
-    });
-    reader.wait_until_ready().await.unwrap();
-    api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    eventually(5, || async { (reader.state().len() == 1).then_some(()) }).await;
+    let (api, reader, task) = synced_reflector_with_one_object(&sim).await;
     let lists_before = sim.count("list", "configmaps").await;
 
     sim.control("POST", "/compact", r#"{"dropWatches": true}"#)
