@@ -39,3 +39,6 @@ pub mod builder;
 
 /// `submitter render`: the objects as one `v1` List, or the contract's error body.
 pub mod render;
+
+/// The HTTP service: routes, layer stack, the submission's plan and executor, the sweeper.
+pub mod service;

@@ -1,5 +1,5 @@
 //! The `submitter` binary. `render` prints the driver objects for a spark-submit argument vector
-//! without contacting a cluster; the service subcommands come later.
+//! without contacting a cluster; `serve` runs the HTTP service.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,6 +21,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the HTTP API (mTLS, policy, Kubernetes) until SIGTERM.
+    Serve(submitter::service::serve::ServeArgs),
     /// Print the objects spark-submit would create, as one JSON v1 List, or the error body.
     Render {
         /// The client's submission id (names and ids derive from it).
@@ -53,6 +55,15 @@ fn read(path: &Option<PathBuf>) -> Option<Result<String, String>> {
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => {
+            init_tracing();
+            let runtime = tokio::runtime::Runtime::new()?;
+            if let Err(error) = runtime.block_on(submitter::service::serve::serve(args)) {
+                tracing::error!(kind = error.kind(), error = %anyhow::Error::new(error).chain().map(ToString::to_string).collect::<Vec<_>>().join(": "), "submitter cannot serve");
+                return Ok(ExitCode::FAILURE);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Render {
             submission_id,
             driver_template,
@@ -83,5 +94,19 @@ fn main() -> anyhow::Result<ExitCode> {
             writeln!(stdout)?;
             Ok(code)
         }
+    }
+}
+
+/// Logs as JSON when not on a terminal (collected by the cluster), readable text otherwise;
+/// `RUST_LOG` filters, `info` by default.
+fn init_tracing() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if std::io::stdout().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().init();
     }
 }

@@ -1,0 +1,759 @@
+//! The I/O shell of a submission: observe (GET every built object), decide ([`plan::decide`]),
+//! execute the effects in order, and on failure roll back what this attempt created.
+//!
+//! Fencing: every create is a POST (a duplicate fails with `AlreadyExists`, it never merges);
+//! every delete carries a uid precondition. When the cluster turns out to differ from what was
+//! observed (`AlreadyExists` on a create, a uid precondition failing, an object gone before its
+//! owner was attached), the round ends and the next one observes again, so replicas racing on
+//! the same submission converge on the API server's answer.
+//!
+//! A create or patch that fails ambiguously (5xx, timeout, lost connection: it may have been
+//! applied) is checked with one GET before it counts as failed: a lost reply is not a failure.
+//!
+//! Rollback of a first attempt: a pod this attempt created is deleted with its uid as
+//! precondition (the garbage collector then removes everything owned by it) and the ConfigMaps
+//! it created are deleted by uid. ConfigMaps stay when the pod's creation is ambiguous, since a
+//! pod whose POST is still on its way would mount them; the sweeper removes them after its grace
+//! period if no pod comes. Nothing is rolled back when the pod existed already (a repeat, or
+//! another replica won the race): a running driver may use those objects.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, Preconditions, PropagationPolicy,
+};
+use serde_json::{Value, json};
+use thiserror::Error;
+use tracing::{info, warn};
+
+use super::plan::{self, Decision, Effect, Found, classify};
+
+/// Extra rounds of observe → decide → execute, beyond one per object, before giving up on a
+/// cluster that keeps changing. A replica racing another on the same submission can lose one
+/// round per object it finds created under it, so the bound grows with the objects.
+const EXTRA_ROUNDS: usize = 2;
+
+/// The field manager our writes are recorded under.
+pub const FIELD_MANAGER: &str = "spark-submitter";
+
+/// Why one call to the API server failed.
+#[derive(Debug, Error)]
+pub enum CallError {
+    #[error("the API server refused the request or could not be reached")]
+    Request {
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no answer from the API server within {after:?}")]
+    TimedOut { after: Duration },
+}
+
+impl CallError {
+    /// The API server's `Status`, when it answered with one.
+    pub fn status(&self) -> Option<&kube::core::Status> {
+        match self {
+            CallError::Request {
+                source: kube::Error::Api(status),
+            } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// HTTP code of the API server's answer, when it answered.
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|status| status.code)
+    }
+
+    fn is_already_exists(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists")
+    }
+
+    fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    /// A uid or resourceVersion precondition that did not hold (409 `Conflict`).
+    fn is_conflict(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.code == 409 && s.reason != "AlreadyExists")
+    }
+
+    /// Whether the request certainly had no effect: a 4xx answer other than timeouts and
+    /// throttling. Everything else (5xx, 408, 429, no answer) may have been applied.
+    pub fn is_definite(&self) -> bool {
+        self.code()
+            .is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429)
+    }
+
+    /// A stable name for metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Request { .. } => "request",
+            CallError::TimedOut { .. } => "timed_out",
+        }
+    }
+}
+
+/// Why a submission did not complete.
+#[derive(Debug, Error)]
+pub enum SubmitDriverError {
+    #[error("{kind} {name} belongs to another submission")]
+    ConflictingObject {
+        kind: String,
+        name: String,
+        other_submission_id: Option<String>,
+    },
+    #[error("driver pod {name} of this submission is being deleted")]
+    DriverPodTerminating { name: String },
+    #[error("{kind} {name} is not a kind of object the submitter creates")]
+    UnsupportedObject { kind: String, name: String },
+    #[error("cannot read {kind} {name}")]
+    ReadObject {
+        kind: String,
+        name: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("cannot create {kind} {name}")]
+    CreateObject {
+        kind: String,
+        name: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("cannot make the driver pod the owner of {kind} {name}")]
+    AttachOwner {
+        kind: String,
+        name: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("cannot delete {kind} {name} of an earlier driver")]
+    DeleteStaleObject {
+        kind: String,
+        name: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("the driver's objects kept changing during {rounds} attempts")]
+    Unsettled { rounds: usize },
+}
+
+impl SubmitDriverError {
+    /// A stable name for metrics, logs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SubmitDriverError::ConflictingObject { .. } => "conflicting_object",
+            SubmitDriverError::DriverPodTerminating { .. } => "driver_pod_terminating",
+            SubmitDriverError::UnsupportedObject { .. } => "unsupported_object",
+            SubmitDriverError::ReadObject { .. } => "read_object",
+            SubmitDriverError::CreateObject { .. } => "create_object",
+            SubmitDriverError::AttachOwner { .. } => "attach_owner",
+            SubmitDriverError::DeleteStaleObject { .. } => "delete_stale_object",
+            SubmitDriverError::Unsettled { .. } => "unsettled",
+        }
+    }
+
+    /// The failed API call, if one failed.
+    pub fn call_error(&self) -> Option<&CallError> {
+        match self {
+            SubmitDriverError::ReadObject { source, .. }
+            | SubmitDriverError::CreateObject { source, .. }
+            | SubmitDriverError::AttachOwner { source, .. }
+            | SubmitDriverError::DeleteStaleObject { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Kind of the object the error is about (`Pod`, `ConfigMap`, …).
+    pub fn object_kind(&self) -> Option<&str> {
+        match self {
+            SubmitDriverError::ConflictingObject { kind, .. }
+            | SubmitDriverError::UnsupportedObject { kind, .. }
+            | SubmitDriverError::ReadObject { kind, .. }
+            | SubmitDriverError::CreateObject { kind, .. }
+            | SubmitDriverError::AttachOwner { kind, .. }
+            | SubmitDriverError::DeleteStaleObject { kind, .. } => Some(kind),
+            SubmitDriverError::DriverPodTerminating { .. } => Some("Pod"),
+            SubmitDriverError::Unsettled { .. } => None,
+        }
+    }
+}
+
+/// A failed submission and whether this attempt removed what it had created.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: SubmitDriverError,
+    pub rolled_back: bool,
+}
+
+/// The driver pod a submission ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// This attempt created the pod (201); otherwise it existed (200, duplicate).
+    pub created: bool,
+    /// The pod as the API server returned it.
+    pub pod: Value,
+}
+
+impl Submitted {
+    pub fn pod_uid(&self) -> &str {
+        text(&self.pod, "/metadata/uid")
+    }
+}
+
+fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn kind_of(object: &Value) -> &str {
+    text(object, "/kind")
+}
+
+fn name_of(object: &Value) -> &str {
+    text(object, "/metadata/name")
+}
+
+/// Typed access to the API server for the built objects, each call under a timeout.
+#[derive(Clone)]
+pub struct KubeApi {
+    client: kube::Client,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApi")
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeApi {
+    pub fn new(client: kube::Client, call_timeout: Duration) -> KubeApi {
+        KubeApi {
+            client,
+            call_timeout,
+        }
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    fn api(
+        &self,
+        object: &Value,
+        namespace: &str,
+    ) -> Result<Api<DynamicObject>, SubmitDriverError> {
+        let kind = kind_of(object);
+        let plural = match kind {
+            "Pod" => "pods",
+            "ConfigMap" => "configmaps",
+            "Service" => "services",
+            "PersistentVolumeClaim" => "persistentvolumeclaims",
+            "NetworkPolicy" => "networkpolicies",
+            _ => {
+                return Err(SubmitDriverError::UnsupportedObject {
+                    kind: kind.to_owned(),
+                    name: name_of(object).to_owned(),
+                });
+            }
+        };
+        let (group, version) = match text(object, "/apiVersion").split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", text(object, "/apiVersion")),
+        };
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource,
+        ))
+    }
+
+    async fn call<T>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, CallError> {
+        match tokio::time::timeout(self.call_timeout, request).await {
+            Ok(result) => result.map_err(|source| CallError::Request { source }),
+            Err(_) => Err(CallError::TimedOut {
+                after: self.call_timeout,
+            }),
+        }
+    }
+
+    async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, CallError> {
+        let found = self.call(api.get_opt(name)).await?;
+        Ok(found.map(to_value))
+    }
+
+    async fn create(
+        &self,
+        api: &Api<DynamicObject>,
+        object: &Value,
+        dry_run: bool,
+    ) -> Result<Value, CallError> {
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|source| CallError::Request {
+                source: kube::Error::SerdeError(source),
+            })?;
+        let params = PostParams {
+            dry_run,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+        };
+        Ok(to_value(self.call(api.create(&params, &object)).await?))
+    }
+
+    async fn patch_owner(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        owner: &Value,
+    ) -> Result<Value, CallError> {
+        // Metadata only: ConfigMaps are immutable in data, and a merge patch touches nothing else.
+        let patch = json!({"metadata": {"ownerReferences": owner}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        Ok(to_value(
+            self.call(api.patch(name, &params, &Patch::Merge(&patch)))
+                .await?,
+        ))
+    }
+
+    /// Deletes `name` if it still has `uid`; gone already is success.
+    async fn delete(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), CallError> {
+        let params = DeleteParams {
+            // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
+            grace_period_seconds: Some(0),
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.call(api.delete(name, &params)).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Whether the API server answers (`GET /version`).
+    pub async fn reachable(&self) -> Result<(), CallError> {
+        self.call(self.client.apiserver_version()).await.map(|_| ())
+    }
+}
+
+fn to_value(object: DynamicObject) -> Value {
+    serde_json::to_value(object).expect("a DynamicObject read from JSON serialises back to JSON")
+}
+
+/// The `ownerReferences` Spark gives dependents: the pod as controller.
+fn owner_references(pod_name: &str, pod_uid: &str) -> Value {
+    let mut probe = [json!({"kind": "ConfigMap", "metadata": {}})];
+    crate::objects::attach_owner(&mut probe, pod_name, pod_uid);
+    probe[0]["metadata"]["ownerReferences"].take()
+}
+
+/// What this attempt created, for the rollback.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Uid of the pod this attempt created.
+    pod: Option<String>,
+    /// The pod's POST failed ambiguously and no pod was seen afterwards.
+    pod_ambiguous: bool,
+    /// A pod existed that this attempt did not create: nothing may be rolled back.
+    pod_not_ours_to_remove: bool,
+    /// ConfigMaps this attempt created before the pod: (index, uid).
+    config_maps: Vec<(usize, String)>,
+}
+
+/// Why a round stopped.
+enum Stop {
+    /// The cluster differs from the observation: observe again.
+    Stale,
+    Failed(SubmitDriverError),
+}
+
+/// One submission's objects and where they go.
+pub struct Submission<'a> {
+    pub api: &'a KubeApi,
+    /// The built objects, the pod first.
+    pub objects: &'a [Value],
+    pub namespace: &'a str,
+    pub submission_id: &'a str,
+}
+
+impl Submission<'_> {
+    fn pod_name(&self) -> &str {
+        name_of(&self.objects[0])
+    }
+
+    fn api_of(&self, index: usize) -> Result<Api<DynamicObject>, SubmitDriverError> {
+        self.api.api(&self.objects[index], self.namespace)
+    }
+
+    fn describe(&self, index: usize) -> (String, String) {
+        let object = &self.objects[index];
+        (kind_of(object).to_owned(), name_of(object).to_owned())
+    }
+
+    /// GETs every built object, concurrently.
+    async fn observe(&self) -> Result<Vec<Option<Value>>, SubmitDriverError> {
+        let reads = (0..self.objects.len()).map(|index| async move {
+            let api = self.api_of(index)?;
+            self.api
+                .get(&api, name_of(&self.objects[index]))
+                .await
+                .map_err(|source| {
+                    let (kind, name) = self.describe(index);
+                    SubmitDriverError::ReadObject { kind, name, source }
+                })
+        });
+        join_all(reads).await.into_iter().collect()
+    }
+
+    fn decide(&self, observed: &[Option<Value>]) -> Decision {
+        let found: Vec<Found> = observed
+            .iter()
+            .map(|object| classify(object.as_ref(), self.submission_id))
+            .collect();
+        plan::decide(self.objects, &found)
+    }
+
+    fn refuse(&self, decision: &Decision) -> Option<SubmitDriverError> {
+        match decision {
+            Decision::Conflict {
+                index,
+                submission_id,
+            } => {
+                let (kind, name) = self.describe(*index);
+                Some(SubmitDriverError::ConflictingObject {
+                    kind,
+                    name,
+                    other_submission_id: submission_id.clone(),
+                })
+            }
+            Decision::PodTerminating => Some(SubmitDriverError::DriverPodTerminating {
+                name: self.pod_name().to_owned(),
+            }),
+            Decision::Create { .. } | Decision::Repair { .. } => None,
+        }
+    }
+
+    /// Creates the driver, or finds it and repairs it. See the module documentation.
+    pub async fn run(&self) -> Result<Submitted, Failure> {
+        let mut ledger = Ledger::default();
+        let rounds = self.objects.len() + EXTRA_ROUNDS;
+        for round in 0..rounds {
+            let result = self.round(&mut ledger).await;
+            match result {
+                Ok(submitted) => return Ok(submitted),
+                Err(Stop::Stale) => {
+                    info!(submission_id = %self.submission_id, round, "cluster changed under the submission; observing again");
+                }
+                Err(Stop::Failed(error)) => {
+                    let rolled_back = self.rollback(&ledger).await;
+                    return Err(Failure { error, rolled_back });
+                }
+            }
+        }
+        let rolled_back = self.rollback(&ledger).await;
+        Err(Failure {
+            error: SubmitDriverError::Unsettled { rounds },
+            rolled_back,
+        })
+    }
+
+    async fn round(&self, ledger: &mut Ledger) -> Result<Submitted, Stop> {
+        let observed = self.observe().await.map_err(Stop::Failed)?;
+        let decision = self.decide(&observed);
+        if let Some(error) = self.refuse(&decision) {
+            return Err(Stop::Failed(error));
+        }
+        let (mut pod, effects) = match decision {
+            Decision::Repair { pod_uid, effects } => {
+                if ledger.pod.as_deref() != Some(pod_uid.as_str()) {
+                    ledger.pod_not_ours_to_remove = true;
+                }
+                (observed[0].clone(), effects)
+            }
+            Decision::Create { effects } => (None, effects),
+            Decision::Conflict { .. } | Decision::PodTerminating => {
+                unreachable!("refused above")
+            }
+        };
+        for effect in effects {
+            pod = self.apply(effect, pod, ledger).await?;
+        }
+        let pod = pod.expect("every plan creates or finds the pod");
+        let created = ledger.pod.as_deref() == Some(text(&pod, "/metadata/uid"));
+        Ok(Submitted { created, pod })
+    }
+
+    /// Performs one effect; returns the pod as known afterwards.
+    async fn apply(
+        &self,
+        effect: Effect,
+        pod: Option<Value>,
+        ledger: &mut Ledger,
+    ) -> Result<Option<Value>, Stop> {
+        let failed = Stop::Failed;
+        match effect {
+            Effect::CreatePod => match self.create(0, None).await {
+                Ok(created) => {
+                    ledger.pod = Some(text(&created, "/metadata/uid").to_owned());
+                    ledger.pod_ambiguous = false;
+                    info!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
+                    Ok(Some(created))
+                }
+                Err(Stop::Failed(error)) => {
+                    ledger.pod_ambiguous = error.call_error().is_some_and(|e| !e.is_definite());
+                    Err(failed(error))
+                }
+                Err(Stop::Stale) => Err(Stop::Stale),
+            },
+            Effect::Create { index, owned } => {
+                let owner = if owned {
+                    Some(pod_owner(pod.as_ref()))
+                } else {
+                    None
+                };
+                let created = self.create(index, owner).await?;
+                if !owned {
+                    ledger
+                        .config_maps
+                        .push((index, text(&created, "/metadata/uid").to_owned()));
+                }
+                Ok(pod)
+            }
+            Effect::AttachOwner { index } => {
+                self.attach_owner(index, &pod_owner(pod.as_ref())).await?;
+                Ok(pod)
+            }
+            Effect::DeleteStale { index, uid } => {
+                let api = self.api_of(index).map_err(failed)?;
+                let name = name_of(&self.objects[index]);
+                match self.api.delete(&api, name, &uid).await {
+                    Ok(()) => Ok(pod),
+                    Err(error) if error.is_conflict() => Err(Stop::Stale),
+                    Err(source) => {
+                        let (kind, name) = self.describe(index);
+                        Err(failed(SubmitDriverError::DeleteStaleObject {
+                            kind,
+                            name,
+                            source,
+                        }))
+                    }
+                }
+            }
+        }
+    }
+
+    /// POSTs object `index` (with `owner` as its `ownerReferences`). An ambiguous failure is
+    /// checked with a GET: if our object is there, the create happened.
+    async fn create(&self, index: usize, owner: Option<Value>) -> Result<Value, Stop> {
+        let api = self.api_of(index).map_err(Stop::Failed)?;
+        let mut object = self.objects[index].clone();
+        if let (Some(owner), Some(metadata)) = (owner, object.get_mut("metadata")) {
+            metadata["ownerReferences"] = owner;
+        }
+        let name = name_of(&object);
+        match self.api.create(&api, &object, false).await {
+            Ok(created) => Ok(created),
+            Err(error) if error.is_already_exists() => Err(Stop::Stale),
+            Err(error) if error.is_definite() => {
+                let (kind, name) = self.describe(index);
+                Err(Stop::Failed(SubmitDriverError::CreateObject {
+                    kind,
+                    name,
+                    source: error,
+                }))
+            }
+            Err(error) => match self.api.get(&api, name).await {
+                Ok(Some(found))
+                    if matches!(
+                        classify(Some(&found), self.submission_id),
+                        Found::Ours { .. }
+                    ) =>
+                {
+                    warn!(submission_id = %self.submission_id, kind = kind_of(&object), name,
+                        error = %error, "create answered with an error but took effect");
+                    Ok(found)
+                }
+                Ok(Some(_)) => Err(Stop::Stale),
+                Ok(None) | Err(_) => {
+                    let (kind, name) = self.describe(index);
+                    Err(Stop::Failed(SubmitDriverError::CreateObject {
+                        kind,
+                        name,
+                        source: error,
+                    }))
+                }
+            },
+        }
+    }
+
+    async fn attach_owner(&self, index: usize, owner: &Value) -> Result<(), Stop> {
+        let api = self.api_of(index).map_err(Stop::Failed)?;
+        let name = name_of(&self.objects[index]);
+        let wanted = owner.pointer("/0/uid").and_then(Value::as_str);
+        match self.api.patch_owner(&api, name, owner).await {
+            Ok(_) => Ok(()),
+            // Gone since observed (swept, or deleted by hand): the next round creates it owned.
+            Err(error) if error.is_not_found() => Err(Stop::Stale),
+            Err(error) if error.is_definite() => {
+                let (kind, name) = self.describe(index);
+                Err(Stop::Failed(SubmitDriverError::AttachOwner {
+                    kind,
+                    name,
+                    source: error,
+                }))
+            }
+            Err(error) => match self.api.get(&api, name).await {
+                Ok(Some(found))
+                    if matches!(classify(Some(&found), self.submission_id),
+                        Found::Ours { owners, .. } if wanted.is_some_and(|w| owners.iter().any(|o| o == w))) =>
+                {
+                    Ok(())
+                }
+                _ => {
+                    let (kind, name) = self.describe(index);
+                    Err(Stop::Failed(SubmitDriverError::AttachOwner {
+                        kind,
+                        name,
+                        source: error,
+                    }))
+                }
+            },
+        }
+    }
+
+    /// Undoes what this attempt created, as far as it safely can; true if anything was removed.
+    async fn rollback(&self, ledger: &Ledger) -> bool {
+        if ledger.pod_not_ours_to_remove {
+            return false;
+        }
+        let mut removed = false;
+        if let Some(uid) = &ledger.pod {
+            match self.api_of(0) {
+                Ok(api) => match self.api.delete(&api, self.pod_name(), uid).await {
+                    Ok(()) => removed = true,
+                    Err(error) => {
+                        // The pod stays; its dependents are owned, a retry repairs or the user
+                        // deletes it. The ConfigMaps must stay too: the pod mounts them.
+                        warn!(submission_id = %self.submission_id, pod = %self.pod_name(),
+                            error = %error, "rollback could not delete the driver pod");
+                        return false;
+                    }
+                },
+                Err(_) => return false,
+            }
+        } else if ledger.pod_ambiguous {
+            warn!(submission_id = %self.submission_id, pod = %self.pod_name(),
+                "driver pod creation may still take effect; its ConfigMaps are left to the sweeper");
+            return false;
+        }
+        for (index, uid) in &ledger.config_maps {
+            let name = name_of(&self.objects[*index]);
+            let Ok(api) = self.api_of(*index) else {
+                continue;
+            };
+            match self.api.delete(&api, name, uid).await {
+                Ok(()) => removed = true,
+                Err(error) => {
+                    warn!(submission_id = %self.submission_id, config_map = name,
+                        error = %error, "rollback could not delete a ConfigMap; the sweeper will");
+                }
+            }
+        }
+        if removed {
+            info!(submission_id = %self.submission_id, pod = %self.pod_name(), "rolled back a failed first attempt");
+        }
+        removed
+    }
+
+    /// Dry run: what a submission would create, validated by the API server (`dryRun=All`)
+    /// and with the owners attached, as a `v1` List in Spark's order. Objects of ours that
+    /// exist already are shown as they are; nothing is written.
+    pub async fn dry_run(&self) -> Result<Value, SubmitDriverError> {
+        let observed = self.observe().await?;
+        let decision = self.decide(&observed);
+        if let Some(error) = self.refuse(&decision) {
+            return Err(error);
+        }
+        let mut answers: Vec<Option<Value>> = observed;
+        let order = {
+            let (before, after): (Vec<usize>, Vec<usize>) =
+                (1..self.objects.len()).partition(|i| plan::needed_before_pod(&self.objects[*i]));
+            before
+                .into_iter()
+                .chain([0])
+                .chain(after)
+                .collect::<Vec<_>>()
+        };
+        let mut owner: Option<Value> = answers[0]
+            .as_ref()
+            .map(|pod| owner_references(self.pod_name(), text(pod, "/metadata/uid")));
+        for index in order {
+            if answers[index].is_some() {
+                continue;
+            }
+            let api = self.api_of(index)?;
+            let mut object = self.objects[index].clone();
+            if let (Some(owner), Some(metadata)) = (&owner, object.get_mut("metadata")) {
+                metadata["ownerReferences"] = owner.clone();
+            }
+            let answer = self
+                .api
+                .create(&api, &object, true)
+                .await
+                .map_err(|source| {
+                    let (kind, name) = self.describe(index);
+                    SubmitDriverError::CreateObject { kind, name, source }
+                })?;
+            if index == 0 {
+                owner = Some(owner_references(
+                    self.pod_name(),
+                    text(&answer, "/metadata/uid"),
+                ));
+            }
+            answers[index] = Some(answer);
+        }
+        let mut items: Vec<Value> = answers.into_iter().flatten().collect();
+        // The ConfigMaps went before the pod, without owner; show them as they would end up.
+        if let Some(owner) = owner {
+            for item in items.iter_mut().skip(1) {
+                if let Some(metadata) = item.get_mut("metadata")
+                    && metadata.get("ownerReferences").is_none()
+                {
+                    metadata["ownerReferences"] = owner.clone();
+                }
+            }
+        }
+        Ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}))
+    }
+}
+
+/// The owner references to the known pod; the plan orders effects so the pod is known here.
+fn pod_owner(pod: Option<&Value>) -> Value {
+    let pod = pod.expect("owned objects are created after the pod is known");
+    owner_references(text(pod, "/metadata/name"), text(pod, "/metadata/uid"))
+}

@@ -1,0 +1,241 @@
+//! `submitter serve`: flags, start-up checks, and the running service (mTLS accept loop,
+//! sweeper, graceful shutdown on SIGTERM or Ctrl-C).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use super::sweep::{self, SweepConfig, WatchCaches};
+use super::{Access, AppState, ServiceConfig, app};
+use crate::policy::{LoadPolicyError, Policy};
+use crate::tls::{ClientAuth, LoadTlsError, ReloadingTlsConfig, ServeOptions, TlsFiles, Transport};
+
+/// Flags of `submitter serve`; each can also come from the environment.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Kubeconfig to reach the API server; absent: in-cluster (or the usual inference).
+    #[arg(long, env = "SUBMITTER_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "SUBMITTER_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Server certificate chain, PEM (re-read when it changes).
+    #[arg(
+        long,
+        env = "SUBMITTER_TLS_CERT",
+        required_unless_present = "insecure_dev"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key, PEM.
+    #[arg(
+        long,
+        env = "SUBMITTER_TLS_KEY",
+        required_unless_present = "insecure_dev"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// CA bundle client certificates must chain to, PEM.
+    #[arg(
+        long,
+        env = "SUBMITTER_CLIENT_CA",
+        required_unless_present = "insecure_dev"
+    )]
+    pub client_ca: Option<PathBuf>,
+    /// Policy file (YAML): which client identity may submit where.
+    #[arg(
+        long,
+        env = "SUBMITTER_POLICY",
+        required_unless_present = "insecure_dev"
+    )]
+    pub policy: Option<PathBuf>,
+    /// Requests served at once; beyond it 503 SUBMITTER_OVERLOADED with Retry-After.
+    #[arg(long, env = "SUBMITTER_MAX_CONCURRENCY", default_value_t = super::DEFAULT_MAX_CONCURRENCY)]
+    pub max_concurrency: usize,
+    /// Seconds a request may take before the client gets a 503 (the creation goes on).
+    #[arg(long, env = "SUBMITTER_REQUEST_TIMEOUT", default_value_t = super::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub request_timeout: u64,
+    /// Plain HTTP without client certificates, for development only; see docs/submitter.md.
+    #[arg(long, env = "SUBMITTER_INSECURE_DEV")]
+    pub insecure_dev: bool,
+    /// Seconds before an ownerless ConfigMap whose driver pod never came is removed.
+    #[arg(long, env = "SUBMITTER_SWEEP_GRACE", default_value_t = sweep::DEFAULT_GRACE.as_secs())]
+    pub sweep_grace: u64,
+    /// SPARK_USER of drivers whose submission names no --proxy-user.
+    #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = super::DEFAULT_SPARK_USER)]
+    pub spark_user: String,
+}
+
+/// Why the service could not start.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("cannot read the kubeconfig {path}")]
+    ReadKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot configure the Kubernetes client")]
+    ConfigureKube {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot load the policy")]
+    LoadPolicy(#[source] LoadPolicyError),
+    #[error("cannot load the TLS files")]
+    LoadTls(#[source] LoadTlsError),
+    #[error("--tls-cert, --tls-key and --client-ca are required without --insecure-dev")]
+    MissingTlsFiles,
+    #[error("--policy is required without --insecure-dev")]
+    MissingPolicy,
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ServeError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServeError::ReadKubeconfig { .. } => "read_kubeconfig",
+            ServeError::ConfigureKube { .. } => "configure_kube",
+            ServeError::LoadPolicy(_) => "load_policy",
+            ServeError::LoadTls(_) => "load_tls",
+            ServeError::MissingTlsFiles => "missing_tls_files",
+            ServeError::MissingPolicy => "missing_policy",
+            ServeError::Listen { .. } => "listen",
+        }
+    }
+}
+
+async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, ServeError> {
+    let configure =
+        |source: Box<dyn std::error::Error + Send + Sync>| ServeError::ConfigureKube { source };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ServeError::ReadKubeconfig {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| configure(Box::new(e)))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| configure(Box::new(e)))?,
+    };
+    kube::Client::try_from(config).map_err(|e| configure(Box::new(e)))
+}
+
+/// Runs the service until SIGTERM or Ctrl-C.
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let policy = args
+        .policy
+        .as_ref()
+        .map(|path| Policy::load(path).map(Arc::new))
+        .transpose()
+        .map_err(ServeError::LoadPolicy)?;
+    let (access, transport) = if args.insecure_dev {
+        // Decided: no certificates, so every client is the identity "*"; a policy, if given,
+        // still applies to it (an entry for "*"), else everything is allowed.
+        warn!(
+            policy = policy.is_some(),
+            "--insecure-dev: plain HTTP, no client identities; clients are \"*\" to the policy, \
+             and without a policy every submission is allowed. Development only."
+        );
+        if args.tls_cert.is_some() || args.tls_key.is_some() || args.client_ca.is_some() {
+            warn!("--insecure-dev ignores the TLS files given");
+        }
+        (Access::InsecureDev(policy), Transport::InsecureDev)
+    } else {
+        let (Some(cert), Some(key), Some(client_ca)) =
+            (args.tls_cert, args.tls_key, args.client_ca)
+        else {
+            return Err(ServeError::MissingTlsFiles);
+        };
+        let policy = policy.ok_or(ServeError::MissingPolicy)?;
+        let files = TlsFiles {
+            cert,
+            key,
+            client_ca,
+        };
+        let tls =
+            ReloadingTlsConfig::new(files, ClientAuth::Required).map_err(ServeError::LoadTls)?;
+        (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
+    };
+    let client = kube_client(args.kubeconfig.as_ref()).await?;
+    let state = AppState::new(client.clone(), access).with_spark_user(&args.spark_user);
+    let config = ServiceConfig {
+        max_concurrency: args.max_concurrency,
+        request_timeout: Duration::from_secs(args.request_timeout),
+    };
+    let caches = WatchCaches::start(&client);
+    let sweeper = tokio::spawn(sweep::run(
+        client,
+        caches,
+        state.in_flight.clone(),
+        state.metrics.clone(),
+        SweepConfig {
+            grace: Duration::from_secs(args.sweep_grace),
+            ..SweepConfig::default()
+        },
+    ));
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: args.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    info!(%addr, max_concurrency = config.max_concurrency, request_timeout_secs = args.request_timeout, "submitter serving");
+    crate::tls::serve(
+        listener,
+        transport,
+        app(state, &config),
+        ServeOptions::default(),
+        shutdown_signal(),
+    )
+    .await;
+    sweeper.abort();
+    info!("submitter stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    info!("shutting down: no new connections, open ones drain");
+}
