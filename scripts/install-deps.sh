@@ -16,7 +16,9 @@ fi
 py_missing=$(python3 - <<'PY'
 import importlib.util
 wanted = {"kubernetes": "kubernetes", "pyspark": "pyspark==4.3.0", "pytest": "pytest",
-          "yaml": "pyyaml", "requests": "requests"}
+          "yaml": "pyyaml", "requests": "requests",
+          # OpenAPI conformance of the live submitter (tests/python/test_openapi_schemathesis.py).
+          "schemathesis": "schemathesis==4.32.5"}
 print(" ".join(spec for mod, spec in wanted.items() if importlib.util.find_spec(mod) is None))
 PY
 )

@@ -14,6 +14,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build (release binaries used by the Python and Spark tests)"
 cargo build --release -p kubesim
+cargo build --release -p submitter
 echo "== cargo test"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
@@ -22,4 +23,5 @@ else
   cargo test --workspace --no-fail-fast
 fi
 echo "== python tests (real kubernetes client, real spark-submit)"
+export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
 KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" python3 -m pytest -q tests/python

@@ -42,3 +42,10 @@ pub mod render;
 
 /// The HTTP service: routes, layer stack, the submission's plan and executor, the sweeper.
 pub mod service;
+
+/// Status look-ups by submission id and `namespace/pod`, from the watch caches, and the
+/// retention records that outlive succeeded drivers.
+pub mod status;
+
+/// Pure helpers of the client commands `submit`, `status` and `wait`.
+pub mod cli;

@@ -12,6 +12,11 @@ pub mod labels {
     pub const EXECUTOR_ROLE: &str = "executor";
     /// Ours: a label-safe digest of the submission id, to select one submission's objects.
     pub const SUBMISSION_ID_HASH: &str = "spark-submitter.io/submission-id-hash";
+    /// Ours: marks a retention record (a ConfigMap that outlives a succeeded driver pod), so the
+    /// sweeper and the status look-ups tell it apart from a driver's own ConfigMaps.
+    pub const RECORD: &str = "spark-submitter.io/record";
+    /// The value of [`RECORD`] on the record of a driver that succeeded.
+    pub const RECORD_DRIVER_SUCCEEDED: &str = "driver-succeeded";
     /// Labels a driver may not set itself (`KubernetesDriverConf.labels`).
     pub const RESERVED: [&str; 4] = [SPARK_VERSION, SPARK_APP_ID, SPARK_APP_NAME, SPARK_ROLE];
 }

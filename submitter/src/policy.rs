@@ -224,6 +224,39 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Whether a client presenting `identities` may read about drivers in `namespace` (status
+    /// look-ups): some entry of one of its identities allows the namespace, whatever its
+    /// service accounts, since reading runs nothing as anyone.
+    pub fn authorize_namespace(
+        &self,
+        identities: &[String],
+        namespace: &str,
+    ) -> Result<(), PolicyError> {
+        if identities.is_empty() {
+            return Err(PolicyError::NoIdentity);
+        }
+        let mut known = false;
+        for rule in self
+            .rules
+            .iter()
+            .filter(|rule| identities.contains(&rule.identity))
+        {
+            known = true;
+            if rule.namespaces.allows(namespace) {
+                return Ok(());
+            }
+        }
+        Err(if known {
+            PolicyError::NamespaceDenied {
+                namespace: namespace.to_owned(),
+            }
+        } else {
+            PolicyError::UnknownIdentity
+        })
+    }
+}
+
 fn scope(names: Vec<String>, valid: fn(&str) -> bool) -> Result<Scope, String> {
     if names.is_empty() {
         return Err("empty list allows nothing; list names or \"*\"".into());

@@ -97,6 +97,8 @@ pub struct AppState {
     pub in_flight: InFlight,
     pub metrics: Arc<Metrics>,
     pub spark_user: Arc<str>,
+    /// The watch caches the status look-ups read; `None`: look-ups answer 503 (not synced).
+    pub caches: Option<sweep::WatchCaches>,
 }
 
 impl AppState {
@@ -107,7 +109,14 @@ impl AppState {
             in_flight: InFlight::default(),
             metrics: Arc::new(Metrics::new()),
             spark_user: Arc::from(DEFAULT_SPARK_USER),
+            caches: None,
         }
+    }
+
+    /// The same state reading `caches` for status look-ups and readiness.
+    pub fn with_caches(mut self, caches: sweep::WatchCaches) -> AppState {
+        self.caches = Some(caches);
+        self
     }
 
     /// The same state with another per-call timeout towards the API server.
@@ -128,11 +137,10 @@ pub fn router(state: AppState) -> Router {
     envelope::router_fallbacks(status_routes(routes)).with_state(state)
 }
 
-/// Hook for the status look-ups, `GET /api/v1/spark-submit/{submission_id}` and
-/// `GET /api/v1/drivers/{namespace}/{pod}` (the status work adds them here, reading
-/// `sweep::WatchCaches::pods`). Until then those paths answer 404/405 in the envelope.
+/// The status look-ups, `GET /api/v1/spark-submit/{submission_id}` and
+/// `GET /api/v1/drivers/{namespace}/{pod}`, reading the watch caches (see [`crate::status`]).
 fn status_routes(routes: Router<AppState>) -> Router<AppState> {
-    routes
+    crate::status::routes(routes)
 }
 
 /// Probes and metrics: outside tracing, limits and shedding.
@@ -191,6 +199,15 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    // Status answers come from the caches: not ready until they hold a complete listing.
+    if let Some(caches) = &state.caches
+        && !crate::status::synced(caches)
+    {
+        return Err(ApiError::new(
+            ErrorCode::SubmitterOverloaded,
+            "watch caches have not synced yet",
+        ));
+    }
     match state.kube.reachable().await {
         Ok(()) => Ok(Json(json!({"status": "ready"}))),
         Err(error) => Err(ApiError::new(

@@ -199,3 +199,77 @@ def _bounded_test(request):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Submitter:
+    """A running `submitter serve --insecure-dev` against the session's kubesim."""
+
+    url: str
+    log: Path
+    proc: subprocess.Popen = field(repr=False)
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+
+def _submitter_bin() -> Path:
+    raw = os.environ.get("SUBMITTER_BIN")
+    if not raw:
+        pytest.fail(
+            "SUBMITTER_BIN is not set: point it at a submitter binary, e.g. "
+            "`cargo build --release -p submitter && SUBMITTER_BIN=target/release/submitter ...`",
+            pytrace=False,
+        )
+    path = Path(raw)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(f"SUBMITTER_BIN={raw} is not an executable file", pytrace=False)
+    return path.resolve()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def submitter(tmp_path_factory, kubesim: Kubesim) -> Submitter:
+    """`submitter serve --insecure-dev` on loopback, ready (caches synced) before it is used."""
+    binary = _submitter_bin()
+    tmp = tmp_path_factory.mktemp("submitter")
+    log = tmp / "submitter.log"
+    url = f"http://127.0.0.1:{_free_port()}"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [str(binary), "serve", "--insecure-dev", "--kubeconfig", str(kubesim.kubeconfig),
+             "--listen", url.removeprefix("http://")],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+        )
+    handle = Submitter(url=url, log=log, proc=proc)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"submitter exited with {proc.returncode}; log:\n{handle.log_tail()}", pytrace=False)
+            try:
+                if requests.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"submitter not ready within {STARTUP_TIMEOUT_S:.0f}s; log:\n{handle.log_tail()}",
+                            pytrace=False)
+            time.sleep(0.1)
+        yield handle
+    finally:
+        _stop(proc)

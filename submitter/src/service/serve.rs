@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Seconds before an ownerless ConfigMap whose driver pod never came is removed.
     #[arg(long, env = "SUBMITTER_SWEEP_GRACE", default_value_t = sweep::DEFAULT_GRACE.as_secs())]
     pub sweep_grace: u64,
+    /// How long a succeeded driver's success is retained after its pod is gone (24h, 90m, 3600s).
+    #[arg(long, env = "SUBMITTER_RETENTION", default_value = "24h",
+        value_parser = crate::status::parse_duration)]
+    pub retention: Duration,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
     #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = super::DEFAULT_SPARK_USER)]
     pub spark_user: String,
@@ -181,6 +185,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         request_timeout: Duration::from_secs(args.request_timeout),
     };
     let caches = WatchCaches::start(&client);
+    let state = state.with_caches(caches.clone());
+    let recorder = tokio::spawn(crate::status::run_recorder(
+        client.clone(),
+        caches.clone(),
+        args.retention,
+    ));
     let sweeper = tokio::spawn(sweep::run(
         client,
         caches,
@@ -188,6 +198,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         state.metrics.clone(),
         SweepConfig {
             grace: Duration::from_secs(args.sweep_grace),
+            retention: args.retention,
             ..SweepConfig::default()
         },
     ));
@@ -208,6 +219,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     )
     .await;
     sweeper.abort();
+    recorder.abort();
     info!("submitter stopped");
     Ok(())
 }

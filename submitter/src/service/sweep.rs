@@ -28,9 +28,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use thiserror::Error;
 use tracing::{info, warn};
 
+use tokio::sync::broadcast;
+
 use super::inflight::InFlight;
 use super::metrics::Metrics;
 use crate::objects::{annotations, labels};
+use crate::status::index::{Index, KeyFn};
+use crate::status::record;
 
 /// Default grace period before an ownerless ConfigMap without pod is removed.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
@@ -43,6 +47,9 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 pub struct SweepConfig {
     pub grace: Duration,
     pub interval: Duration,
+    /// Only for retention records that cannot be read: their creation time plus this is their
+    /// end (a readable record carries its own `retain_until`).
+    pub retention: Duration,
 }
 
 impl Default for SweepConfig {
@@ -50,16 +57,67 @@ impl Default for SweepConfig {
         SweepConfig {
             grace: DEFAULT_GRACE,
             interval: DEFAULT_INTERVAL,
+            retention: record::DEFAULT_RETENTION,
         }
     }
 }
 
 /// Watch caches of our pods and ConfigMaps (all namespaces, selected by our label). The status
-/// look-ups can read the pod cache too.
+/// look-ups read them too, through the indexes kept from the same events.
 #[derive(Clone)]
 pub struct WatchCaches {
     pub pods: Store<Pod>,
     pub config_maps: Store<ConfigMap>,
+    /// Pods by their submission-id annotation.
+    pub pod_index: Index<Pod>,
+    /// Retention records by submission id and by driver pod ([`record::index_keys`]).
+    pub record_index: Index<ConfigMap>,
+    /// Every pod event showing a succeeded driver, for the retention recorder. A broadcast:
+    /// without a subscriber nothing queues up, and a slow one learns that it lagged.
+    pub succeeded: broadcast::Sender<Arc<Pod>>,
+}
+
+impl std::fmt::Debug for WatchCaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchCaches")
+            .field("pods", &self.pods.len())
+            .field("config_maps", &self.config_maps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Succeeded-driver events kept for a lagging recorder before it must re-scan the cache.
+const SUCCEEDED_BUFFER: usize = 1024;
+
+fn pod_submission_id(pod: &Pod) -> Vec<String> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::SUBMISSION_ID))
+        .cloned()
+        .into_iter()
+        .collect()
+}
+
+/// A cheap typed pre-check before the JSON classification: only a pod with a terminated
+/// container or a finished phase can show a succeeded driver.
+fn maybe_succeeded(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Succeeded")
+        || status
+            .container_statuses
+            .iter()
+            .flatten()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+}
+
+fn driver_succeeded(pod: &Pod) -> bool {
+    maybe_succeeded(pod)
+        && serde_json::to_value(pod).is_ok_and(|value| {
+            crate::api::observe(Some(&value), false).phase == crate::api::DriverPhase::Succeeded
+        })
 }
 
 impl WatchCaches {
@@ -67,23 +125,48 @@ impl WatchCaches {
     pub fn start(client: &kube::Client) -> WatchCaches {
         let selector = watcher::Config::default().labels(labels::SUBMISSION_ID_HASH);
         let (pods, writer) = reflector::store();
+        let pod_index = Index::new(pod_submission_id as KeyFn<Pod>);
+        let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
         let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
             .default_backoff()
             .modify(|pod: &mut Pod| pod.metadata.managed_fields = None)
             .reflect(writer);
-        tokio::spawn(drive(stream, "pods"));
+        let (index, sender) = (pod_index.clone(), succeeded.clone());
+        tokio::spawn(drive(stream, "pods", move |event| {
+            index.apply_event(event);
+            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
+                && sender.receiver_count() > 0
+                && driver_succeeded(pod)
+            {
+                // No subscriber, or all lagging: the recorder re-scans the cache.
+                let _ = sender.send(Arc::new(pod.clone()));
+            }
+        }));
         let (config_maps, writer) = reflector::store();
+        let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
         let stream = watcher(Api::<ConfigMap>::all(client.clone()), selector)
             .default_backoff()
             // The sweeper needs metadata only; spark.properties and templates stay out of memory.
+            // Retention records keep their few short fields: the status look-ups read them.
             .modify(|cm: &mut ConfigMap| {
-                cm.data = None;
+                if !record::is_record(cm) {
+                    cm.data = None;
+                }
                 cm.binary_data = None;
                 cm.metadata.managed_fields = None;
             })
             .reflect(writer);
-        tokio::spawn(drive(stream, "configmaps"));
-        WatchCaches { pods, config_maps }
+        let index = record_index.clone();
+        tokio::spawn(drive(stream, "configmaps", move |event| {
+            index.apply_event(event)
+        }));
+        WatchCaches {
+            pods,
+            config_maps,
+            pod_index,
+            record_index,
+            succeeded,
+        }
     }
 
     /// Waits until both caches hold a complete first listing.
@@ -93,14 +176,18 @@ impl WatchCaches {
     }
 }
 
-async fn drive<S, K>(stream: S, resource: &'static str)
-where
-    S: futures::Stream<Item = Result<K, watcher::Error>>,
+async fn drive<S, K>(
+    stream: S,
+    resource: &'static str,
+    mut on_event: impl FnMut(&watcher::Event<K>),
+) where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
-        if let Err(error) = event {
-            warn!(resource, error = %error, "watch failed; retrying with backoff");
+        match event {
+            Ok(event) => on_event(&event),
+            Err(error) => warn!(resource, error = %error, "watch failed; retrying with backoff"),
         }
     }
 }
@@ -196,6 +283,7 @@ pub async fn sweep_once(
     in_flight: &InFlight,
     metrics: &Metrics,
     grace: Duration,
+    retention: Duration,
 ) -> usize {
     let pods = caches.pods.state();
     let pod_keys: HashSet<(&str, &str)> = pods
@@ -208,7 +296,25 @@ pub async fn sweep_once(
         .collect();
     let now = now_ms();
     let mut deleted = 0;
+    let now_ts = k8s_openapi::jiff::Timestamp::now();
     for cm in caches.config_maps.state() {
+        if record::is_record(&cm) {
+            // Records have no owner and outlive their pod on purpose: judged by their window.
+            if record::expired(&cm, now_ts, retention) {
+                match delete(client, &cm).await {
+                    Ok(true) => info!(
+                        namespace = cm.metadata.namespace.as_deref(),
+                        record = cm.metadata.name.as_deref(),
+                        "retention window over; record deleted"
+                    ),
+                    Ok(false) => {}
+                    Err(error) => {
+                        warn!(error = %error, kind = error.kind(), "deleting an expired record failed; next pass retries")
+                    }
+                }
+            }
+            continue;
+        }
         let candidate = Candidate::of(&cm);
         if !sweepable(
             &candidate,
@@ -280,7 +386,15 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        sweep_once(&client, &caches, &in_flight, &metrics, config.grace).await;
+        sweep_once(
+            &client,
+            &caches,
+            &in_flight,
+            &metrics,
+            config.grace,
+            config.retention,
+        )
+        .await;
     }
 }
 

@@ -267,6 +267,7 @@ impl TestApp {
             submitter::service::sweep::SweepConfig {
                 grace: Duration::ZERO,
                 interval: Duration::from_millis(50),
+                ..Default::default()
             },
         ))
     }

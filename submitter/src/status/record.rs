@@ -1,0 +1,312 @@
+//! Retention records: a small ConfigMap that says "this driver succeeded", written in the pod's
+//! namespace when the watch cache sees the driver container exit 0, and kept for a retention
+//! window after the pod itself is gone.
+//!
+//! Why: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver looks
+//! exactly like a lost one, and a client that reconnects late would resubmit finished work (the
+//! seed's "NotFound → resubmit" row). The record lives in Kubernetes, not on a replica's disk, so
+//! every replica and every restart sees it; it has **no** ownerReference to the pod, so garbage
+//! collection of the pod leaves it; the sweeper deletes it once `retain_until` has passed.
+//!
+//! Pure: building, reading and judging records; the recorder and the sweeper do the I/O.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ObjectMeta;
+
+use crate::api::{DriverIdentity, DriverObservation, DriverPhase, DriverStatus, observe};
+use crate::naming::SubmissionId;
+use crate::objects::{annotations, labels};
+
+/// Name prefix of records; the rest is the submission id's label digest (deterministic, so a
+/// second write of the same record is an `AlreadyExists`, never a second record).
+pub const NAME_PREFIX: &str = "spark-submitter-done-";
+
+/// Default time a record outlives its driver's success.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Keys of the record's data.
+mod keys {
+    pub const SUBMISSION_ID: &str = "submission_id";
+    pub const NAMESPACE: &str = "namespace";
+    pub const POD: &str = "pod";
+    pub const UID: &str = "uid";
+    pub const SPARK_APP_ID: &str = "spark_app_id";
+    pub const FINISHED_AT: &str = "finished_at";
+    pub const RETAIN_UNTIL: &str = "retain_until";
+}
+
+/// What a record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub submission_id: String,
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    pub spark_app_id: String,
+    pub finished_at: Timestamp,
+    pub retain_until: Timestamp,
+}
+
+/// The record's object name for a submission id (`None`: not a valid id).
+pub fn name(submission_id: &str) -> Option<String> {
+    let id: SubmissionId = submission_id.parse().ok()?;
+    Some(format!("{NAME_PREFIX}{}", id.label_value()))
+}
+
+/// Whether a ConfigMap is a retention record (by our label, not by its name: names can be taken).
+pub fn is_record(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(labels::RECORD))
+        .is_some_and(|value| value == labels::RECORD_DRIVER_SUCCEEDED)
+}
+
+/// The keys a record is indexed under: its submission id and its pod.
+pub fn index_keys(cm: &ConfigMap) -> Vec<String> {
+    match read(cm) {
+        Some(record) => vec![
+            submission_key(&record.submission_id),
+            pod_key(&record.namespace, &record.pod),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// Index key of a submission id.
+pub fn submission_key(submission_id: &str) -> String {
+    format!("id:{submission_id}")
+}
+
+/// Index key of a driver pod.
+pub fn pod_key(namespace: &str, pod: &str) -> String {
+    format!("pod:{namespace}/{pod}")
+}
+
+/// Reads a record back (`None`: not a record, or one we cannot read, which is then ignored).
+pub fn read(cm: &ConfigMap) -> Option<Record> {
+    if !is_record(cm) {
+        return None;
+    }
+    let data = cm.data.as_ref()?;
+    let text = |key: &str| data.get(key).cloned();
+    let time = |key: &str| data.get(key)?.parse::<Timestamp>().ok();
+    Some(Record {
+        submission_id: text(keys::SUBMISSION_ID)?,
+        namespace: text(keys::NAMESPACE)?,
+        pod: text(keys::POD)?,
+        uid: text(keys::UID).unwrap_or_default(),
+        spark_app_id: text(keys::SPARK_APP_ID).unwrap_or_default(),
+        finished_at: time(keys::FINISHED_AT)?,
+        retain_until: time(keys::RETAIN_UNTIL)?,
+    })
+}
+
+/// Whether the record's window is over at `now` (an unreadable record is judged by its
+/// creation time plus `retention`, so it does not stay forever).
+pub fn expired(cm: &ConfigMap, now: Timestamp, retention: Duration) -> bool {
+    if let Some(record) = read(cm) {
+        return record.retain_until <= now;
+    }
+    cm.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|created| created.0.checked_add(signed(retention)).ok())
+        .is_some_and(|until| until <= now)
+}
+
+fn signed(duration: Duration) -> SignedDuration {
+    SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX)
+}
+
+/// The record to write for a driver pod (a JSON pod as the watch cache holds it), or `None`
+/// when there is nothing to retain: the driver has not succeeded, the pod is not one of our
+/// submissions, or the window would already be over at `now` (an old success seen at start-up).
+pub fn for_pod(pod: &serde_json::Value, now: Timestamp, retention: Duration) -> Option<Record> {
+    let observation = observe(Some(pod), false);
+    if observation.phase != DriverPhase::Succeeded {
+        return None;
+    }
+    let meta = pod.get("metadata")?;
+    let text = |pointer: &str| {
+        meta.pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let submission_id = meta
+        .get("annotations")?
+        .get(annotations::SUBMISSION_ID)?
+        .as_str()?
+        .to_owned();
+    // The container's finish time when reported, else now: the window starts at the success.
+    let finished_at = observation
+        .finished_at
+        .as_deref()
+        .and_then(|at| at.parse::<Timestamp>().ok())
+        .unwrap_or(now);
+    let retain_until = finished_at.checked_add(signed(retention)).ok()?;
+    if retain_until <= now {
+        return None;
+    }
+    Some(Record {
+        submission_id,
+        namespace: text("/namespace")?,
+        pod: text("/name")?,
+        uid: text("/uid").unwrap_or_default(),
+        spark_app_id: meta
+            .get("labels")
+            .and_then(|labels| labels.get(labels::SPARK_APP_ID))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        finished_at,
+        retain_until,
+    })
+}
+
+/// The ConfigMap for a record: our labels and annotation, immutable, and deliberately without
+/// ownerReferences (the pod's garbage collection must not take it).
+pub fn build(record: &Record) -> Option<ConfigMap> {
+    let id: SubmissionId = record.submission_id.parse().ok()?;
+    let data = BTreeMap::from([
+        (keys::SUBMISSION_ID.to_owned(), record.submission_id.clone()),
+        (keys::NAMESPACE.to_owned(), record.namespace.clone()),
+        (keys::POD.to_owned(), record.pod.clone()),
+        (keys::UID.to_owned(), record.uid.clone()),
+        (keys::SPARK_APP_ID.to_owned(), record.spark_app_id.clone()),
+        (keys::FINISHED_AT.to_owned(), record.finished_at.to_string()),
+        (
+            keys::RETAIN_UNTIL.to_owned(),
+            record.retain_until.to_string(),
+        ),
+    ]);
+    Some(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{NAME_PREFIX}{}", id.label_value())),
+            namespace: Some(record.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
+                (
+                    labels::RECORD.to_owned(),
+                    labels::RECORD_DRIVER_SUCCEEDED.to_owned(),
+                ),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                annotations::SUBMISSION_ID.to_owned(),
+                record.submission_id.clone(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        immutable: Some(true),
+        ..ConfigMap::default()
+    })
+}
+
+/// The status answer for a driver whose pod is gone but whose success was retained.
+pub fn status(record: &Record) -> DriverStatus {
+    let observation = observe(None, true);
+    DriverStatus::new(
+        DriverIdentity {
+            submission_id: Some(record.submission_id.clone()),
+            namespace: record.namespace.clone(),
+            driver_pod_name: record.pod.clone(),
+            driver_pod_uid: record.uid.clone(),
+            spark_app_id: record.spark_app_id.clone(),
+        },
+        DriverObservation {
+            reason: Some("SucceededAndRetained".into()),
+            message: Some(format!(
+                "the driver pod is gone; its success is retained until {}",
+                record.retain_until
+            )),
+            finished_at: Some(record.finished_at.to_string()),
+            ..observation
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ClientAction, DRIVER_CONTAINER_NAME};
+    use serde_json::json;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn pod(exit_code: Option<i64>) -> serde_json::Value {
+        let state = match exit_code {
+            Some(code) => {
+                json!({"terminated": {"exitCode": code, "finishedAt": "2026-01-01T00:10:00Z"}})
+            }
+            None => json!({"running": {}}),
+        };
+        json!({
+            "metadata": {"name": "pi-driver", "namespace": "spark", "uid": "u-1",
+                "labels": {"spark-app-selector": "spark-1"},
+                "annotations": {"spark-submitter.io/submission-id": "sub-1"}},
+            "spec": {"containers": [{"name": DRIVER_CONTAINER_NAME}, {"name": "sidecar"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": DRIVER_CONTAINER_NAME, "state": state},
+                {"name": "sidecar", "state": {"running": {}}}]}
+        })
+    }
+
+    #[test]
+    fn succeeded_driver_gets_a_record_that_reads_back() {
+        let now = at("2026-01-01T00:11:00Z");
+        let record = for_pod(&pod(Some(0)), now, HOUR).unwrap();
+        assert_eq!(record.finished_at, at("2026-01-01T00:10:00Z"));
+        assert_eq!(record.retain_until, at("2026-01-01T01:10:00Z"));
+        let cm = build(&record).unwrap();
+        assert_eq!(cm.metadata.name, name("sub-1"));
+        assert!(
+            cm.metadata.owner_references.is_none(),
+            "GC must not take it"
+        );
+        assert!(is_record(&cm));
+        assert_eq!(read(&cm), Some(record.clone()));
+        assert_eq!(
+            index_keys(&cm),
+            [submission_key("sub-1"), pod_key("spark", "pi-driver")]
+        );
+        let status = status(&record);
+        assert_eq!(status.phase, DriverPhase::Succeeded);
+        assert_eq!(status.action, ClientAction::Done);
+        assert_eq!(status.pod_phase, None);
+    }
+
+    #[test]
+    fn no_record_for_running_failed_foreign_or_long_finished_drivers() {
+        let now = at("2026-01-01T00:11:00Z");
+        assert_eq!(for_pod(&pod(None), now, HOUR), None);
+        assert_eq!(for_pod(&pod(Some(1)), now, HOUR), None);
+        let mut foreign = pod(Some(0));
+        foreign["metadata"]["annotations"] = json!({});
+        assert_eq!(for_pod(&foreign, now, HOUR), None);
+        assert_eq!(
+            for_pod(&pod(Some(0)), at("2026-01-02T00:00:00Z"), HOUR),
+            None
+        );
+    }
+
+    #[test]
+    fn expiry_follows_retain_until() {
+        let record = for_pod(&pod(Some(0)), at("2026-01-01T00:11:00Z"), HOUR).unwrap();
+        let cm = build(&record).unwrap();
+        assert!(!expired(&cm, at("2026-01-01T01:09:59Z"), HOUR));
+        assert!(expired(&cm, at("2026-01-01T01:10:00Z"), HOUR));
+        let mut plain = cm.clone();
+        plain.metadata.labels = None;
+        assert!(!is_record(&plain));
+        assert_eq!(read(&plain), None);
+    }
+}

@@ -1,0 +1,387 @@
+//! Status look-ups (`GET /api/v1/drivers/{ns}/{pod}`, `GET /api/v1/spark-submit/{id}`) against
+//! an in-process kubesim, through `app()` with `oneshot`: the driver container decides (a
+//! sidecar holding the pod Running does not), a collected success stays Succeeded through its
+//! retention record, unknown ids are 404, an unsynced cache is 503, and serving costs the API
+//! server no LIST.
+
+mod submit_support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http::{Request, StatusCode};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+use submit_support::{Answer, TESTER, TestApp, args, request, send, submit_request};
+use submitter::service::sweep::WatchCaches;
+use submitter::service::{ServiceConfig, app};
+use submitter::status::{record, run_recorder, synced};
+use submitter::tls::PeerIdentity;
+
+/// A TestApp whose state reads watch caches, with the retention recorder running.
+struct StatusApp {
+    t: TestApp,
+    app: Router,
+    caches: WatchCaches,
+}
+
+impl StatusApp {
+    async fn start() -> StatusApp {
+        let t = TestApp::start().await;
+        StatusApp::on(t).await
+    }
+
+    async fn on(t: TestApp) -> StatusApp {
+        let caches = WatchCaches::start(&t.client());
+        tokio::spawn(run_recorder(
+            t.client(),
+            caches.clone(),
+            Duration::from_secs(3600),
+        ));
+        let app = app(
+            t.state.clone().with_caches(caches.clone()),
+            &ServiceConfig::default(),
+        );
+        StatusApp { t, app, caches }
+    }
+
+    async fn wait_synced(&self) {
+        for _ in 0..200 {
+            if synced(&self.caches) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("caches did not sync");
+    }
+
+    async fn get_as(&self, path: &str, identity: &str) -> Answer {
+        let mut request = Request::get(path).body(Body::empty()).unwrap();
+        request.extensions_mut().insert(PeerIdentity {
+            names: vec![identity.to_owned()],
+        });
+        send(&self.app, request).await
+    }
+
+    async fn get(&self, path: &str) -> Answer {
+        self.get_as(path, TESTER).await
+    }
+
+    async fn submit(&self, body: &Value) -> Answer {
+        let answer = send(&self.app, submit_request(body, "", TESTER)).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        answer
+    }
+
+    /// Polls the driver route until `done` holds for the answer.
+    async fn wait_for(&self, path: &str, done: impl Fn(&Answer) -> bool) -> Answer {
+        let mut last = None;
+        for _ in 0..300 {
+            let answer = self.get(path).await;
+            if done(&answer) {
+                return answer;
+            }
+            last = Some(answer.body);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{path} never reached the expected state; last answer {last:?}");
+    }
+}
+
+fn driver_path(answer: &Answer) -> String {
+    format!(
+        "/api/v1/drivers/{}/{}",
+        answer.body["namespace"].as_str().unwrap(),
+        answer.body["driver_pod_name"].as_str().unwrap()
+    )
+}
+
+#[tokio::test]
+async fn sidecar_holding_the_pod_running_after_the_driver_exited_reports_succeeded_done() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let mut body = request("sidecar-1", &args(&[]));
+    body["driver_pod_template"] = json!({
+        "metadata": {"annotations": {
+            "kubesim.io/run-seconds.sidecar": "-1",
+            "kubesim.io/run-seconds.spark-kubernetes-driver": "1"
+        }},
+        "spec": {"containers": [
+            {"name": "spark-kubernetes-driver"},
+            {"name": "sidecar", "image": "busybox"}
+        ]}
+    });
+    let submitted = s.submit(&body).await;
+    let path = driver_path(&submitted);
+    let answer = s.wait_for(&path, |a| a.body["phase"] == "Succeeded").await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.body["action"], "Done");
+    assert_eq!(answer.body["pod_phase"], "Running", "{}", answer.body);
+    assert_eq!(answer.body["container_state"], "terminated");
+    assert_eq!(answer.body["exit_code"], 0);
+    assert_eq!(answer.body["submission_id"], "sidecar-1");
+    assert_eq!(
+        answer.body["driver_pod_uid"],
+        submitted.body["driver_pod_uid"]
+    );
+    // The submission-id route finds the same driver through the annotation index.
+    let by_id = s.get("/api/v1/spark-submit/sidecar-1").await;
+    assert_eq!(by_id.status, StatusCode::OK);
+    assert_eq!(
+        by_id.body["driver_pod_name"],
+        submitted.body["driver_pod_name"]
+    );
+    assert_eq!(by_id.body["phase"], "Succeeded");
+}
+
+#[tokio::test]
+async fn running_and_failed_drivers_map_to_reconnect_and_resubmit() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let running = s
+        .submit(&request(
+            "running-1",
+            &args(&[
+                "--conf",
+                "spark.kubernetes.driver.annotation.kubesim.io/run-seconds=-1",
+            ]),
+        ))
+        .await;
+    let answer = s
+        .wait_for(&driver_path(&running), |a| a.body["phase"] == "Running")
+        .await;
+    assert_eq!(answer.body["action"], "Reconnect");
+    let failed = s
+        .submit(&request(
+            "failed-1",
+            &args(&[
+                "--conf",
+                "spark.kubernetes.driver.annotation.kubesim.io/exit-code=1",
+            ]),
+        ))
+        .await;
+    let answer = s
+        .wait_for(&driver_path(&failed), |a| a.body["phase"] == "Failed")
+        .await;
+    assert_eq!(answer.body["action"], "Resubmit");
+    assert_eq!(answer.body["exit_code"], 1);
+}
+
+#[tokio::test]
+async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let submitted = s.submit(&request("gc-1", &args(&[]))).await;
+    let path = driver_path(&submitted);
+    s.wait_for(&path, |a| a.body["phase"] == "Succeeded").await;
+
+    // The recorder writes the record, without owner, so the pod's collection leaves it.
+    let namespace = submitted.body["namespace"].as_str().unwrap().to_owned();
+    let records: Api<ConfigMap> = Api::namespaced(s.t.client(), &namespace);
+    let name = record::name("gc-1").unwrap();
+    let mut found = None;
+    for _ in 0..200 {
+        if let Some(cm) = records.get_opt(&name).await.unwrap() {
+            found = Some(cm);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let cm = found.expect("a retention record is written");
+    assert!(cm.metadata.owner_references.is_none());
+    let data = cm.data.unwrap();
+    assert_eq!(data["submission_id"], "gc-1");
+    assert_eq!(
+        data["pod"],
+        submitted.body["driver_pod_name"].as_str().unwrap()
+    );
+    assert_eq!(
+        data["uid"],
+        submitted.body["driver_pod_uid"].as_str().unwrap()
+    );
+
+    let pods: Api<Pod> = Api::namespaced(s.t.client(), &namespace);
+    pods.delete(
+        submitted.body["driver_pod_name"].as_str().unwrap(),
+        &DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
+    let answer = s.wait_for(&path, |a| a.body["pod_phase"].is_null()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["phase"], "Succeeded");
+    assert_eq!(answer.body["action"], "Done");
+    assert_eq!(answer.body["submission_id"], "gc-1");
+    let by_id = s.get("/api/v1/spark-submit/gc-1").await;
+    assert_eq!(by_id.status, StatusCode::OK);
+    assert_eq!(by_id.body["phase"], "Succeeded");
+    assert_eq!(by_id.body["pod_phase"], Value::Null);
+}
+
+#[tokio::test]
+async fn unknown_ids_and_pods_are_404_and_foreign_namespaces_403() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let answer = s.get("/api/v1/spark-submit/never-submitted").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(answer.body["error_code"], "NOT_FOUND");
+    assert_eq!(answer.body["submission_id"], "never-submitted");
+    let answer = s.get("/api/v1/drivers/default/no-such-driver").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(answer.body["error_code"], "NOT_FOUND");
+
+    let submitted = s
+        .submit(&request(
+            "foreign-1",
+            &args(&[
+                "--conf",
+                "spark.kubernetes.driver.annotation.kubesim.io/run-seconds=-1",
+            ]),
+        ))
+        .await;
+    s.wait_for(&driver_path(&submitted), |a| a.status == StatusCode::OK)
+        .await;
+    // team-a may read team-a only; the driver lives in default.
+    let answer = s.get_as(&driver_path(&submitted), "team-a").await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(answer.body["error_code"], "FORBIDDEN");
+    let answer = s.get_as("/api/v1/spark-submit/foreign-1", "team-a").await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    let answer = s.get_as("/api/v1/spark-submit/foreign-1", "stranger").await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers() {
+    let t = TestApp::start().await;
+    // Every initial LIST fails: the caches cannot sync, and the watcher keeps retrying.
+    t.fault(json!({"verb": "list", "resource": "pods", "count": 1_000_000, "code": 500}));
+    let s = StatusApp::on(t).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answer = s.get("/api/v1/drivers/default/any").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.body["error_code"], "SUBMITTER_OVERLOADED");
+    assert!(answer.headers.contains_key(http::header::RETRY_AFTER));
+    let answer = s.get("/api/v1/spark-submit/any").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    let ready = send(&s.app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    s.t.cluster.control.clear_faults();
+    s.wait_synced().await;
+    let answer = s.get("/api/v1/drivers/default/any").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    let ready = send(&s.app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(ready.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let mut paths = Vec::new();
+    for i in 0..3 {
+        let submitted = s
+            .submit(&request(
+                &format!("steady-{i}"),
+                &args(&[
+                    "--conf",
+                    "spark.kubernetes.driver.annotation.kubesim.io/run-seconds=-1",
+                ]),
+            ))
+            .await;
+        let path = driver_path(&submitted);
+        s.wait_for(&path, |a| a.body["phase"] == "Running").await;
+        paths.push(path);
+    }
+    s.t.cluster.control.reset_counts();
+    for round in 0..100 {
+        for (i, path) in paths.iter().enumerate() {
+            assert_eq!(s.get(path).await.status, StatusCode::OK);
+            let by_id = s.get(&format!("/api/v1/spark-submit/steady-{i}")).await;
+            assert_eq!(by_id.status, StatusCode::OK);
+        }
+        assert_eq!(
+            s.get("/api/v1/drivers/default/absent").await.status,
+            StatusCode::NOT_FOUND
+        );
+        if round == 50 {
+            // Dropped watches resume from their resourceVersion: still no LIST.
+            s.t.cluster.store.drop_watches();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reads: Vec<_> =
+        s.t.cluster
+            .control
+            .counts()
+            .into_iter()
+            .filter(|c| c.verb == "list" || c.verb == "get")
+            .collect();
+    assert!(
+        reads.is_empty(),
+        "look-ups must not reach the API server: {reads:?}"
+    );
+}
+
+#[tokio::test]
+async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use kube::api::PostParams;
+    use submitter::service::sweep::sweep_once;
+
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.t.client(), "default");
+    let now = Timestamp::now();
+    let hour = SignedDuration::from_hours(1);
+    for (id, until) in [("old-1", now - hour), ("young-1", now + hour)] {
+        let cm = record::build(&record::Record {
+            submission_id: id.into(),
+            namespace: "default".into(),
+            pod: format!("{id}-driver"),
+            uid: "u".into(),
+            spark_app_id: "spark-x".into(),
+            finished_at: now - hour - hour,
+            retain_until: until,
+        })
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    // Both are served while cached: the look-up does not judge the window, the sweeper does.
+    s.wait_for("/api/v1/drivers/default/old-1-driver", |a| {
+        a.status == StatusCode::OK
+    })
+    .await;
+    s.wait_for("/api/v1/drivers/default/young-1-driver", |a| {
+        a.status == StatusCode::OK
+    })
+    .await;
+    sweep_once(
+        &s.t.client(),
+        &s.caches,
+        &s.t.state.in_flight,
+        &s.t.state.metrics,
+        Duration::ZERO,
+        Duration::from_secs(3600),
+    )
+    .await;
+    assert!(
+        api.get_opt(&record::name("old-1").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        api.get_opt(&record::name("young-1").unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    s.wait_for("/api/v1/drivers/default/old-1-driver", |a| {
+        a.status == StatusCode::NOT_FOUND
+    })
+    .await;
+}
