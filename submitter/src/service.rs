@@ -389,6 +389,46 @@ fn success(
     (status, Json(body)).into_response()
 }
 
+/// The retention record of this submission's finished driver, if the pod it names is the one
+/// this submission builds. Any failure to read it means "no record": the normal path then
+/// observes the pod itself, so nothing is lost by not knowing.
+async fn finished_driver(
+    state: &AppState,
+    built: &DriverObjects,
+    submission_id: &str,
+) -> Option<crate::status::record::Record> {
+    let name = crate::status::record::name(submission_id)?;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(state.kube.client().clone(), &built.identity.namespace);
+    let cm = api.get_opt(&name).await.ok()??;
+    if !crate::status::record::is_record(&cm) {
+        return None;
+    }
+    crate::status::record::read(&cm)
+        .filter(|r| r.submission_id == submission_id && r.pod == built.identity.driver_pod_name)
+}
+
+/// The 200 duplicate answer for a driver known only from its retention record.
+fn retained_success(
+    request: &SubmitRequest,
+    built: &DriverObjects,
+    record: &crate::status::record::Record,
+) -> Response {
+    let body = SubmitResponse {
+        submission_id: request.submission_id.clone(),
+        app_name: built.identity.app_name.clone(),
+        message: "duplicate submission: the driver already succeeded and its pod was removed"
+            .into(),
+        submitted_at: record.finished_at.to_string(),
+        spark_app_id: record.spark_app_id.clone(),
+        driver_pod_name: record.pod.clone(),
+        driver_pod_uid: record.uid.clone(),
+        namespace: record.namespace.clone(),
+        duplicate_submission: true,
+    };
+    (StatusCode::OK, Json(body)).into_response()
+}
+
 #[instrument(skip_all, fields(submission_id = %request.submission_id, namespace, pod, dry_run))]
 async fn submit(
     State(state): State<AppState>,
@@ -430,6 +470,18 @@ async fn submit(
             .await
             .map_err(|error| with_id(submit_error(&error)))?;
         return Ok((StatusCode::OK, Json(list)).into_response());
+    }
+
+    // A driver of this submission that succeeded and was then garbage-collected left a
+    // retention record: answering from it keeps "never a second driver" true after the pod is
+    // gone (one GET by the record's deterministic name; the caches may lag a fresh record).
+    if let Some(finished) = finished_driver(&state, &built, &id).await {
+        state.metrics.duplicate();
+        info!(
+            uid = finished.uid.as_str(),
+            "submission answered from its retention record"
+        );
+        return Ok(retained_success(&request, &built, &finished));
     }
 
     let key = Key {

@@ -218,6 +218,22 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert_eq!(by_id.status, StatusCode::OK);
     assert_eq!(by_id.body["phase"], "Succeeded");
     assert_eq!(by_id.body["pod_phase"], Value::Null);
+
+    // A client that retries the submission itself after the collection gets the finished
+    // driver back, not a second one.
+    let again = send(
+        &s.app,
+        submit_request(&request("gc-1", &args(&[])), "", TESTER),
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body["duplicate_submission"], true);
+    assert_eq!(
+        again.body["driver_pod_uid"],
+        submitted.body["driver_pod_uid"]
+    );
+    let left = pods.list(&Default::default()).await.unwrap();
+    assert!(left.items.is_empty(), "no second driver was created");
 }
 
 #[tokio::test]
