@@ -1,0 +1,29 @@
+//! Label, annotation and container names the operator writes or reads, spelled once. The
+//! `sparkoperator.k8s.io/*` keys are the widely used operator's, so tools built for it (dashboards,
+//! `kubectl get pods -l ...`) keep working.
+
+/// On driver and executor pods: the SparkApplication's name.
+pub const APP_NAME: &str = "sparkoperator.k8s.io/app-name";
+
+/// On driver and executor pods: `true`.
+pub const LAUNCHED_BY_SPARK_OPERATOR: &str = "sparkoperator.k8s.io/launched-by-spark-operator";
+
+/// On driver and executor pods: the submission id of the run they belong to.
+pub const SUBMISSION_ID: &str = "sparkoperator.k8s.io/submission-id";
+
+/// Labels with this prefix on the SparkApplication are not copied to its pods: Kueue would
+/// otherwise manage the pods as workloads of their own.
+pub const KUEUE_PREFIX: &str = "kueue.x-k8s.io/";
+
+/// The driver container, as Spark names it.
+pub const DRIVER_CONTAINER: &str = "spark-kubernetes-driver";
+
+/// The executor container, as Spark 3+ names it.
+pub const EXECUTOR_CONTAINER: &str = "spark-kubernetes-executor";
+
+/// The executor container, as Spark 2 named it; still recognised in user templates.
+pub const LEGACY_EXECUTOR_CONTAINER: &str = "executor";
+
+/// Volumes with this prefix are Spark local directories, passed as `spark.kubernetes.*.volumes`
+/// confs rather than through the pod template (Spark must know them to use them as scratch).
+pub const LOCAL_DIR_VOLUME_PREFIX: &str = "spark-local-dir-";

@@ -1,0 +1,22 @@
+//! The SparkApplication operator's pure core: the CRD types, the spec fields we cannot honour,
+//! the `spark-submit` argument vector and inline pod templates for the submitter, and the state
+//! machine that decides what to do next. No I/O, no clock: the reconciler (an I/O shell) passes
+//! in what it observed and the time, and executes what comes back.
+
+/// The `SparkApplication` custom resource and its CRD.
+pub mod crd;
+
+/// Label, annotation and container names, spelled once.
+pub mod labels;
+
+/// The widely used operator's defaulting webhook, as a function.
+pub mod defaults;
+
+/// Spec fields that are set but not honoured, for a condition and an event.
+pub mod unsupported;
+
+/// From a SparkApplication to the submitter's request: argv plus inline pod templates.
+pub mod argv;
+
+/// The application's state machine: `decide(app, observed, now)`.
+pub mod state_machine;

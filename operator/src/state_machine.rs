@@ -1,0 +1,918 @@
+//! The SparkApplication state machine, as one pure function:
+//! `decide(app, observed, now) -> Decision { status, actions }`.
+//!
+//! The reconciler observes (the app from the API, the driver pod from the watch cache, the answer
+//! of a submission it just made), calls [`decide`], then executes the actions in order and calls
+//! `decide` again on what changed. Nothing here reads a clock, a cache or the network.
+//!
+//! States and transitions are the widely used operator's (table in `docs/operator.md`), with
+//! these differences:
+//! - **The submission id is persisted before the submission.** The first decision for a NEW (or
+//!   PENDING_RERUN, or due SUBMISSION_FAILED) app assigns `status.submissionID` and sets
+//!   `status.submissionPending`, and only writes the status. Only a later decision, on a status
+//!   that already holds both, produces [`Action::Submit`]. Ids are `<app uid>-<n>` with `n` one
+//!   more than the last id's, so a retry after a crash reuses the id and the submitter answers
+//!   with the driver it already made.
+//! - **A missing driver is not failed at once**: first a grace period after the submission, then a
+//!   live read ([`Action::VerifyDriverAbsent`]); only its confirmation fails the run.
+//! - **Per-stage timeouts** (`spec.applicationTimeoutConfig`, from the official Apache Spark
+//!   operator) and the **`OnInfrastructureFailure`** restart policy.
+//! - Spec changes are detected by a digest in `status.specHash`, not by comparing update events,
+//!   so a change made while the operator was down is still seen.
+//! - Nothing is decided before the pod cache has synced.
+
+mod policy;
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::argv::driver_pod_name;
+use crate::crd::{
+    ApplicationStateType as State, DriverInfo, FailureReason, RestartPolicyType, SparkApplication,
+    SparkApplicationSpec, SparkApplicationStatus,
+};
+use crate::defaults::with_defaults;
+use crate::unsupported::{self, UnsupportedField, unsupported_fields};
+
+pub use policy::{retry_delay, should_retry_run, should_retry_submission};
+
+/// Event reasons, the widely used operator's where it has one.
+pub mod reasons {
+    pub const SUBMITTED: &str = "SparkApplicationSubmitted";
+    pub const SUBMISSION_FAILED: &str = "SparkApplicationSubmissionFailed";
+    pub const COMPLETED: &str = "SparkApplicationCompleted";
+    pub const FAILED: &str = "SparkApplicationFailed";
+    pub const PENDING_RERUN: &str = "SparkApplicationPendingRerun";
+    /// Ours: the spec changed and the current run is being invalidated.
+    pub const SPEC_CHANGED: &str = "SparkApplicationSpecChanged";
+    pub const DRIVER_PENDING: &str = "SparkDriverPending";
+    pub const DRIVER_RUNNING: &str = "SparkDriverRunning";
+    pub const DRIVER_COMPLETED: &str = "SparkDriverCompleted";
+    pub const DRIVER_FAILED: &str = "SparkDriverFailed";
+    pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
+    pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    /// Ours: `driverStartTimeoutMillis` passed.
+    pub const DRIVER_START_TIMED_OUT: &str = "SparkDriverStartTimedOut";
+    /// Ours: `driverReadyTimeoutMillis` passed.
+    pub const DRIVER_READY_TIMED_OUT: &str = "SparkDriverReadyTimedOut";
+}
+
+/// Operator-wide settings that shape decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// How long a driver may be missing from the cache right after its submission before a
+    /// live read is made: caches lag the API server.
+    pub driver_creation_grace: Duration,
+    /// TTL for terminated apps whose spec sets none; `None`: keep them.
+    pub default_ttl_seconds: Option<i64>,
+    /// Wait before looking again while the pod cache has not synced.
+    pub unsynced_requeue: Duration,
+    /// Wait before looking again while a driver is being deleted.
+    pub deletion_requeue: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            driver_creation_grace: Duration::from_secs(10),
+            default_ttl_seconds: None,
+            unsynced_requeue: Duration::from_secs(1),
+            deletion_requeue: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The application as persisted: what `decide` starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct AppView<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub spec: &'a SparkApplicationSpec,
+    /// `None` for an app whose status was never written.
+    pub status: Option<&'a SparkApplicationStatus>,
+    pub settings: &'a Settings,
+}
+
+impl<'a> AppView<'a> {
+    /// The view of a SparkApplication read from the API; `None` without a name or uid (an object
+    /// the API server returned always has both).
+    pub fn of(app: &'a SparkApplication, settings: &'a Settings) -> Option<AppView<'a>> {
+        Some(AppView {
+            name: app.metadata.name.as_deref()?,
+            uid: app.metadata.uid.as_deref()?,
+            spec: &app.spec,
+            status: app.status.as_ref(),
+            settings,
+        })
+    }
+}
+
+/// What the driver container is doing, as the reconciler read it from the pod (the driver
+/// container's state, not the pod phase: a sidecar keeps a pod Running after the driver exits).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriverPhase {
+    /// Not running yet; `waiting_reason` is the driver container's (e.g. `ImagePullBackOff`).
+    Pending { waiting_reason: Option<String> },
+    /// The driver container runs; `ready` is the pod's Ready condition.
+    Running {
+        ready: bool,
+        started_at: Option<Timestamp>,
+    },
+    /// The driver container exited 0.
+    Succeeded,
+    /// The driver container exited non-zero, or the pod failed.
+    Failed {
+        exit_code: Option<i32>,
+        reason: FailureReason,
+        message: String,
+    },
+    /// The node stopped reporting.
+    Unknown,
+}
+
+/// The pod named `status.driverInfo.podName`, as found in the cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedDriver {
+    pub name: String,
+    pub uid: String,
+    /// Its `sparkoperator.k8s.io/submission-id` label.
+    pub submission_id: Option<String>,
+    /// It has an ownerReference to this SparkApplication's uid. Only such pods are deleted.
+    pub owned: bool,
+    /// Its deletion has begun.
+    pub terminating: bool,
+    /// Its `spark-app-selector` label.
+    pub spark_app_id: Option<String>,
+    pub phase: DriverPhase,
+}
+
+/// The submitter's answer to a [`Action::Submit`] made in this reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmissionOutcome {
+    /// 201 or 200 (a repeat of this id).
+    Accepted {
+        submission_id: String,
+        driver_pod_name: String,
+        spark_app_id: String,
+    },
+    /// An error answer, after the client's own retries. `retryable`: the submitter was unavailable
+    /// or overloaded; otherwise it refused the request (bad arguments, template, conflict), or no
+    /// request could be built.
+    Rejected {
+        submission_id: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+impl SubmissionOutcome {
+    fn submission_id(&self) -> &str {
+        match self {
+            SubmissionOutcome::Accepted { submission_id, .. }
+            | SubmissionOutcome::Rejected { submission_id, .. } => submission_id,
+        }
+    }
+}
+
+/// Everything the reconciler observed for one decision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    /// The pod cache has synced; before that, nothing is decided.
+    pub cache_synced: bool,
+    /// The driver pod, if the cache has it.
+    pub driver: Option<ObservedDriver>,
+    /// The answer to [`Action::VerifyDriverAbsent`]: a live read found no pod of that name with
+    /// the current submission id.
+    pub driver_absent_verified: bool,
+    /// The answer to [`Action::Submit`], if one was just made.
+    pub submission: Option<SubmissionOutcome>,
+}
+
+/// Kubernetes event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An effect for the reconciler to carry out, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Delete the driver pod, with a uid precondition.
+    DeleteDriver { name: String, uid: String },
+    /// Read the driver pod from the API server (not the cache) and report
+    /// [`Observed::driver_absent_verified`]: true when there is no pod of that name carrying the
+    /// current submission id.
+    VerifyDriverAbsent { name: String },
+    /// Send the submission with this (persisted) id; report [`Observed::submission`].
+    Submit { submission_id: String },
+    /// Write [`Decision::status`] with the resourceVersion that was read.
+    WriteStatus,
+    /// Record an event on the SparkApplication.
+    RecordEvent {
+        event_type: EventType,
+        reason: &'static str,
+        message: String,
+    },
+    /// Delete the SparkApplication (its TTL expired).
+    DeleteApplication,
+    /// Decide again after this long (zero: as soon as the effects above are done).
+    Requeue(Duration),
+}
+
+/// The status to persist and what to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub status: SparkApplicationStatus,
+    pub actions: Vec<Action>,
+}
+
+/// Digest of what a run was submitted from: the spec without `timeToLiveSeconds` and `suspend`,
+/// which change nothing about a run (as in the widely used operator).
+pub fn spec_hash(spec: &SparkApplicationSpec) -> String {
+    let mut value = serde_json::to_value(spec)
+        .expect("the spec has string keys and plain values, so it always encodes as JSON");
+    if let Some(object) = value.as_object_mut() {
+        object.remove("timeToLiveSeconds");
+        object.remove("suspend");
+    }
+    let mut canonical = String::new();
+    write_canonical(&value, &mut canonical);
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON with object keys sorted, whatever map order serde_json was built with.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The id of the next submission: `<uid>-<n+1>` after `<uid>-<n>`, else `<uid>-1`. The same
+/// persisted status always gives the same id.
+pub fn next_submission_id(uid: &str, current: &str) -> String {
+    let n = current
+        .strip_prefix(uid)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    format!("{uid}-{}", n.saturating_add(1))
+}
+
+/// Decides the next status and actions. Pure: `now` is the only clock.
+pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decision {
+    let original = app.status.cloned().unwrap_or_default();
+    if !observed.cache_synced {
+        return Decision {
+            status: original,
+            actions: vec![Action::Requeue(app.settings.unsynced_requeue)],
+        };
+    }
+    let mut d = Draft {
+        app,
+        spec: with_defaults(app.spec),
+        unsupported: unsupported_fields(app.spec),
+        observed,
+        now,
+        status: original.clone(),
+        effects: Vec::new(),
+        events: Vec::new(),
+        requeue: None,
+        delete_app: false,
+    };
+    d.update_unsupported_condition();
+
+    let hash = spec_hash(app.spec);
+    let changed = d.status.spec_hash.as_ref().is_some_and(|h| *h != hash);
+    if changed && d.status.app_state.state != State::Invalidating {
+        d.status.app_state.state = State::Invalidating;
+        d.event(
+            EventType::Normal,
+            reasons::SPEC_CHANGED,
+            format!(
+                "SparkApplication {} spec changed, invalidating the current run",
+                app.name
+            ),
+        );
+        d.requeue(Duration::ZERO);
+    } else {
+        match d.status.app_state.state {
+            State::New | State::PendingRerun => d.submit_path(&hash),
+            State::SubmissionFailed if d.status.submission_pending => d.submit_path(&hash),
+            State::SubmissionFailed => d.submission_failed(&hash),
+            State::Submitted | State::Running | State::Unknown => d.track_driver(),
+            State::Succeeding => d.succeeding(),
+            State::Failing => d.failing(),
+            State::Invalidating => d.invalidating(),
+            State::Completed | State::Failed => d.terminal(),
+        }
+    }
+    d.finish(&original)
+}
+
+/// A decision being made.
+struct Draft<'a> {
+    app: &'a AppView<'a>,
+    /// With the widely used operator's defaults (restart intervals).
+    spec: SparkApplicationSpec,
+    unsupported: Vec<UnsupportedField>,
+    observed: &'a Observed,
+    now: Timestamp,
+    status: SparkApplicationStatus,
+    effects: Vec<Action>,
+    events: Vec<Action>,
+    requeue: Option<Duration>,
+    delete_app: bool,
+}
+
+impl Draft<'_> {
+    fn finish(self, original: &SparkApplicationStatus) -> Decision {
+        let mut actions = self.effects;
+        if self.delete_app {
+            // The object goes away: writing its status first would only race the deletion.
+            actions.push(Action::DeleteApplication);
+            return Decision {
+                status: original.clone(),
+                actions,
+            };
+        }
+        if self.status != *original {
+            actions.push(Action::WriteStatus);
+        }
+        actions.extend(self.events);
+        if let Some(after) = self.requeue {
+            actions.push(Action::Requeue(after));
+        }
+        Decision {
+            status: self.status,
+            actions,
+        }
+    }
+
+    fn event(&mut self, event_type: EventType, reason: &'static str, message: String) {
+        self.events.push(Action::RecordEvent {
+            event_type,
+            reason,
+            message,
+        });
+    }
+
+    /// The soonest of several requeues wins.
+    fn requeue(&mut self, after: Duration) {
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    fn name(&self) -> &str {
+        self.app.name
+    }
+
+    fn policy_type(&self) -> RestartPolicyType {
+        self.spec
+            .restart_policy
+            .as_ref()
+            .and_then(|p| p.policy_type)
+            .unwrap_or(RestartPolicyType::Never)
+    }
+
+    fn time(&self) -> Time {
+        Time(self.now)
+    }
+
+    /// How long since `since`, zero if `since` is in the future (clock skew).
+    fn elapsed(&self, since: &Time) -> Duration {
+        let ms = self
+            .now
+            .as_millisecond()
+            .saturating_sub(since.0.as_millisecond());
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
+
+    /// `None` once `wait` has passed since `since`, else what is left.
+    fn remaining(&self, since: &Time, wait: Duration) -> Option<Duration> {
+        wait.checked_sub(self.elapsed(since))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// The condition listing unsupported fields, and a Warning event when it appears or changes.
+    fn update_unsupported_condition(&mut self) {
+        let existing = self
+            .status
+            .conditions
+            .iter()
+            .position(|c| c.type_ == unsupported::CONDITION_TYPE);
+        if self.unsupported.is_empty() {
+            if let Some(i) = existing {
+                self.status.conditions.remove(i);
+            }
+            return;
+        }
+        let message = unsupported::message(&self.unsupported);
+        if let Some(i) = existing {
+            if self.status.conditions[i].message == message {
+                return;
+            }
+            self.status.conditions.remove(i);
+        }
+        self.status.conditions.push(Condition {
+            type_: unsupported::CONDITION_TYPE.to_owned(),
+            status: "True".to_owned(),
+            reason: unsupported::REASON.to_owned(),
+            message: message.clone(),
+            last_transition_time: self.time(),
+            observed_generation: None,
+        });
+        self.event(
+            EventType::Warning,
+            unsupported::REASON,
+            format!("fields set but not supported: {message}"),
+        );
+    }
+
+    /// NEW, PENDING_RERUN, and SUBMISSION_FAILED once a retry is due: apply the answer to a
+    /// submission, clear a previous run's driver, send a prepared submission, or prepare one.
+    fn submit_path(&mut self, hash: &str) {
+        let observed = self.observed;
+        if self.status.submission_pending
+            && let Some(outcome) = observed
+                .submission
+                .as_ref()
+                .filter(|o| o.submission_id() == self.status.submission_id)
+        {
+            self.apply_outcome(outcome);
+            return;
+        }
+        if let Some(driver) = &observed.driver {
+            let of_this_submission = self.status.submission_pending
+                && driver.submission_id.as_deref() == Some(self.status.submission_id.as_str());
+            // A previous run's driver holds the pod name; only ours is removed. A foreign pod
+            // is left to the submitter to report as a conflict.
+            if !of_this_submission && driver.owned {
+                if !driver.terminating {
+                    self.effects.push(Action::DeleteDriver {
+                        name: driver.name.clone(),
+                        uid: driver.uid.clone(),
+                    });
+                }
+                self.requeue(self.app.settings.deletion_requeue);
+                return;
+            }
+        }
+        if self.unsupported.iter().any(|f| f.blocking) {
+            self.fail_unsupported(hash);
+            return;
+        }
+        if self.status.submission_pending {
+            // Persist whatever changed first: a Submit only ever follows a status that is
+            // already stored, so a crash cannot lose the id it was sent with.
+            if Some(&self.status) != self.app.status {
+                self.requeue(Duration::ZERO);
+            } else {
+                self.effects.push(Action::Submit {
+                    submission_id: self.status.submission_id.clone(),
+                });
+            }
+            return;
+        }
+        self.status.submission_id = next_submission_id(self.app.uid, &self.status.submission_id);
+        self.status.submission_pending = true;
+        self.status.submission_attempts = self.status.submission_attempts.saturating_add(1);
+        self.status.last_submission_attempt_time = Some(self.time());
+        self.status.driver_info.pod_name = driver_pod_name(self.app.name, self.app.spec);
+        self.status.spec_hash = Some(hash.to_owned());
+        self.requeue(Duration::ZERO);
+    }
+
+    fn apply_outcome(&mut self, outcome: &SubmissionOutcome) {
+        self.status.submission_pending = false;
+        match outcome {
+            SubmissionOutcome::Accepted {
+                driver_pod_name,
+                spark_app_id,
+                ..
+            } => {
+                self.status.app_state.state = State::Submitted;
+                self.status.app_state.error_message.clear();
+                self.status.failure_reason = None;
+                self.status.termination_time = None;
+                self.status.execution_attempts = self.status.execution_attempts.saturating_add(1);
+                if !driver_pod_name.is_empty() {
+                    self.status.driver_info.pod_name = driver_pod_name.clone();
+                }
+                self.status.spark_application_id = spark_app_id.clone();
+                let message = format!(
+                    "SparkApplication {} was submitted successfully",
+                    self.name()
+                );
+                self.event(EventType::Normal, reasons::SUBMITTED, message);
+                // The driver may not be in the cache yet; the grace period starts now.
+                self.requeue(self.app.settings.driver_creation_grace);
+            }
+            SubmissionOutcome::Rejected {
+                message, retryable, ..
+            } => {
+                self.status.app_state.state = State::SubmissionFailed;
+                self.status.app_state.error_message = message.clone();
+                self.status.failure_reason = Some(if *retryable {
+                    FailureReason::SubmitterUnavailable
+                } else {
+                    FailureReason::SubmissionRejected
+                });
+                let text = format!(
+                    "failed to submit SparkApplication {}: {message}",
+                    self.name()
+                );
+                self.event(EventType::Warning, reasons::SUBMISSION_FAILED, text);
+                self.requeue(Duration::ZERO);
+            }
+        }
+    }
+
+    /// A spec this operator cannot run: failed, not retried (a retry cannot help), and rerun
+    /// when the spec changes (the hash is recorded for that).
+    fn fail_unsupported(&mut self, hash: &str) {
+        let blocking: Vec<UnsupportedField> = self
+            .unsupported
+            .iter()
+            .filter(|f| f.blocking)
+            .cloned()
+            .collect();
+        let message = format!("unsupported spec: {}", unsupported::message(&blocking));
+        self.status.submission_pending = false;
+        self.status.spec_hash = Some(hash.to_owned());
+        self.status.failure_reason = Some(FailureReason::UnsupportedSpec);
+        self.status.app_state.error_message = message.clone();
+        self.status.termination_time.get_or_insert(Time(self.now));
+        self.enter_failed(message);
+    }
+
+    fn enter_failed(&mut self, message: String) {
+        self.status.app_state.state = State::Failed;
+        let text = format!("SparkApplication {} failed: {message}", self.name());
+        self.event(EventType::Warning, reasons::FAILED, text);
+        self.requeue(Duration::ZERO);
+    }
+
+    fn submission_failed(&mut self, hash: &str) {
+        if !should_retry_submission(self.policy_type(), &self.spec, &self.status) {
+            let message = self.status.app_state.error_message.clone();
+            self.status.termination_time.get_or_insert(Time(self.now));
+            self.enter_failed(message);
+            return;
+        }
+        let wait = retry_delay(
+            self.spec
+                .restart_policy
+                .as_ref()
+                .and_then(|p| p.on_submission_failure_retry_interval),
+            self.status.submission_attempts,
+        );
+        let base = self.status.last_submission_attempt_time.clone();
+        if let Some(left) = base.as_ref().and_then(|t| self.remaining(t, wait)) {
+            self.requeue(left);
+            return;
+        }
+        self.submit_path(hash);
+    }
+
+    /// SUBMITTED, RUNNING, UNKNOWN: follow the driver of the current submission.
+    fn track_driver(&mut self) {
+        let observed = self.observed;
+        let current = observed
+            .driver
+            .as_ref()
+            .filter(|d| d.submission_id.as_deref() == Some(self.status.submission_id.as_str()));
+        let Some(driver) = current else {
+            self.driver_missing();
+            return;
+        };
+        if let Some(id) = driver.spark_app_id.as_ref().filter(|id| !id.is_empty()) {
+            self.status.spark_application_id = id.clone();
+        }
+        let timeouts = self
+            .spec
+            .application_timeout_config
+            .clone()
+            .unwrap_or_default();
+        match &driver.phase {
+            DriverPhase::Pending { waiting_reason } => {
+                self.driver_state(State::Submitted, driver);
+                let Some(limit) = timeouts.driver_start_timeout_millis.map(millis) else {
+                    return;
+                };
+                let since = self.submitted_at();
+                match self.remaining(&since, limit) {
+                    Some(left) => self.requeue(left),
+                    None => {
+                        let image = waiting_reason
+                            .as_deref()
+                            .filter(|r| FailureReason::is_image_pull_waiting_reason(r));
+                        let (reason, message) = match image {
+                            Some(r) => (
+                                FailureReason::ImagePullFailure,
+                                format!(
+                                    "driver image could not be pulled ({r}) within {}ms",
+                                    limit.as_millis()
+                                ),
+                            ),
+                            None => (
+                                FailureReason::DriverStartTimeout,
+                                format!("driver did not start within {}ms", limit.as_millis()),
+                            ),
+                        };
+                        self.time_out(driver, reason, reasons::DRIVER_START_TIMED_OUT, message);
+                    }
+                }
+            }
+            DriverPhase::Running { ready, started_at } => {
+                self.driver_state(State::Running, driver);
+                let Some(limit) = timeouts.driver_ready_timeout_millis.map(millis) else {
+                    return;
+                };
+                if *ready {
+                    return;
+                }
+                let since = started_at.map(Time).unwrap_or_else(|| self.submitted_at());
+                match self.remaining(&since, limit) {
+                    Some(left) => self.requeue(left),
+                    None => {
+                        let message =
+                            format!("driver did not become ready within {}ms", limit.as_millis());
+                        self.time_out(
+                            driver,
+                            FailureReason::DriverReadyTimeout,
+                            reasons::DRIVER_READY_TIMED_OUT,
+                            message,
+                        );
+                    }
+                }
+            }
+            DriverPhase::Succeeded => {
+                self.status.termination_time.get_or_insert(Time(self.now));
+                self.driver_state(State::Succeeding, driver);
+                self.requeue(Duration::ZERO);
+            }
+            DriverPhase::Failed {
+                exit_code,
+                reason,
+                message,
+            } => {
+                let code = exit_code.map_or_else(|| "none".to_owned(), |c| c.to_string());
+                let text = format!(
+                    "driver container failed with ExitCode: {code}, Reason: {}{}",
+                    reason.as_str(),
+                    if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {message}")
+                    }
+                );
+                self.fail_run(*reason, text);
+                self.driver_state(State::Failing, driver);
+            }
+            DriverPhase::Unknown => self.driver_state(State::Unknown, driver),
+        }
+    }
+
+    /// When the current submission was made (its start timeout counts from there).
+    fn submitted_at(&self) -> Time {
+        self.status
+            .last_submission_attempt_time
+            .clone()
+            .unwrap_or(Time(self.now))
+    }
+
+    /// Moves to the state the driver implies, with the widely used operator's driver event.
+    fn driver_state(&mut self, state: State, driver: &ObservedDriver) {
+        if self.status.app_state.state == state {
+            return;
+        }
+        self.status.app_state.state = state;
+        let name = &driver.name;
+        let (event_type, reason, message) = match state {
+            State::Submitted => (
+                EventType::Normal,
+                reasons::DRIVER_PENDING,
+                format!("Driver {name} is pending"),
+            ),
+            State::Running => (
+                EventType::Normal,
+                reasons::DRIVER_RUNNING,
+                format!("Driver {name} is running"),
+            ),
+            State::Succeeding => (
+                EventType::Normal,
+                reasons::DRIVER_COMPLETED,
+                format!("Driver {name} completed"),
+            ),
+            State::Failing => (
+                EventType::Warning,
+                reasons::DRIVER_FAILED,
+                format!("Driver {name} failed"),
+            ),
+            _ => (
+                EventType::Warning,
+                reasons::DRIVER_UNKNOWN,
+                format!("Driver {name} in unknown state"),
+            ),
+        };
+        self.event(event_type, reason, message);
+    }
+
+    fn time_out(
+        &mut self,
+        driver: &ObservedDriver,
+        reason: FailureReason,
+        event: &'static str,
+        message: String,
+    ) {
+        // Delete it so it stops holding resources; a rerun waits for it to be gone.
+        if !driver.terminating {
+            self.effects.push(Action::DeleteDriver {
+                name: driver.name.clone(),
+                uid: driver.uid.clone(),
+            });
+        }
+        self.event(EventType::Warning, event, message.clone());
+        self.fail_run(reason, message);
+        self.status.app_state.state = State::Failing;
+    }
+
+    /// Records why the run failed; the state follows from the caller.
+    fn fail_run(&mut self, reason: FailureReason, message: String) {
+        self.status.failure_reason = Some(reason);
+        self.status.app_state.error_message = message;
+        self.status.termination_time.get_or_insert(Time(self.now));
+        self.requeue(Duration::ZERO);
+    }
+
+    fn driver_missing(&mut self) {
+        let settings = self.app.settings;
+        if self.status.app_state.state == State::Submitted {
+            let since = self.submitted_at();
+            if let Some(left) = self.remaining(&since, settings.driver_creation_grace) {
+                self.requeue(left);
+                return;
+            }
+        }
+        let name = self.status.driver_info.pod_name.clone();
+        if !self.observed.driver_absent_verified {
+            self.effects.push(Action::VerifyDriverAbsent { name });
+            return;
+        }
+        let message = format!("driver pod {name} not found");
+        self.event(
+            EventType::Warning,
+            reasons::DRIVER_NOT_FOUND,
+            message.clone(),
+        );
+        self.fail_run(FailureReason::DriverLost, message);
+        self.status.app_state.state = State::Failing;
+    }
+
+    fn succeeding(&mut self) {
+        if self.policy_type() == RestartPolicyType::Always {
+            self.rerun();
+        } else {
+            self.status.app_state.state = State::Completed;
+            let message = format!("SparkApplication {} completed", self.name());
+            self.event(EventType::Normal, reasons::COMPLETED, message);
+            self.requeue(Duration::ZERO);
+        }
+    }
+
+    fn failing(&mut self) {
+        if !should_retry_run(self.policy_type(), &self.spec, &self.status) {
+            let message = self.status.app_state.error_message.clone();
+            self.enter_failed(message);
+            return;
+        }
+        let wait = retry_delay(
+            self.spec
+                .restart_policy
+                .as_ref()
+                .and_then(|p| p.on_failure_retry_interval),
+            self.status.execution_attempts,
+        );
+        let base = self
+            .status
+            .termination_time
+            .clone()
+            .or_else(|| self.status.last_submission_attempt_time.clone());
+        if let Some(left) = base.as_ref().and_then(|t| self.remaining(t, wait)) {
+            self.requeue(left);
+            return;
+        }
+        self.rerun();
+    }
+
+    /// Removes the finished run's driver and resets the run's status; the submission happens
+    /// from PENDING_RERUN once the driver is gone.
+    fn rerun(&mut self) {
+        self.delete_owned_driver();
+        let status = &mut self.status;
+        status.spark_application_id.clear();
+        status.termination_time = None;
+        status.app_state.error_message.clear();
+        status.driver_info = DriverInfo::default();
+        status.executor_state.clear();
+        status.failure_reason = None;
+        status.submission_pending = false;
+        // Submission retries are counted per run (the field's documented meaning).
+        status.submission_attempts = 0;
+        self.enter_pending_rerun();
+    }
+
+    fn invalidating(&mut self) {
+        self.delete_owned_driver();
+        let status = &mut self.status;
+        status.spark_application_id.clear();
+        status.submission_attempts = 0;
+        status.execution_attempts = 0;
+        status.last_submission_attempt_time = None;
+        status.termination_time = None;
+        status.app_state.error_message.clear();
+        status.driver_info = DriverInfo::default();
+        status.executor_state.clear();
+        status.failure_reason = None;
+        status.submission_pending = false;
+        status.spec_hash = None;
+        self.enter_pending_rerun();
+    }
+
+    fn enter_pending_rerun(&mut self) {
+        self.status.app_state.state = State::PendingRerun;
+        let message = format!("SparkApplication {} is pending rerun", self.name());
+        self.event(EventType::Warning, reasons::PENDING_RERUN, message);
+        self.requeue(Duration::ZERO);
+    }
+
+    fn delete_owned_driver(&mut self) {
+        if let Some(driver) = self
+            .observed
+            .driver
+            .as_ref()
+            .filter(|d| d.owned && !d.terminating)
+        {
+            self.effects.push(Action::DeleteDriver {
+                name: driver.name.clone(),
+                uid: driver.uid.clone(),
+            });
+        }
+    }
+
+    /// COMPLETED, FAILED: only the TTL acts.
+    fn terminal(&mut self) {
+        let ttl = self
+            .spec
+            .time_to_live_seconds
+            .or(self.app.settings.default_ttl_seconds);
+        let (Some(ttl), Some(terminated)) = (ttl, self.status.termination_time.clone()) else {
+            return;
+        };
+        // A TTL of zero or less expires at once, as in the widely used operator.
+        let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+        match self.remaining(&terminated, ttl) {
+            Some(left) => self.requeue(left),
+            None => self.delete_app = true,
+        }
+    }
+}
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod proptests;

@@ -1,0 +1,292 @@
+//! Property tests: random sequences of observations, answers and clock steps, fed through
+//! `decide` with a simulated executor (status writes persist, submissions get answered).
+
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+
+const UID: &str = "uid-1";
+const BASE: i64 = 1_750_000_000;
+
+#[derive(Debug, Clone)]
+struct Policy {
+    kind: &'static str,
+    on_failure_retries: Option<i32>,
+    on_submission_failure_retries: Option<i32>,
+    interval: i64,
+    start_timeout_ms: Option<i64>,
+    ready_timeout_ms: Option<i64>,
+    ttl: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    advance: i64,
+    synced: bool,
+    driver: Option<(u8, u8, bool, bool)>,
+    verified_absent: bool,
+    outcome: u8,
+    spec_change: bool,
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    (
+        prop::sample::select(vec![
+            "Never",
+            "OnFailure",
+            "Always",
+            "OnInfrastructureFailure",
+        ]),
+        prop::option::of(0..4i32),
+        prop::option::of(0..4i32),
+        1..20i64,
+        prop::option::of(1_000..60_000i64),
+        prop::option::of(1_000..60_000i64),
+        prop::option::of(0..100i64),
+    )
+        .prop_map(
+            |(
+                kind,
+                on_failure_retries,
+                on_submission_failure_retries,
+                interval,
+                start,
+                ready,
+                ttl,
+            )| {
+                Policy {
+                    kind,
+                    on_failure_retries,
+                    on_submission_failure_retries,
+                    interval,
+                    start_timeout_ms: start,
+                    ready_timeout_ms: ready,
+                    ttl,
+                }
+            },
+        )
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        0..40i64,
+        prop::bool::weighted(0.9),
+        prop::option::weighted(
+            0.7,
+            (
+                0..8u8,
+                0..3u8,
+                prop::bool::weighted(0.9),
+                prop::bool::weighted(0.2),
+            ),
+        ),
+        any::<bool>(),
+        0..3u8,
+        prop::bool::weighted(0.04),
+    )
+        .prop_map(
+            |(advance, synced, driver, verified_absent, outcome, spec_change)| Step {
+                advance,
+                synced,
+                driver,
+                verified_absent,
+                outcome,
+                spec_change,
+            },
+        )
+}
+
+fn make_spec(policy: &Policy, generation: u32) -> SparkApplicationSpec {
+    let mut timeouts = serde_json::Map::new();
+    if let Some(ms) = policy.start_timeout_ms {
+        timeouts.insert("driverStartTimeoutMillis".into(), json!(ms));
+    }
+    if let Some(ms) = policy.ready_timeout_ms {
+        timeouts.insert("driverReadyTimeoutMillis".into(), json!(ms));
+    }
+    serde_json::from_value(json!({
+        "type": "Scala",
+        "sparkVersion": "4.0.0",
+        "mainClass": "Main",
+        "mainApplicationFile": "local:///app.jar",
+        "arguments": [generation.to_string()],
+        "timeToLiveSeconds": policy.ttl,
+        "restartPolicy": {
+            "type": policy.kind,
+            "onFailureRetries": policy.on_failure_retries,
+            "onSubmissionFailureRetries": policy.on_submission_failure_retries,
+            "onFailureRetryInterval": policy.interval,
+            "onSubmissionFailureRetryInterval": policy.interval,
+        },
+        "applicationTimeoutConfig": timeouts,
+        "driver": {},
+        "executor": {}
+    }))
+    .unwrap()
+}
+
+fn observed_driver(
+    choice: (u8, u8, bool, bool),
+    status: &SparkApplicationStatus,
+    now: i64,
+) -> ObservedDriver {
+    let (phase, id, owned, terminating) = choice;
+    let phase = match phase {
+        0 => DriverPhase::Pending {
+            waiting_reason: None,
+        },
+        1 => DriverPhase::Pending {
+            waiting_reason: Some("ImagePullBackOff".into()),
+        },
+        2 => DriverPhase::Running {
+            ready: false,
+            started_at: Timestamp::from_second(BASE + now - 3).ok(),
+        },
+        3 => DriverPhase::Running {
+            ready: true,
+            started_at: None,
+        },
+        4 => DriverPhase::Succeeded,
+        5 => DriverPhase::Failed {
+            exit_code: Some(1),
+            reason: FailureReason::ApplicationError,
+            message: String::new(),
+        },
+        6 => DriverPhase::Failed {
+            exit_code: None,
+            reason: FailureReason::Evicted,
+            message: String::new(),
+        },
+        _ => DriverPhase::Unknown,
+    };
+    let submission_id = match id {
+        0 => Some(status.submission_id.clone()),
+        1 => Some(format!("{UID}-0")),
+        _ => None,
+    };
+    ObservedDriver {
+        name: "pi-driver".into(),
+        uid: "pod".into(),
+        submission_id,
+        owned,
+        terminating,
+        spark_app_id: None,
+        phase,
+    }
+}
+
+/// The most runs and submissions a policy allows, if bounded.
+fn limits(policy: &Policy) -> Option<(i32, i32)> {
+    match policy.kind {
+        "Always" => None,
+        "Never" => Some((1, 1)),
+        _ => Some((
+            policy.on_failure_retries.unwrap_or(0) + 1,
+            policy.on_submission_failure_retries.unwrap_or(0) + 1,
+        )),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_event_sequences_keep_the_invariants(policy in policy(), steps in prop::collection::vec(step(), 1..80)) {
+        let settings = Settings::default();
+        let mut generation = 0u32;
+        let mut spec = make_spec(&policy, generation);
+        let mut persisted: Option<SparkApplicationStatus> = None;
+        let mut unanswered: Option<String> = None;
+        let mut now = 0i64;
+
+        for step in steps {
+            now += step.advance;
+            if step.spec_change {
+                generation += 1;
+                spec = make_spec(&policy, generation);
+            }
+            let input = persisted.clone().unwrap_or_default();
+            let submission = unanswered.take().map(|id| match step.outcome {
+                0 => SubmissionOutcome::Accepted {
+                    submission_id: id,
+                    driver_pod_name: "pi-driver".into(),
+                    spark_app_id: "spark-1".into(),
+                },
+                n => SubmissionOutcome::Rejected {
+                    submission_id: id,
+                    message: "refused".into(),
+                    retryable: n == 1,
+                },
+            });
+            let observed = Observed {
+                cache_synced: step.synced,
+                driver: step.driver.map(|c| observed_driver(c, &input, now)),
+                driver_absent_verified: step.verified_absent,
+                submission,
+            };
+            let view = AppView { name: "pi", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
+            let decision = decide(&view, &observed, Timestamp::from_second(BASE + now).unwrap());
+
+            let writes = decision.actions.iter().filter(|a| **a == Action::WriteStatus).count();
+            prop_assert!(writes <= 1);
+            prop_assert_eq!(writes == 1, decision.status != input, "WriteStatus exactly when the status changed");
+
+            for action in &decision.actions {
+                if let Action::Submit { submission_id } = action {
+                    // Never a Submit without a persisted, pending submission id.
+                    prop_assert!(persisted.is_some());
+                    prop_assert!(input.submission_pending);
+                    prop_assert!(!submission_id.is_empty());
+                    prop_assert_eq!(submission_id, &input.submission_id);
+                    prop_assert_eq!(&decision.status, &input);
+                    prop_assert_eq!(writes, 0);
+                }
+            }
+
+            if !step.synced {
+                prop_assert_eq!(&decision.status, &input);
+            }
+
+            let same_spec = input.spec_hash.as_deref() == Some(spec_hash(&spec).as_str());
+            if input.app_state.state.is_terminal() && same_spec {
+                prop_assert_eq!(decision.status.app_state.state, input.app_state.state,
+                    "a terminal state stays terminal while the spec is unchanged");
+            }
+
+            if let Some((runs, submissions)) = limits(&policy) {
+                prop_assert!(decision.status.execution_attempts <= runs,
+                    "{} runs, limit {}", decision.status.execution_attempts, runs);
+                prop_assert!(decision.status.submission_attempts <= submissions,
+                    "{} submissions, limit {}", decision.status.submission_attempts, submissions);
+            }
+
+            // Execute.
+            if decision.actions.contains(&Action::DeleteApplication) {
+                break;
+            }
+            if writes == 1 {
+                persisted = Some(decision.status.clone());
+            }
+            for action in &decision.actions {
+                if let Action::Submit { submission_id } = action {
+                    unanswered = Some(submission_id.clone());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spec_hash_ignores_ttl_only(ttl in prop::option::of(any::<i64>()), args in prop::collection::vec("[a-z]{0,5}", 0..4)) {
+        let base: SparkApplicationSpec = serde_json::from_value(json!({
+            "type": "Python", "sparkVersion": "4", "mainApplicationFile": "local:///a.py",
+            "arguments": args, "driver": {}, "executor": {}
+        })).unwrap();
+        let mut with_ttl = base.clone();
+        with_ttl.time_to_live_seconds = ttl;
+        prop_assert_eq!(spec_hash(&base), spec_hash(&with_ttl));
+        let mut other = base.clone();
+        other.arguments.push("extra".into());
+        prop_assert_ne!(spec_hash(&base), spec_hash(&other));
+    }
+}

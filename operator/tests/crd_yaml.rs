@@ -1,0 +1,95 @@
+//! The committed CRD is the one the code generates. When this fails after a deliberate change to
+//! the types, regenerate it:
+//!
+//! ```sh
+//! cargo run -p operator -- crd > operator/crd/sparkapplications.yaml
+//! ```
+
+use std::path::Path;
+
+#[test]
+fn committed_crd_matches_the_types() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crd/sparkapplications.yaml");
+    let committed = std::fs::read_to_string(&path).unwrap();
+    let generated = operator::crd::crd_yaml().unwrap();
+    assert!(
+        committed == generated,
+        "{} is stale; regenerate it with `cargo run -p operator -- crd > operator/crd/sparkapplications.yaml`",
+        path.display()
+    );
+}
+
+#[test]
+fn crd_has_the_printer_columns_of_kubectl_get() {
+    let crd: serde_json::Value = serde_yaml::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
+    let version = &crd["spec"]["versions"][0];
+    let columns: Vec<(&str, &str)> = version["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["jsonPath"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Status", ".status.applicationState.state"),
+            ("Attempts", ".status.executionAttempts"),
+            ("Start", ".status.lastSubmissionAttemptTime"),
+            ("Finish", ".status.terminationTime"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
+    assert_eq!(version["name"], "v1beta2");
+    assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "sparkapp");
+}
+
+#[test]
+fn crd_keeps_the_template_schemaless_and_the_required_fields_of_v1beta2() {
+    let crd: serde_json::Value = serde_yaml::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let mut required: Vec<&str> = spec["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    required.sort_unstable();
+    assert_eq!(
+        required,
+        [
+            "driver",
+            "executor",
+            "mainApplicationFile",
+            "sparkVersion",
+            "type"
+        ]
+    );
+    for role in ["driver", "executor"] {
+        let template = &spec["properties"][role]["properties"]["template"];
+        assert_eq!(template["x-kubernetes-preserve-unknown-fields"], true);
+    }
+}
+
+#[test]
+fn crd_subcommand_prints_the_committed_crd() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_operator"))
+        .arg("crd")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crd/sparkapplications.yaml"),
+    )
+    .unwrap();
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), committed);
+}
+
+#[test]
+fn unknown_subcommand_is_refused() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_operator"))
+        .arg("run")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+}
