@@ -1,0 +1,169 @@
+"""The live `submitter serve` against openapi/spark-submit.yaml, with schemathesis.
+
+kubesim (the session fixture) is the API server; the submitter runs `--insecure-dev` (plain HTTP on
+loopback, every submission allowed) from SUBMITTER_BIN (default
+`${CARGO_TARGET_DIR:-target}/release/submitter`). Every operation of the document gets generated
+requests (bounded: MAX_EXAMPLES each, well under a minute in all) and each answer must be
+documented: its status, its content type and its body schema; and the server never answers a 5xx
+other than the documented 503. The document's agreement with the code itself is checked in Rust
+(submitter/tests/openapi_drift.rs).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from conftest import Kubesim, _stop
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENAPI = ROOT / "openapi" / "spark-submit.yaml"
+MAX_EXAMPLES = 25
+STARTUP_TIMEOUT_S = 20.0
+
+# Only the documented 503 (overloaded, API server unreachable) may be a 5xx.
+CONFIG = SchemathesisConfig.from_dict(
+    {"checks": {"not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx", "503"]}}}
+)
+schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+
+
+def no_undocumented_server_error(ctx, response, case) -> None:
+    """A 500 (or any 5xx but 503) on generated input is a server bug, whatever the document says."""
+    assert response.status_code < 500 or response.status_code == 503, (
+        f"{case.method} {case.formatted_path} answered {response.status_code}: {response.text[:500]}"
+    )
+
+
+# (method, path template, status) of every answer, to show the generation reached the service.
+SEEN: Counter = Counter()
+
+
+def record(ctx, response, case) -> None:
+    SEEN[(case.method.upper(), case.operation.path, response.status_code)] += 1
+
+
+CHECKS = [
+    record,
+    not_a_server_error,
+    no_undocumented_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+def _submitter_bin() -> Path:
+    target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
+    path = Path(os.environ.get("SUBMITTER_BIN", f"{target}/release/submitter"))
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(
+            f"no submitter binary at {path}: `cargo build --release -p submitter` or set SUBMITTER_BIN",
+            pytrace=False,
+        )
+    return path.resolve()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def submitter_url(kubesim: Kubesim, tmp_path_factory) -> str:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("submitter") / "submitter.log"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [
+                str(_submitter_bin()),
+                "serve",
+                "--insecure-dev",
+                "--kubeconfig",
+                str(kubesim.kubeconfig),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"submitter exited with {proc.returncode}:\n{log.read_text()[-3000:]}", pytrace=False)
+            try:
+                if requests.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"submitter not ready within {STARTUP_TIMEOUT_S:.0f}s:\n{log.read_text()[-3000:]}", pytrace=False)
+            time.sleep(0.1)
+        yield url
+    finally:
+        _stop(proc)
+        tail = log.read_text(errors="replace")
+        if "panicked" in tail:
+            pytest.fail(f"the submitter panicked:\n{tail[-3000:]}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def session() -> requests.Session:
+    with requests.Session() as s:
+        yield s
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+def test_live_server_agrees_with_the_openapi_document(case, submitter_url, session):
+    case.call_and_validate(base_url=submitter_url, session=session, checks=CHECKS, timeout=10)
+
+
+def test_generated_requests_reached_the_service_and_its_error_paths():
+    """Runs after the generated tests: they must have created drivers and met the envelope."""
+    if not SEEN:
+        pytest.skip("the generated tests did not run in this session")
+    print(sorted(SEEN.items()))
+    submit = {status for (method, path, status), _ in SEEN.items() if path == "/api/v1/spark-submit"}
+    assert {201, 400, 415} <= submit, f"submit answers seen: {sorted(submit)}"
+    lookups = {status for (method, path, status), _ in SEEN.items() if "{" in path}
+    assert 404 in lookups, f"look-up answers seen: {sorted(lookups)}"
+    assert sum(SEEN.values()) >= 100
+
+
+def test_every_documented_operation_is_exercised():
+    operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
+    assert operations == {
+        ("POST", "/api/v1/spark-submit"),
+        ("GET", "/api/v1/spark-submit/{submission_id}"),
+        ("GET", "/api/v1/drivers/{namespace}/{pod}"),
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/metrics"),
+    }
