@@ -13,7 +13,8 @@ use serde_json::Value;
 pub const DRIVER_CONTAINER_NAME: &str = "spark-kubernetes-driver";
 
 /// The environment variable Spark's `BasicDriverFeatureStep` sets on the driver container only.
-const DRIVER_BIND_ADDRESS_ENV: &str = "SPARK_DRIVER_BIND_ADDRESS";
+/// The env var Spark sets only on its driver container (marks it in a pod).
+pub const DRIVER_BIND_ADDRESS_ENV: &str = "SPARK_DRIVER_BIND_ADDRESS";
 
 /// The driver's state as a client needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -120,6 +120,54 @@ fn driver_succeeded(pod: &Pod) -> bool {
         })
 }
 
+/// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
+/// identity metadata, the containers' names (and the env var that marks Spark's container),
+/// and the phase and container states. A whole driver pod is ~28 KiB in memory; this keeps the
+/// cache's cost per driver small, so memory follows the load, not the cluster's history.
+fn trim_pod(pod: &mut Pod) {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .map(|c| Container {
+                env: c
+                    .env
+                    .map(|env| {
+                        env.into_iter()
+                            .filter(|var| var.name == crate::api::DRIVER_BIND_ADDRESS_ENV)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|env| !env.is_empty()),
+                name: c.name,
+                ..Container::default()
+            })
+            .collect();
+        *spec = PodSpec {
+            containers,
+            ..PodSpec::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            reason: status.reason.take(),
+            message: status.message.take(),
+            container_statuses: status.container_statuses.take().map(|statuses| {
+                statuses
+                    .into_iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name,
+                        state: c.state,
+                        ..ContainerStatus::default()
+                    })
+                    .collect()
+            }),
+            ..PodStatus::default()
+        };
+    }
+}
+
 impl WatchCaches {
     /// Starts both watches as background tasks; they retry every error with backoff.
     pub fn start(client: &kube::Client) -> WatchCaches {
@@ -129,7 +177,7 @@ impl WatchCaches {
         let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
         let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
             .default_backoff()
-            .modify(|pod: &mut Pod| pod.metadata.managed_fields = None)
+            .modify(trim_pod)
             .reflect(writer);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
         tokio::spawn(drive(stream, "pods", move |event| {
@@ -400,6 +448,34 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn trimmed_pods_classify_like_whole_ones() {
+        let whole: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "d", "namespace": "ns", "uid": "u",
+                         "annotations": {"spark-submitter.io/submission-id": "s"}},
+            "spec": {"containers": [
+                {"name": "istio-proxy", "image": "proxy"},
+                {"name": "main", "image": "spark", "args": ["driver"],
+                 "env": [{"name": "A", "value": "1"}, {"name": "SPARK_DRIVER_BIND_ADDRESS", "value": "x"}]}],
+                     "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [
+                {"name": "istio-proxy", "image": "proxy", "imageID": "", "ready": true, "restartCount": 0,
+                 "state": {"running": {}}},
+                {"name": "main", "image": "spark", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
+        }))
+        .unwrap();
+        let mut trimmed = whole.clone();
+        trim_pod(&mut trimmed);
+        let observe = |p: &Pod| crate::api::observe(Some(&serde_json::to_value(p).unwrap()), false);
+        assert_eq!(observe(&trimmed), observe(&whole));
+        assert_eq!(observe(&trimmed).phase, crate::api::DriverPhase::Succeeded);
+        assert!(trimmed.spec.unwrap().volumes.is_none());
+        assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
+    }
+
     use super::*;
 
     fn candidate(id: Option<&'static str>, owner: bool, age_ms: i64) -> Candidate<'static> {
