@@ -20,3 +20,10 @@ pub mod argv;
 
 /// The application's state machine: `decide(app, observed, now)`.
 pub mod state_machine;
+
+/// Fenced restarts: the epoch and marker rules every state store applies (pure).
+pub mod fence;
+
+/// The state store of fenced restarts: the trait and its Redis, Kubernetes and memory backends.
+pub mod progress_store;
+

@@ -1,0 +1,94 @@
+//! The fence rules under a lock: a store for tests of callers (the agent, the reconciler) and the
+//! reference the other backends are checked against.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
+use crate::fence::{self, FenceState};
+
+/// An in-memory store; clones of an `Arc<MemoryStore>` share state.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    apps: Mutex<HashMap<AppKey, FenceState>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The whole state of one application (for assertions).
+    pub fn snapshot(&self, app: &AppKey) -> FenceState {
+        self.lock().get(app).cloned().unwrap_or_default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<AppKey, FenceState>> {
+        // A panic while holding the lock cannot leave a half-applied rule: every rule builds a new
+        // state and the map is only assigned afterwards, so the poisoned data is still consistent.
+        self.apps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ProgressStore for MemoryStore {
+    async fn advance_epoch(&self, app: &AppKey, observed: u64) -> Result<u64, StoreError> {
+        let mut apps = self.lock();
+        let state = apps.entry(app.clone()).or_default();
+        let (next, advanced) = fence::advance_from(state, observed);
+        *state = next;
+        Ok(advanced.epoch)
+    }
+
+    async fn epoch(&self, app: &AppKey) -> Result<u64, StoreError> {
+        Ok(self
+            .lock()
+            .get(app)
+            .map_or(fence::INITIAL_EPOCH, |s| s.epoch))
+    }
+
+    async fn commit(
+        &self,
+        app: &AppKey,
+        epoch: u64,
+        seq: u64,
+        payload: &str,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut apps = self.lock();
+        let state = apps.entry(app.clone()).or_default();
+        let (next, _) = fence::commit(state, epoch, seq, payload, now_ms)
+            .map_err(|r| StoreError::rejected(app, r))?;
+        *state = next;
+        Ok(())
+    }
+
+    async fn latest(&self, app: &AppKey) -> Result<Option<Marker>, StoreError> {
+        Ok(self
+            .lock()
+            .get(app)
+            .and_then(|s| fence::latest_marker(s).cloned()))
+    }
+
+    async fn heartbeat(&self, app: &AppKey, epoch: u64, now_ms: u64) -> Result<(), StoreError> {
+        let mut apps = self.lock();
+        let state = apps.entry(app.clone()).or_default();
+        *state =
+            fence::heartbeat(state, epoch, now_ms).map_err(|r| StoreError::rejected(app, r))?;
+        Ok(())
+    }
+
+    async fn last_heartbeat(&self, app: &AppKey) -> Result<Option<Heartbeat>, StoreError> {
+        Ok(self.lock().get(app).and_then(|s| s.heartbeat))
+    }
+
+    async fn prune(&self, app: &AppKey, keep: usize) -> Result<usize, StoreError> {
+        let mut apps = self.lock();
+        let Some(state) = apps.get_mut(app) else {
+            return Ok(0);
+        };
+        let (next, dropped) = fence::prune(state, keep);
+        *state = next;
+        Ok(dropped)
+    }
+}
