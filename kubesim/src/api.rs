@@ -157,17 +157,15 @@ async fn object_request(
     };
     let (fired, delay) = state.control.observe(&info);
     if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
-        state.control.record(JournalEntry {
-            method: method.to_string(),
-            path: path_and_query.to_string(),
-            content_type: content_type(headers),
-            body: if body.is_empty() {
-                Value::Null
-            } else {
-                parse_yaml_or_json(&body)
-                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
+        state.control.record(
+            JournalEntry {
+                method: method.to_string(),
+                path: path_and_query.to_string(),
+                content_type: content_type(headers),
+                body: Value::Null,
             },
-        });
+            body.clone(),
+        );
     }
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

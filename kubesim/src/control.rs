@@ -161,6 +161,15 @@ pub struct JournalEntry {
     pub body: serde_json::Value,
 }
 
+fn decode_body(body: &[u8]) -> serde_json::Value {
+    if body.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::from_slice(body)
+        .or_else(|_| serde_yaml::from_slice(body))
+        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()))
+}
+
 /// How many mutating requests the journal keeps (oldest dropped first).
 const JOURNAL_CAPACITY: usize = 2_000;
 
@@ -170,7 +179,9 @@ type CountKey = (String, String, String, String, bool);
 /// Counters and fault rules, shared by every request handler.
 #[derive(Debug, Default)]
 pub struct Control {
-    journal: Mutex<std::collections::VecDeque<JournalEntry>>,
+    // Raw bodies: decoding every mutating request on the hot path cost more than serving it;
+    // they are decoded only when someone reads the journal.
+    journal: Mutex<std::collections::VecDeque<(JournalEntry, bytes::Bytes)>>,
     counts: Mutex<BTreeMap<CountKey, u64>>,
     faults: Mutex<Vec<FaultRule>>,
     latency: Mutex<Vec<LatencyRule>>,
@@ -237,17 +248,24 @@ impl Control {
     }
 
     /// Records a mutating request.
-    pub fn record(&self, entry: JournalEntry) {
+    pub fn record(&self, entry: JournalEntry, body: bytes::Bytes) {
         let mut j = lock(&self.journal);
         if j.len() == JOURNAL_CAPACITY {
             j.pop_front();
         }
-        j.push_back(entry);
+        j.push_back((entry, body));
     }
 
-    /// The recorded mutating requests, oldest first.
+    /// The recorded mutating requests, oldest first, bodies decoded as JSON (or YAML) where
+    /// they are, else kept as text.
     pub fn journal(&self) -> Vec<JournalEntry> {
-        lock(&self.journal).iter().cloned().collect()
+        let raw: Vec<(JournalEntry, bytes::Bytes)> = lock(&self.journal).iter().cloned().collect();
+        raw.into_iter()
+            .map(|(mut entry, body)| {
+                entry.body = decode_body(&body);
+                entry
+            })
+            .collect()
     }
 
     /// Forgets the recorded requests.
