@@ -26,4 +26,3 @@ pub mod fence;
 
 /// The state store of fenced restarts: the trait and its Redis, Kubernetes and memory backends.
 pub mod progress_store;
-
