@@ -75,7 +75,14 @@ pub struct WatchCaches {
     /// Every pod event showing a succeeded driver, for the retention recorder. A broadcast:
     /// without a subscriber nothing queues up, and a slow one learns that it lagged.
     pub succeeded: broadcast::Sender<Arc<Pod>>,
+    /// Turns true once both caches hold a complete first listing.
+    ready: tokio::sync::watch::Receiver<bool>,
 }
+
+/// The watch caches stopped before they synced (their tasks ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the watch caches stopped before they synced")]
+pub struct CachesStopped;
 
 impl std::fmt::Debug for WatchCaches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -208,7 +215,18 @@ impl WatchCaches {
         tokio::spawn(drive(stream, "configmaps", move |event| {
             index.apply_event(event)
         }));
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
+        tokio::spawn(async move {
+            // The only waiter on the stores themselves (see `ready`).
+            if pod_store.wait_until_ready().await.is_ok()
+                && cm_store.wait_until_ready().await.is_ok()
+            {
+                let _ = ready_tx.send(true);
+            }
+        });
         WatchCaches {
+            ready,
             pods,
             config_maps,
             pod_index,
@@ -218,9 +236,17 @@ impl WatchCaches {
     }
 
     /// Waits until both caches hold a complete first listing.
-    pub async fn ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.pods.wait_until_ready().await?;
-        self.config_maps.wait_until_ready().await
+    ///
+    /// Every caller waits on one shared signal: kube-runtime's `Store::wait_until_ready` wakes
+    /// only the last task that polled it, so two tasks waiting on a store directly (the sweeper
+    /// and the recorder) could leave one asleep forever.
+    pub async fn ready(&self) -> Result<(), CachesStopped> {
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|synced| *synced)
+            .await
+            .map(|_| ())
+            .map_err(|_| CachesStopped)
     }
 }
 
@@ -448,7 +474,6 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
-
     #[test]
     fn trimmed_pods_classify_like_whole_ones() {
         let whole: Pod = serde_json::from_value(serde_json::json!({
@@ -472,8 +497,14 @@ mod tests {
         let observe = |p: &Pod| crate::api::observe(Some(&serde_json::to_value(p).unwrap()), false);
         assert_eq!(observe(&trimmed), observe(&whole));
         assert_eq!(observe(&trimmed).phase, crate::api::DriverPhase::Succeeded);
-        assert!(trimmed.spec.unwrap().volumes.is_none());
+        assert!(trimmed.spec.as_ref().unwrap().volumes.is_none());
         assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let day = Duration::from_secs(86_400);
+        let record_of =
+            |p: &Pod| crate::status::record::for_pod(&serde_json::to_value(p).unwrap(), now, day);
+        assert!(record_of(&whole).is_some());
+        assert_eq!(record_of(&trimmed), record_of(&whole));
     }
 
     use super::*;
