@@ -26,3 +26,15 @@ pub mod fence;
 
 /// The state store of fenced restarts: the trait and its Redis, Kubernetes and memory backends.
 pub mod progress_store;
+
+/// The reconciler: observe → decide → execute → write status, for one SparkApplication.
+pub mod reconciler;
+
+/// `operator run`: CRD install, watches and caches, the controller, probes.
+pub mod controller;
+
+/// Leader election on a Lease: only the leader replica reconciles.
+pub mod leader;
+
+/// Prometheus metrics of `operator run`.
+pub mod metrics;

@@ -1,10 +1,20 @@
-//! The operator binary. Today it prints its CRD; the controller (`run`) and the recovery agent
-//! (`agent`) come with their issues.
+//! The operator binary: `crd` prints the CRD, `run` runs the controller. The recovery agent
+//! (`agent`) comes with its issue.
 
 use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use operator::controller::{self, RunConfig};
+use operator::leader::{LeaderConfig, run_elected};
+use operator::metrics::Metrics;
+use operator::reconciler::Health;
+use operator::state_machine::Settings;
+use submitter::client::ClientConfig;
 
 /// SparkApplication operator.
 #[derive(Debug, Parser)]
@@ -18,6 +28,72 @@ struct Cli {
 enum Command {
     /// Print the SparkApplication CustomResourceDefinition as YAML.
     Crd,
+    /// Reconcile SparkApplications, submitting through the submitter over mTLS.
+    Run(Box<RunArgs>),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Kubeconfig file; without it, in-cluster config or `$KUBECONFIG`.
+    #[arg(long, env = "OPERATOR_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The submitter, `https://host:port`.
+    #[arg(long, env = "OPERATOR_SUBMITTER_URL")]
+    submitter_url: String,
+    /// Client certificate (PEM) presented to the submitter.
+    #[arg(long, env = "OPERATOR_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// Client key (PEM).
+    #[arg(long, env = "OPERATOR_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that verifies the submitter.
+    #[arg(long, env = "OPERATOR_CA")]
+    ca: Option<PathBuf>,
+    /// `--master` put in every argv: the API server drivers talk to.
+    #[arg(
+        long,
+        env = "OPERATOR_MASTER",
+        default_value = "k8s://https://kubernetes.default.svc:443"
+    )]
+    master: String,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "OPERATOR_NAMESPACE")]
+    namespace: Option<String>,
+    /// Apply the CRD at start (server-side apply); needs RBAC on CRDs.
+    #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = true, action = clap::ArgAction::Set)]
+    install_crd: bool,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    #[arg(long, env = "OPERATOR_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
+    probe_listen: SocketAddr,
+    /// Seconds a driver may be missing from the cache after its submission before a live read.
+    #[arg(
+        long,
+        env = "OPERATOR_DRIVER_CREATION_GRACE_SECONDS",
+        default_value_t = 10
+    )]
+    driver_creation_grace_seconds: u64,
+    /// TTL for terminated apps whose spec sets none (default: keep them).
+    #[arg(long, env = "OPERATOR_DEFAULT_TTL_SECONDS")]
+    default_ttl_seconds: Option<i64>,
+    /// Event reporter instance and leader identity, normally the pod name.
+    #[arg(long, env = "POD_NAME")]
+    instance: Option<String>,
+    /// Reconcile only while holding the leader Lease (run several replicas safely).
+    #[arg(long, env = "OPERATOR_LEADER_ELECT", default_value_t = false, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "OPERATOR_LEASE_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "OPERATOR_LEASE_NAME",
+        default_value = "spark-operator-leader"
+    )]
+    lease_name: String,
+    /// Seconds a silent leader keeps the lease.
+    #[arg(long, env = "OPERATOR_LEASE_DURATION_SECONDS", default_value_t = 15)]
+    lease_duration_seconds: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -31,6 +107,95 @@ fn main() -> anyhow::Result<()> {
                 .and_then(|()| stdout.flush())
                 .context("cannot write the CRD to stdout")?;
         }
+        Command::Run(args) => {
+            init_tracing();
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
+            runtime.block_on(run(*args))?;
+        }
+    }
+    Ok(())
+}
+
+fn init_tracing() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if std::io::stdout().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().init();
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .context("cannot use the kubeconfig")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("cannot find a Kubernetes configuration")?,
+    };
+    let client = kube::Client::try_from(config).context("cannot make the Kubernetes client")?;
+    let metrics = Arc::new(Metrics::new());
+    let mut submitter = ClientConfig::new(args.submitter_url);
+    submitter.ca = args.ca;
+    submitter.cert = args.tls_cert;
+    submitter.key = args.tls_key;
+    let run_config = RunConfig {
+        submitter,
+        master: args.master,
+        install_crd: args.install_crd,
+        namespace: args.namespace,
+        settings: Settings {
+            driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
+            default_ttl_seconds: args.default_ttl_seconds,
+            ..Settings::default()
+        },
+        instance: args.instance.clone(),
+        metrics: metrics.clone(),
+    };
+    let health = Arc::new(Health::default());
+    let (_, probes) = controller::serve_probes(args.probe_listen, health.clone(), metrics).await?;
+    tokio::spawn(probes);
+    let shutdown = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Kubernetes stops pods with SIGTERM; a terminal with Ctrl-C. A failed handler means we
+        // cannot be stopped gracefully; run until killed.
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    };
+    if args.leader_elect {
+        let identity = args
+            .instance
+            .unwrap_or_else(|| format!("operator-{}", std::process::id()));
+        let leader = LeaderConfig {
+            namespace: args.lease_namespace,
+            lease_name: args.lease_name,
+            identity,
+            lease_duration: Duration::from_secs(args.lease_duration_seconds.max(1)),
+            // Renew about three times per lease duration, so one lost renewal is not fatal.
+            retry_period: Duration::from_secs(args.lease_duration_seconds.max(3) / 3),
+        };
+        run_elected(client, run_config, leader, health, shutdown).await?;
+    } else {
+        controller::run(client, run_config, health, shutdown).await?;
     }
     Ok(())
 }

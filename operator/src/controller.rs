@@ -1,0 +1,259 @@
+//! The I/O shell of `operator run`: installs the CRD, opens one watch per resource type
+//! (SparkApplications; driver pods by label) with a reflector cache each, runs kube-runtime's
+//! `Controller` over them with [`crate::reconciler::reconcile`], and serves `/healthz` and
+//! `/readyz`.
+//!
+//! Watches resume from their last resourceVersion and re-list only on 410 (kube-runtime's
+//! watcher); every watch error is logged and retried with backoff, and marks the watch down for
+//! readiness until the next event arrives.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use futures::StreamExt;
+use http::StatusCode;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use kube_runtime::WatchStreamExt;
+use kube_runtime::controller::Controller;
+use kube_runtime::events::{Recorder, Reporter};
+use kube_runtime::reflector;
+use kube_runtime::watcher::{self, Event as WatchEvent};
+use submitter::client::{ClientConfig, NewClientError, SubmitterClient};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use crate::crd::SparkApplication;
+use crate::metrics::Metrics;
+use crate::reconciler::{
+    Context, Health, WatchHealth, error_chain, error_policy, observe, reconcile,
+};
+use crate::state_machine::Settings;
+
+/// The field manager of everything the operator applies, and its event reporter name.
+pub const MANAGER: &str = "spark-operator";
+
+/// What `operator run` needs besides a Kubernetes client.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub submitter: ClientConfig,
+    /// `--master` in every argv (the API server the driver talks to).
+    pub master: String,
+    /// Apply the CRD at start (needs RBAC on customresourcedefinitions).
+    pub install_crd: bool,
+    /// Watch one namespace; `None`: all.
+    pub namespace: Option<String>,
+    pub settings: Settings,
+    /// Event reporter instance (the pod name in a cluster).
+    pub instance: Option<String>,
+    /// Shared with `/metrics`.
+    pub metrics: Arc<Metrics>,
+}
+
+/// `operator run` failed to start or stopped.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("cannot make the submitter client")]
+    NewSubmitterClient(#[source] NewClientError),
+    #[error("cannot apply the SparkApplication CRD")]
+    InstallCrd(#[source] kube::Error),
+    #[error("cannot listen for probes on {addr}")]
+    ListenProbes {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lost the leader lease {lease}")]
+    LostLeadership { lease: String },
+}
+
+impl RunError {
+    /// A stable name for logs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::NewSubmitterClient(_) => "new_submitter_client",
+            RunError::InstallCrd(_) => "install_crd",
+            RunError::ListenProbes { .. } => "listen_probes",
+            RunError::LostLeadership { .. } => "lost_leadership",
+        }
+    }
+}
+
+/// Server-side applies the CRD (it is too large for client-side apply's annotation).
+pub async fn install_crd(client: &Client) -> Result<(), RunError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = SparkApplication::crd();
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(RunError::InstallCrd)?;
+    info!(crd = %crd.name_any(), "applied the CRD");
+    Ok(())
+}
+
+/// Updates `health` from a watch's events; logs its errors (the watcher retries them).
+fn track<K>(
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    which: fn(&Health) -> &WatchHealth,
+    resource: &'static str,
+) -> impl Fn(&Result<WatchEvent<K>, watcher::Error>) {
+    move |event| match event {
+        Ok(event) => which(&health).on_event(matches!(event, WatchEvent::InitDone)),
+        Err(error) => {
+            if which(&health).on_error() {
+                metrics.watch_restart(resource);
+            }
+            warn!(resource, error = %error_chain(error), "watch failed; retrying with backoff");
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` completes. `health` is shared with the probes.
+pub async fn run(
+    client: Client,
+    config: RunConfig,
+    health: Arc<Health>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), RunError> {
+    let submitter =
+        SubmitterClient::new(config.submitter.clone()).map_err(RunError::NewSubmitterClient)?;
+    if config.install_crd {
+        install_crd(&client).await?;
+    }
+    let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) = match &config.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+
+    let (app_reader, app_writer) = reflector::store::<SparkApplication>();
+    let apps = watcher(apps_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(app_writer)
+        .inspect(track(
+            health.clone(),
+            config.metrics.clone(),
+            |h| &h.apps,
+            "sparkapplications",
+        ))
+        .applied_objects();
+    let (pod_reader, pod_writer) = reflector::store::<Pod>();
+    let pods = watcher(
+        pods_api,
+        watcher::Config::default().labels(&observe::driver_pod_selector()),
+    )
+    .default_backoff()
+    .reflect(pod_writer)
+    .inspect(track(
+        health.clone(),
+        config.metrics.clone(),
+        |h| &h.pods,
+        "pods",
+    ))
+    .touched_objects();
+
+    config.metrics.set_app_cache(app_reader.clone());
+    let reporter = Reporter {
+        controller: MANAGER.to_owned(),
+        instance: config.instance.clone(),
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        submitter,
+        pod_reader,
+        health,
+        Recorder::new(client, reporter),
+        (config.settings.clone(), config.master.clone()),
+        config.metrics.clone(),
+    ));
+    info!(namespace = ?config.namespace, "starting the controller");
+    Controller::for_stream(apps, app_reader)
+        .owns_stream(pods)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                // Reconcile errors are logged by the error policy; these are the controller's own
+                // (a watch error, a reconcile for an object that left the cache).
+                warn!(error = %error_chain(&error), "controller error");
+            }
+        })
+        .await;
+    info!("controller stopped");
+    Ok(())
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<WatchEvent<K>, watcher::Error>> + Send
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, config)
+}
+
+/// `/healthz` (the process answers), `/readyz` (both watches synced and connected) and
+/// `/metrics`.
+pub fn probe_router(health: Arc<Health>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state((health, metrics))
+}
+
+async fn metrics_text(
+    State((_, metrics)): State<(Arc<Health>, Arc<Metrics>)>,
+) -> ([(http::header::HeaderName, &'static str); 1], String) {
+    (
+        [(
+            http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+}
+
+async fn readyz(
+    State((health, _)): State<(Arc<Health>, Arc<Metrics>)>,
+) -> (StatusCode, &'static str) {
+    if health.ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "watch down or not synced")
+    }
+}
+
+/// Binds the probe address; returns the bound address and a future that serves until dropped.
+pub async fn serve_probes(
+    addr: SocketAddr,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+) -> Result<(SocketAddr, impl Future<Output = ()>), RunError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| RunError::ListenProbes { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| RunError::ListenProbes { addr, source })?;
+    info!(addr = %bound, "serving probes");
+    Ok((bound, async move {
+        if let Err(error) = axum::serve(listener, probe_router(health, metrics)).await {
+            warn!(error = %error, "probe server stopped");
+        }
+    }))
+}

@@ -1,0 +1,607 @@
+//! The reconciler: observe → decide → execute → write status, for one SparkApplication.
+//!
+//! Observe reads the app and its driver pod from the watch caches (the live API only when
+//! `decide` asks to confirm a missing driver), `decide` is the pure state machine, and the
+//! actions run in a fixed order ([`rank`]). After every status write, `decide` runs again on the
+//! object the write returned, so a multi-step transition (persist the submission id, then
+//! submit, then record the answer) completes in one reconcile without trusting a stale cache.
+
+pub mod observe;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::{Client, Resource, ResourceExt};
+use kube_runtime::controller::Action as ControllerAction;
+use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
+use kube_runtime::reflector::Store;
+use submitter::client::SubmitterClient;
+use thiserror::Error;
+use tracing::{debug, info, instrument, warn};
+
+use crate::argv::build_args;
+use crate::crd::{ApplicationStateType as State, SparkApplication, SparkApplicationStatus};
+use crate::labels;
+use crate::metrics::{Metrics, outcome};
+use crate::state_machine::{
+    Action, AppView, EventType, Observed, Settings, SubmissionOutcome, decide,
+};
+
+/// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
+/// id, submit, record the answer, follow the driver), the rest is a guard against a loop.
+const MAX_ROUNDS: usize = 8;
+
+/// How soon to look again after a status write lost a race (409): the cache brings the newer
+/// object meanwhile.
+const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);
+
+/// Safety net when nothing is scheduled: watch events normally trigger the next reconcile.
+const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+
+/// Error backoff: first delay, doubled per consecutive failure of the same object, capped.
+const ERROR_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Whether one watch is connected and has listed once.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    synced: AtomicBool,
+    up: AtomicBool,
+    restarts: AtomicU64,
+}
+
+impl WatchHealth {
+    /// A watch event arrived: the watch is up; `InitDone` means its cache is complete.
+    pub fn on_event(&self, init_done: bool) {
+        self.up.store(true, Ordering::Relaxed);
+        if init_done {
+            self.synced.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The watch failed; the watcher retries with backoff. True when it was up until now.
+    pub fn on_error(&self) -> bool {
+        let was_up = self.up.swap(false, Ordering::Relaxed);
+        if was_up {
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+        }
+        was_up
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    pub fn up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Times the watch went down after being up.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+}
+
+/// The health of both watches, for `/readyz` and for `Observed::cache_synced`.
+#[derive(Debug, Default)]
+pub struct Health {
+    pub apps: WatchHealth,
+    pub pods: WatchHealth,
+}
+
+impl Health {
+    /// Both caches have listed once: decisions may trust them.
+    pub fn synced(&self) -> bool {
+        self.apps.synced() && self.pods.synced()
+    }
+
+    /// Ready to serve: both watches synced and connected.
+    pub fn ready(&self) -> bool {
+        self.synced() && self.apps.up() && self.pods.up()
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub submitter: SubmitterClient,
+    /// The driver pod cache (the controller's pod watch feeds it).
+    pub pods: Store<Pod>,
+    pub health: Arc<Health>,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    /// `--master` given to the submitter in the argv.
+    pub master: String,
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per object (`ns/name`), for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        submitter: SubmitterClient,
+        pods: Store<Pod>,
+        health: Arc<Health>,
+        recorder: Recorder,
+        (settings, master): (Settings, String),
+        metrics: Arc<Metrics>,
+    ) -> Context {
+        Context {
+            client,
+            submitter,
+            pods,
+            health,
+            recorder,
+            settings,
+            master,
+            metrics,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        // A panic while holding this lock only loses backoff counts; keep going.
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A reconcile failed; the controller retries it with backoff.
+#[derive(Debug, Error)]
+pub enum ReconcileError {
+    #[error("the application has no name, namespace or uid")]
+    ReadApplication,
+    #[error("cannot write the status of the application")]
+    WriteStatus(#[source] kube::Error),
+    #[error("cannot read driver pod {name}")]
+    VerifyDriverAbsent {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete driver pod {name}")]
+    DeleteDriver {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete the application")]
+    DeleteApplication(#[source] kube::Error),
+}
+
+impl ReconcileError {
+    /// A stable name for logs, metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReconcileError::ReadApplication => "read_application",
+            ReconcileError::WriteStatus(_) => "write_status",
+            ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
+            ReconcileError::DeleteDriver { .. } => "delete_driver",
+            ReconcileError::DeleteApplication(_) => "delete_application",
+        }
+    }
+}
+
+/// The order actions of one decision run in, whatever order they came in: the status first (it
+/// persists what a submission needs, and a lost race stops everything after it), then reads
+/// and the submission, then deletions, events, the app's own deletion, and the requeue.
+pub fn rank(action: &Action) -> u8 {
+    match action {
+        Action::WriteStatus => 0,
+        Action::VerifyDriverAbsent { .. } => 1,
+        Action::Submit { .. } => 2,
+        Action::DeleteDriver { .. } => 3,
+        Action::RecordEvent { .. } => 4,
+        Action::DeleteApplication => 5,
+        Action::Requeue(_) => 6,
+    }
+}
+
+fn key(app: &SparkApplication) -> String {
+    format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any())
+}
+
+/// The controller's reconcile function.
+pub async fn reconcile(
+    app: Arc<SparkApplication>,
+    ctx: Arc<Context>,
+) -> Result<ControllerAction, ReconcileError> {
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let started = std::time::Instant::now();
+    let result = reconcile_app(&ctx, (*app).clone(), &name, &namespace).await;
+    ctx.metrics.reconciled(started.elapsed());
+    if result.is_ok() {
+        ctx.failures().remove(&key(&app));
+    }
+    result
+}
+
+/// The controller's error policy: log, then retry with a backoff that grows per object.
+pub fn error_policy(
+    app: Arc<SparkApplication>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> ControllerAction {
+    let failures = {
+        let mut map = ctx.failures();
+        let n = map.entry(key(&app)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    ctx.metrics.reconcile_error(error.kind());
+    let delay = ERROR_BACKOFF
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(MAX_ERROR_BACKOFF);
+    warn!(
+        app = %app.name_any(),
+        ns = %app.namespace().unwrap_or_default(),
+        kind = error.kind(),
+        error = %error_chain(error),
+        failures,
+        retry_in_ms = delay.as_millis() as u64,
+        "reconcile failed"
+    );
+    ControllerAction::requeue(delay)
+}
+
+/// The error with its sources, for one log field.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[instrument(skip_all, fields(app = %name, ns = %namespace))]
+async fn reconcile_app(
+    ctx: &Context,
+    mut app: SparkApplication,
+    name: &str,
+    namespace: &str,
+) -> Result<ControllerAction, ReconcileError> {
+    if app.metadata.uid.is_none() || namespace.is_empty() {
+        return Err(ReconcileError::ReadApplication);
+    }
+    let apps: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut observed = Observed {
+        cache_synced: ctx.health.synced(),
+        driver: observe_cached_driver(ctx, &app, namespace),
+        ..Observed::default()
+    };
+    for _ in 0..MAX_ROUNDS {
+        let Some(view) = AppView::of(&app, &ctx.settings) else {
+            return Err(ReconcileError::ReadApplication);
+        };
+        let decision = decide(&view, &observed, Timestamp::now());
+        let mut actions = decision.actions;
+        actions.sort_by_key(rank);
+        let mut again = false;
+        let mut requeue: Option<Duration> = None;
+        for action in actions {
+            match action {
+                Action::WriteStatus => {
+                    match write_status(&apps, &app, decision.status.clone()).await {
+                        Ok(written) => {
+                            let before = state_of(&app);
+                            app = written;
+                            if before != State::PendingRerun
+                                && state_of(&app) == State::PendingRerun
+                            {
+                                ctx.metrics.retry("run");
+                            }
+                            // The answers were about the status just replaced; they are in it now.
+                            observed.submission = None;
+                            observed.driver_absent_verified = false;
+                            again = true;
+                        }
+                        Err(error) if is_conflict(&error) => {
+                            debug!("status write lost a race; looking again");
+                            return Ok(ControllerAction::requeue(CONFLICT_REQUEUE));
+                        }
+                        Err(error) => return Err(ReconcileError::WriteStatus(error)),
+                    }
+                }
+                Action::VerifyDriverAbsent { name: pod } => {
+                    let current = app
+                        .status
+                        .as_ref()
+                        .map(|s| s.submission_id.clone())
+                        .unwrap_or_default();
+                    observed.driver_absent_verified =
+                        verify_driver_absent(&pods, &pod, &current).await?;
+                    info!(
+                        pod = %pod,
+                        absent = observed.driver_absent_verified,
+                        "verified a driver missing from the cache"
+                    );
+                    again = true;
+                }
+                Action::Submit { submission_id } => {
+                    if app
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.submission_attempts > 1)
+                    {
+                        ctx.metrics.retry("submission");
+                    }
+                    observed.submission = Some(submit(ctx, &app, submission_id).await);
+                    again = true;
+                }
+                Action::DeleteDriver { name: pod, uid } => {
+                    delete_driver(&pods, &pod, &uid).await?;
+                    // The cache still shows the pod; deciding again now would delete it again.
+                    requeue = min_delay(requeue, ctx.settings.deletion_requeue);
+                }
+                Action::RecordEvent {
+                    event_type,
+                    reason,
+                    message,
+                } => record_event(ctx, &app, event_type, reason, message).await,
+                Action::DeleteApplication => {
+                    delete_application(&apps, &app).await?;
+                    return Ok(ControllerAction::await_change());
+                }
+                Action::Requeue(after) if after.is_zero() => again = true,
+                Action::Requeue(after) => requeue = min_delay(requeue, after),
+            }
+        }
+        // An answer (a submission's, a live read's) must reach the status before we stop, or
+        // the next reconcile would ask again.
+        let unrecorded = observed.submission.is_some() || observed.driver_absent_verified;
+        if !unrecorded && (!again || requeue.is_some()) {
+            return Ok(ControllerAction::requeue(requeue.unwrap_or(IDLE_REQUEUE)));
+        }
+        // The driver may have changed while the actions ran.
+        observed.cache_synced = ctx.health.synced();
+        observed.driver = observe_cached_driver(ctx, &app, namespace);
+    }
+    debug!("decision rounds exhausted; continuing in the next reconcile");
+    Ok(ControllerAction::requeue(Duration::from_millis(100)))
+}
+
+fn state_of(app: &SparkApplication) -> State {
+    app.status
+        .as_ref()
+        .map(|s| s.app_state.state)
+        .unwrap_or_default()
+}
+
+fn min_delay(current: Option<Duration>, next: Duration) -> Option<Duration> {
+    Some(current.map_or(next, |c| c.min(next)))
+}
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// The app's driver from the pod cache: owned by the app, or named in its status.
+fn observe_cached_driver(
+    ctx: &Context,
+    app: &SparkApplication,
+    namespace: &str,
+) -> Option<crate::state_machine::ObservedDriver> {
+    let uid = app.metadata.uid.as_deref()?;
+    let cached = ctx
+        .pods
+        .state_filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace));
+    let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
+    observe::find_driver(app, &pods).map(|pod| observe::observe_driver(pod, uid))
+}
+
+/// Replaces the status, carrying the resourceVersion read: a concurrent writer makes this 409.
+async fn write_status(
+    apps: &Api<SparkApplication>,
+    app: &SparkApplication,
+    status: SparkApplicationStatus,
+) -> Result<SparkApplication, kube::Error> {
+    let mut body = app.clone();
+    body.status = Some(status);
+    body.metadata.managed_fields = None;
+    apps.replace_status(&app.name_any(), &PostParams::default(), &body)
+        .await
+}
+
+/// A live read: true when no pod of that name carries the current submission id.
+async fn verify_driver_absent(
+    pods: &Api<Pod>,
+    name: &str,
+    submission_id: &str,
+) -> Result<bool, ReconcileError> {
+    let pod = pods
+        .get_opt(name)
+        .await
+        .map_err(|source| ReconcileError::VerifyDriverAbsent {
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(pod.is_none_or(|pod| {
+        pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
+    }))
+}
+
+/// Sends the submission whose id the status already holds; every failure becomes an outcome
+/// for `decide` (retry or SUBMISSION_FAILED), never a reconcile error.
+async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
+    let plan = match build_args(app, &ctx.master) {
+        Ok(plan) => plan,
+        Err(error) => {
+            ctx.metrics.submission(outcome::REJECTED);
+            warn!(kind = error.kind(), error = %error_chain(&error), "cannot build the submission");
+            return SubmissionOutcome::Rejected {
+                submission_id,
+                message: error_chain(&error),
+                retryable: false,
+            };
+        }
+    };
+    let request = plan.into_request();
+    match ctx.submitter.submit(&request).await {
+        Ok(response) => {
+            ctx.metrics.submission(if response.duplicate_submission {
+                outcome::DUPLICATE
+            } else {
+                outcome::CREATED
+            });
+            info!(
+                submission_id = %response.submission_id,
+                driver = %response.driver_pod_name,
+                duplicate = response.duplicate_submission,
+                "submitted"
+            );
+            SubmissionOutcome::Accepted {
+                submission_id: response.submission_id,
+                driver_pod_name: response.driver_pod_name,
+                spark_app_id: response.spark_app_id,
+            }
+        }
+        Err(error) => {
+            ctx.metrics.submission(if error.retryable() {
+                outcome::UNAVAILABLE
+            } else {
+                outcome::REJECTED
+            });
+            warn!(
+                submission_id = %submission_id,
+                kind = error.kind(),
+                retryable = error.retryable(),
+                error = %error_chain(&error),
+                "submission failed"
+            );
+            SubmissionOutcome::Rejected {
+                submission_id,
+                message: error_chain(&error),
+                retryable: error.retryable(),
+            }
+        }
+    }
+}
+
+/// Deletes the driver only if it is still the pod with that uid; gone already is done.
+async fn delete_driver(pods: &Api<Pod>, name: &str, uid: &str) -> Result<(), ReconcileError> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(name, &params).await {
+        Ok(_) => {
+            info!(pod = %name, "deleted driver pod");
+            Ok(())
+        }
+        // 409: another pod now holds the name; it is not ours to delete.
+        Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
+        Err(source) => Err(ReconcileError::DeleteDriver {
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+async fn delete_application(
+    apps: &Api<SparkApplication>,
+    app: &SparkApplication,
+) -> Result<(), ReconcileError> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: app.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match apps.delete(&app.name_any(), &params).await {
+        Ok(_) => {
+            info!("deleted the application: its time to live expired");
+            Ok(())
+        }
+        Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
+        Err(source) => Err(ReconcileError::DeleteApplication(source)),
+    }
+}
+
+/// Events are best effort: a lost event must not block the state machine.
+async fn record_event(
+    ctx: &Context,
+    app: &SparkApplication,
+    event_type: EventType,
+    reason: &'static str,
+    message: String,
+) {
+    let event = Event {
+        type_: match event_type {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
+        },
+        reason: reason.to_owned(),
+        note: Some(message),
+        action: reason.to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
+        warn!(reason, error = %error_chain(&error), "cannot record an event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state_machine::EventType;
+
+    #[test]
+    fn actions_run_status_first_and_requeue_last() {
+        let mut actions = [
+            Action::Requeue(Duration::ZERO),
+            Action::RecordEvent {
+                event_type: EventType::Normal,
+                reason: "R",
+                message: String::new(),
+            },
+            Action::DeleteApplication,
+            Action::Submit {
+                submission_id: "s".into(),
+            },
+            Action::DeleteDriver {
+                name: "d".into(),
+                uid: "u".into(),
+            },
+            Action::WriteStatus,
+        ];
+        actions.sort_by_key(rank);
+        let order: Vec<u8> = actions.iter().map(rank).collect();
+        assert_eq!(order, vec![0, 2, 3, 4, 5, 6]);
+        assert_eq!(actions[0], Action::WriteStatus);
+    }
+
+    #[test]
+    fn health_is_ready_only_with_both_watches_synced_and_up() {
+        let health = Health::default();
+        assert!(!health.ready());
+        health.apps.on_event(true);
+        health.pods.on_event(false);
+        assert!(!health.ready());
+        health.pods.on_event(true);
+        assert!(health.ready());
+        health.pods.on_error();
+        assert!(!health.ready());
+        assert!(health.synced());
+        assert_eq!(health.pods.restarts(), 1);
+    }
+}

@@ -1,0 +1,247 @@
+//! From cached pods to what `decide` reads: which pod is the application's driver, and what its
+//! driver container is doing. Pure: the caller hands in the pods it took from the cache.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+use crate::crd::{FailureReason, SparkApplication};
+use crate::labels;
+use crate::state_machine::{DriverPhase, ObservedDriver};
+
+/// The label Spark puts the application id in, on every pod of the application.
+pub const SPARK_APP_SELECTOR: &str = "spark-app-selector";
+
+/// The label Spark puts the pod's role (`driver`/`executor`) in.
+pub const SPARK_ROLE: &str = "spark-role";
+
+/// The selector of the pod watch: drivers we launched, nothing else (executors are many and the
+/// reconciler never looks at them).
+pub fn driver_pod_selector() -> String {
+    format!(
+        "{}=true,{SPARK_ROLE}=driver",
+        labels::LAUNCHED_BY_SPARK_OPERATOR
+    )
+}
+
+/// Whether `pod` has an ownerReference to the object with `uid`.
+pub fn is_owned_by(pod: &Pod, uid: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|owner| owner.uid == uid)
+}
+
+/// The application's driver among `pods` (driver pods of its namespace): a pod it owns that
+/// carries the current submission id, else the pod its status names (which may be a previous
+/// run's driver, owned or not, that still holds the name). Never a name derived from the spec.
+pub fn find_driver<'a>(app: &SparkApplication, pods: &'a [&'a Pod]) -> Option<&'a Pod> {
+    let uid = app.metadata.uid.as_deref()?;
+    let status = app.status.as_ref();
+    let submission_id = status.map(|s| s.submission_id.as_str()).unwrap_or("");
+    let named = status
+        .map(|s| s.driver_info.pod_name.as_str())
+        .unwrap_or("");
+    let current = (!submission_id.is_empty())
+        .then(|| {
+            pods.iter().copied().find(|pod| {
+                is_owned_by(pod, uid) && label(pod, labels::SUBMISSION_ID) == Some(submission_id)
+            })
+        })
+        .flatten();
+    current.or_else(|| {
+        (!named.is_empty())
+            .then(|| {
+                pods.iter()
+                    .copied()
+                    .find(|pod| pod.metadata.name.as_deref() == Some(named))
+            })
+            .flatten()
+    })
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// What `decide` needs to know about a driver pod of the app with `app_uid`.
+pub fn observe_driver(pod: &Pod, app_uid: &str) -> ObservedDriver {
+    ObservedDriver {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        submission_id: label(pod, labels::SUBMISSION_ID).map(str::to_owned),
+        owned: is_owned_by(pod, app_uid),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        spark_app_id: label(pod, SPARK_APP_SELECTOR).map(str::to_owned),
+        phase: driver_phase(pod),
+    }
+}
+
+/// The driver's phase from the driver container's state: a sidecar keeps a pod Running after the
+/// driver has exited, so the pod phase alone would hide completion.
+pub fn driver_phase(pod: &Pod) -> DriverPhase {
+    let status = pod.status.as_ref();
+    let pod_phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let pod_reason = status.and_then(|s| s.reason.as_deref());
+    let pod_message = status.and_then(|s| s.message.clone()).unwrap_or_default();
+    let container = status
+        .and_then(|s| s.container_statuses.as_deref())
+        .and_then(|statuses| driver_container(statuses));
+    let state = container.and_then(|c| c.state.as_ref());
+    if let Some(terminated) = state.and_then(|s| s.terminated.as_ref()) {
+        if terminated.exit_code == 0 {
+            return DriverPhase::Succeeded;
+        }
+        return DriverPhase::Failed {
+            exit_code: Some(terminated.exit_code),
+            reason: FailureReason::of_failed_pod(pod_reason, terminated.reason.as_deref()),
+            message: terminated.message.clone().unwrap_or_default(),
+        };
+    }
+    // The pod may fail without the container ever terminating (eviction, admission).
+    match pod_phase {
+        "Failed" => {
+            return DriverPhase::Failed {
+                exit_code: None,
+                reason: FailureReason::of_failed_pod(pod_reason, None),
+                message: pod_message,
+            };
+        }
+        "Succeeded" => return DriverPhase::Succeeded,
+        "Unknown" => return DriverPhase::Unknown,
+        _ => {}
+    }
+    if let Some(running) = state.and_then(|s| s.running.as_ref()) {
+        let ready = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        return DriverPhase::Running {
+            ready,
+            started_at: running.started_at.as_ref().map(|t| t.0),
+        };
+    }
+    DriverPhase::Pending {
+        waiting_reason: state
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone()),
+    }
+}
+
+/// The driver container's status: Spark's name, else the only container's.
+fn driver_container(statuses: &[ContainerStatus]) -> Option<&ContainerStatus> {
+    statuses
+        .iter()
+        .find(|c| c.name == labels::DRIVER_CONTAINER)
+        .or_else(|| (statuses.len() == 1).then(|| &statuses[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn app(status: serde_json::Value) -> SparkApplication {
+        serde_json::from_value(json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": "SparkApplication",
+            "metadata": {"name": "pi", "namespace": "default", "uid": "app-uid"},
+            "spec": {"type": "Scala", "mode": "cluster", "sparkVersion": "4.0.0",
+                     "mainApplicationFile": "local:///x.jar", "driver": {}, "executor": {}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn driver(name: &str, owner: &str, submission: &str) -> Pod {
+        pod(json!({
+            "metadata": {"name": name, "uid": format!("{name}-uid"),
+                "labels": {labels::SUBMISSION_ID: submission},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "SparkApplication",
+                    "name": "pi", "uid": owner}]},
+        }))
+    }
+
+    #[test]
+    fn driver_of_the_current_submission_is_found_by_owner_and_label() {
+        let a = app(json!({"submissionID": "app-uid-2", "driverInfo": {"podName": "pi-driver"}}));
+        let old = driver("pi-driver", "app-uid", "app-uid-1");
+        let current = driver("pi-driver-2", "app-uid", "app-uid-2");
+        let foreign = driver("pi-driver-3", "other", "app-uid-2");
+        let pods = [&old, &foreign, &current];
+        let found = find_driver(&a, &pods).unwrap();
+        assert_eq!(found.metadata.name.as_deref(), Some("pi-driver-2"));
+    }
+
+    #[test]
+    fn previous_driver_holding_the_status_name_is_observed_when_no_current_one_exists() {
+        let a = app(json!({"submissionID": "app-uid-2", "driverInfo": {"podName": "pi-driver"}}));
+        let old = driver("pi-driver", "app-uid", "app-uid-1");
+        let pods = [&old];
+        let observed = observe_driver(find_driver(&a, &pods).unwrap(), "app-uid");
+        assert!(observed.owned);
+        assert_eq!(observed.submission_id.as_deref(), Some("app-uid-1"));
+    }
+
+    #[test]
+    fn no_status_means_no_driver() {
+        let a = app(json!({}));
+        let old = driver("pi-driver", "app-uid", "app-uid-1");
+        assert!(find_driver(&a, &[&old]).is_none());
+    }
+
+    #[test]
+    fn driver_container_state_decides_over_the_pod_phase() {
+        let sidecar_keeps_running =
+            pod(json!({"status": {"phase": "Running", "containerStatuses": [
+            {"name": "agent", "image": "a", "imageID": "", "ready": true, "restartCount": 0,
+             "state": {"running": {}}},
+            {"name": labels::DRIVER_CONTAINER, "image": "s", "imageID": "", "ready": false,
+             "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}]}}));
+        assert_eq!(driver_phase(&sidecar_keeps_running), DriverPhase::Succeeded);
+        let failed = pod(json!({"status": {"phase": "Failed", "containerStatuses": [
+            {"name": labels::DRIVER_CONTAINER, "image": "s", "imageID": "", "ready": false,
+             "restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}));
+        assert!(matches!(
+            driver_phase(&failed),
+            DriverPhase::Failed {
+                exit_code: Some(1),
+                reason: FailureReason::ApplicationError,
+                ..
+            }
+        ));
+        let evicted = pod(json!({"status": {"phase": "Failed", "reason": "Evicted"}}));
+        assert!(matches!(
+            driver_phase(&evicted),
+            DriverPhase::Failed {
+                reason: FailureReason::Evicted,
+                ..
+            }
+        ));
+        let waiting = pod(json!({"status": {"phase": "Pending", "containerStatuses": [
+            {"name": labels::DRIVER_CONTAINER, "image": "s", "imageID": "", "ready": false,
+             "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}}));
+        assert_eq!(
+            driver_phase(&waiting),
+            DriverPhase::Pending {
+                waiting_reason: Some("ImagePullBackOff".into())
+            }
+        );
+        let running = pod(json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": labels::DRIVER_CONTAINER, "image": "s", "imageID": "",
+             "ready": true, "restartCount": 0, "state": {"running": {}}}]}}));
+        assert_eq!(
+            driver_phase(&running),
+            DriverPhase::Running {
+                ready: true,
+                started_at: None
+            }
+        );
+    }
+}

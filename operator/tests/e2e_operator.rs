@@ -1,0 +1,368 @@
+//! The operator end to end: its controller on an in-process kubesim, submitting through a real
+//! submitter over mTLS. Each test has its own cluster, submitter and operator.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{Env, wait_until};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use operator::controller::serve_probes;
+use operator::crd::{ApplicationStateType as State, FailureReason};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn application_runs_to_completed() {
+    let env = Env::start().await;
+    let config = env.run_config();
+    let metrics = config.metrics.clone();
+    let operator = env.operator_with(config).await;
+    let (probes, serve) = serve_probes(
+        "127.0.0.1:0".parse().unwrap(),
+        operator.health.clone(),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
+    let server = tokio::spawn(serve);
+    assert!(
+        http_get(probes, "/readyz")
+            .await
+            .starts_with("HTTP/1.0 200")
+    );
+    env.create_app("pi", json!({})).await;
+    let app = env.wait_for_state("pi", State::Completed).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.execution_attempts, 1);
+    assert!(!status.submission_pending);
+    assert!(!status.spark_application_id.is_empty());
+    assert_eq!(env.driver_pods("pi").await.len(), 1);
+    let text = http_get(probes, "/metrics").await;
+    assert!(
+        text.contains("spark_operator_submissions_total{outcome=\"created\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("spark_operator_applications{state=\"COMPLETED\"} 1"));
+    server.abort();
+}
+
+/// One plain HTTP/1.0 GET; the whole answer as text.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: probes\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_driver_is_retried_on_failure_then_fails() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "flaky",
+        json!({
+            "driver": {"annotations": {"kubesim.io/exit-code": "1"}},
+            "restartPolicy": {"type": "OnFailure", "onFailureRetries": 2,
+                              "onFailureRetryInterval": 1},
+        }),
+    )
+    .await;
+    let app = env.wait_for_state("flaky", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.execution_attempts, 3);
+    assert_eq!(status.failure_reason, Some(FailureReason::ApplicationError));
+    assert!(
+        status.submission_id.ends_with("-3"),
+        "{}",
+        status.submission_id
+    );
+    // Each rerun replaced the previous run's driver, which held the same name.
+    assert_eq!(env.pod_creations(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submission_refused_by_the_submitter_is_submission_failed_then_failed() {
+    let env = Env::start().await;
+    // A foreign pod already holds the driver's name: the submitter answers 409.
+    let foreign: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "taken-driver"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    let foreign = env
+        .pods()
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    let _operator = env.operator().await;
+    env.create_app(
+        "taken",
+        json!({"restartPolicy": {"type": "OnFailure", "onSubmissionFailureRetries": 1,
+                                 "onSubmissionFailureRetryInterval": 2}}),
+    )
+    .await;
+    // SUBMISSION_FAILED while a submission retry is due, FAILED once retries are spent (as
+    // the widely used operator does).
+    let failed = env
+        .wait_for_state("taken", State::SubmissionFailed)
+        .await
+        .status
+        .unwrap();
+    assert_eq!(failed.submission_attempts, 1);
+    let app = env.wait_for_state("taken", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(
+        status.failure_reason,
+        Some(FailureReason::SubmissionRejected)
+    );
+    assert_eq!(status.submission_attempts, 2);
+    assert_eq!(status.execution_attempts, 0);
+    assert!(
+        status
+            .app_state
+            .error_message
+            .contains("DRIVER_POD_ALREADY_EXISTS")
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r == "SparkApplicationSubmissionFailed"),
+        "{reasons:?}"
+    );
+    // The foreign pod is not the operator's to delete.
+    let pod = env.pods().get("taken-driver").await.unwrap();
+    assert_eq!(pod.metadata.uid, foreign.metadata.uid);
+    assert!(pod.metadata.deletion_timestamp.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_deleted_by_hand_is_rerun_per_policy() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "lost",
+        json!({
+            "driver": {"annotations": {"kubesim.io/run-seconds": "60"}},
+            "restartPolicy": {"type": "OnFailure", "onFailureRetries": 1,
+                              "onFailureRetryInterval": 1},
+        }),
+    )
+    .await;
+    let app = env.wait_for_state("lost", State::Running).await;
+    let first = app.status.unwrap().submission_id;
+    env.pods()
+        .delete("lost-driver", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let app = env
+        .wait_for_app("lost", "a rerun after the driver was deleted", |app| {
+            app.status.as_ref().is_some_and(|s| {
+                s.execution_attempts == 2
+                    && s.submission_id != first
+                    && matches!(s.app_state.state, State::Submitted | State::Running)
+            })
+        })
+        .await;
+    let pods = env.driver_pods("lost").await;
+    assert_eq!(pods.len(), 1, "only the rerun's driver");
+    assert_eq!(
+        pods[0].metadata.labels.as_ref().unwrap()["sparkoperator.k8s.io/submission-id"],
+        app.status.unwrap().submission_id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_after_the_id_was_persisted_submits_exactly_one_driver() {
+    let env = Env::start().await;
+    // A submitter that accepts connections and never answers: the first operator persists the
+    // submission id, then hangs in the submission, which never reaches the real submitter.
+    let black_hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole = black_hole.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = black_hole.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut config = env.run_config();
+    config.submitter.url = format!("https://localhost:{}/api/v1/spark-submit", hole.port());
+    config.submitter.request_timeout = Duration::from_secs(25);
+    let first = env.operator_with(config).await;
+    env.create_app(
+        "restart",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "1"}}}),
+    )
+    .await;
+    let persisted = env
+        .wait_for_app("restart", "the submission id to be persisted", |app| {
+            app.status
+                .as_ref()
+                .is_some_and(|s| s.submission_pending && !s.submission_id.is_empty())
+        })
+        .await
+        .status
+        .unwrap()
+        .submission_id;
+    drop(first);
+    assert_eq!(env.pod_creations(), 0, "nothing was submitted yet");
+
+    let _second = env.operator().await;
+    let app = env.wait_for_state("restart", State::Completed).await;
+    assert_eq!(app.status.unwrap().submission_id, persisted);
+    assert_eq!(env.driver_pods("restart").await.len(), 1);
+    assert_eq!(env.pod_creations(), 1);
+    holder.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_and_compacted_watches_still_complete() {
+    let env = Env::start().await;
+    let operator = env.operator().await;
+    env.create_app(
+        "resilient",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
+    )
+    .await;
+    env.wait_for_state("resilient", State::Running).await;
+    env.cluster.store.drop_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // History forgotten: resumes get 410 and the watches re-list.
+    env.cluster.store.compact();
+    env.cluster.store.drop_watches();
+    env.wait_for_state("resilient", State::Completed).await;
+    let health = operator.health.clone();
+    wait_until("the watches to be ready again", || {
+        let ready = health.ready();
+        async move { ready.then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_makes_no_list_calls() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    for name in ["steady-a", "steady-b"] {
+        env.create_app(
+            name,
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "60"}}}),
+        )
+        .await;
+    }
+    for name in ["steady-a", "steady-b"] {
+        env.wait_for_state(name, State::Running).await;
+    }
+    env.cluster.control.reset_counts();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(env.list_calls(), 0, "{:#?}", env.cluster.control.counts());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_field_is_reported_and_the_app_still_runs() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app("partial", json!({"sparkConfigMap": "my-spark-conf"}))
+        .await;
+    let app = env.wait_for_state("partial", State::Completed).await;
+    let conditions = app.status.unwrap().conditions;
+    let condition = conditions
+        .iter()
+        .find(|c| c.type_ == operator::unsupported::CONDITION_TYPE)
+        .expect("the UnsupportedFields condition");
+    assert_eq!(condition.status, "True");
+    assert!(
+        condition.message.contains("sparkConfigMap"),
+        "{}",
+        condition.message
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let warnings: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(operator::unsupported::REASON))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_spark_conf_refused_by_the_submitter_fails_without_a_driver() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "badconf",
+        json!({"executor": {"memory": null}, "sparkConf": {"spark.executor.memory": "lots"}}),
+    )
+    .await;
+    let app = env.wait_for_state("badconf", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(
+        status.failure_reason,
+        Some(FailureReason::SubmissionRejected)
+    );
+    assert!(
+        status
+            .app_state
+            .error_message
+            .contains("INVALID_SPARK_SUBMIT_ARGS"),
+        "{}",
+        status.app_state.error_message
+    );
+    assert_eq!(env.pod_creations(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_drops_while_a_watch_is_down_and_returns_after() {
+    let env = Env::start().await;
+    let operator = env.operator().await;
+    env.create_app(
+        "waiting",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
+    )
+    .await;
+    env.wait_for_state("waiting", State::Running).await;
+    // The pod watch's reconnections fail for a while.
+    let rule: kubesim::control::FaultRule = serde_json::from_value(
+        json!({"verb": "watch", "resource": "pods", "code": 500, "count": 3}),
+    )
+    .unwrap();
+    env.cluster.control.add_fault(rule);
+    env.cluster.store.drop_watches();
+    let health = operator.health.clone();
+    wait_until("readiness to drop", || {
+        let down = !health.ready();
+        async move { down.then_some(()) }
+    })
+    .await;
+    assert!(
+        health.synced(),
+        "the cache stays usable while the watch reconnects"
+    );
+    env.wait_for_state("waiting", State::Completed).await;
+    wait_until("readiness to return", || {
+        let ready = health.ready();
+        async move { ready.then_some(()) }
+    })
+    .await;
+    assert!(operator.health.pods.restarts() >= 1);
+}

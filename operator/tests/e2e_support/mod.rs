@@ -1,0 +1,406 @@
+//! Shared by the `e2e_*` tests: an in-process kubesim, a real submitter (its axum app served by
+//! `submitter::tls::serve` over mTLS on 127.0.0.1:0, certificates from rcgen), and the operator's
+//! controller as a task that can be dropped and started again.
+#![allow(dead_code)] // each test crate uses a different part
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use kubesim::{Cluster, ClusterConfig};
+use operator::controller::{RunConfig, run};
+use operator::crd::{ApplicationStateType, SparkApplication};
+use operator::leader::{LeaderConfig, run_elected};
+use operator::metrics::Metrics;
+use operator::reconciler::Health;
+use operator::state_machine::Settings;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
+};
+use serde_json::{Value, json};
+use submitter::client::ClientConfig;
+use submitter::policy::Policy;
+use submitter::service::{Access, AppState, ServiceConfig, app};
+use submitter::tls::{ClientAuth, ReloadingTlsConfig, ServeOptions, TlsFiles, Transport, serve};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The operator's client identity, allowed everything by the submitter's policy.
+pub const OPERATOR_IDENTITY: &str = "spark-operator.spark.svc";
+
+const POLICY: &str = r#"
+clients:
+  - identity: spark-operator.spark.svc
+    namespaces: ["*"]
+    serviceAccounts: ["*"]
+"#;
+
+pub const LEASE: &str = "spark-operator-leader";
+
+/// Longest a test waits for one condition.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub struct Env {
+    pub cluster: Cluster,
+    pub submitter_addr: SocketAddr,
+    _stop_submitter: oneshot::Sender<()>,
+    dir: TempDir,
+    pub client: kube::Client,
+}
+
+/// A running operator; dropping it stops it (the task is aborted, as a crash would).
+pub struct Operator {
+    pub health: Arc<Health>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        init_tracing();
+        let cluster = Cluster::start(ClusterConfig::default()).await.unwrap();
+        let client = cluster.client().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("e2e ca");
+        let server = ca.server();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let files = TlsFiles {
+            cert: write("server.crt", &server.0),
+            key: write("server.key", &server.1),
+            client_ca: write("ca.crt", &ca.pem()),
+        };
+        let operator = ca.client(OPERATOR_IDENTITY);
+        write("operator.crt", &operator.0);
+        write("operator.key", &operator.1);
+        let policy = Arc::new(Policy::parse(POLICY).unwrap());
+        let state = AppState::new(client.clone(), Access::Policy(policy));
+        let router = app(state, &ServiceConfig::default());
+        let tls = ReloadingTlsConfig::new(files, ClientAuth::Required).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let submitter_addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(serve(
+            listener,
+            Transport::Tls(Arc::new(tls)),
+            router,
+            ServeOptions::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Env {
+            cluster,
+            submitter_addr,
+            _stop_submitter: stop,
+            dir,
+            client,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn run_config(&self) -> RunConfig {
+        let mut submitter = ClientConfig::new(format!(
+            "https://localhost:{}/api/v1/spark-submit",
+            self.submitter_addr.port()
+        ));
+        submitter.ca = Some(self.path("ca.crt"));
+        submitter.cert = Some(self.path("operator.crt"));
+        submitter.key = Some(self.path("operator.key"));
+        submitter.max_retries = 2;
+        submitter.initial_backoff = Duration::from_millis(100);
+        submitter.request_timeout = Duration::from_secs(10);
+        RunConfig {
+            submitter,
+            master: "k8s://https://kubernetes.default.svc:443".into(),
+            install_crd: true,
+            namespace: None,
+            settings: Settings {
+                driver_creation_grace: Duration::from_secs(2),
+                default_ttl_seconds: None,
+                unsynced_requeue: Duration::from_millis(200),
+                deletion_requeue: Duration::from_millis(200),
+            },
+            instance: Some("e2e".into()),
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+
+    /// Starts the controller and waits until the CRD is served.
+    pub async fn operator(&self) -> Operator {
+        self.operator_with(self.run_config()).await
+    }
+
+    pub async fn operator_with(&self, config: RunConfig) -> Operator {
+        let health = Arc::new(Health::default());
+        let task = tokio::spawn({
+            let client = self.client.clone();
+            let health = health.clone();
+            async move {
+                run(client, config, health, std::future::pending())
+                    .await
+                    .unwrap();
+            }
+        });
+        let operator = Operator { health, task };
+        let health = operator.health.clone();
+        wait_until("the operator's caches to sync", || {
+            let ready = health.ready();
+            async move { ready.then_some(()) }
+        })
+        .await;
+        operator
+    }
+
+    /// Starts a replica behind leader election on the Lease `default/spark-operator-leader`
+    /// (2 s lease); it does not wait for anything.
+    pub fn elected_operator(&self, identity: &str) -> Operator {
+        let health = Arc::new(Health::default());
+        let leader = LeaderConfig {
+            namespace: "default".into(),
+            lease_name: LEASE.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
+        };
+        let mut config = self.run_config();
+        config.instance = Some(identity.into());
+        let task = tokio::spawn({
+            let client = self.client.clone();
+            let health = health.clone();
+            async move {
+                let _ = run_elected(client, config, leader, health, std::future::pending()).await;
+            }
+        });
+        Operator { health, task }
+    }
+
+    /// The leader Lease's holder.
+    pub async fn lease_holder(&self) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), "default");
+        leases.get_opt(LEASE).await.unwrap()?.spec?.holder_identity
+    }
+
+    pub fn apps(&self) -> Api<SparkApplication> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Creates a SparkApplication named `name` in `default`, with `extra` merged into its spec.
+    pub async fn create_app(&self, name: &str, extra: Value) -> SparkApplication {
+        let mut spec = json!({
+            "type": "Scala",
+            "mode": "cluster",
+            "image": "spark:4.0.0",
+            "sparkVersion": "4.0.0",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            "driver": {"cores": 1, "memory": "512m",
+                       "annotations": {"kubesim.io/run-seconds": "0.3"}},
+            "executor": {"instances": 1, "cores": 1, "memory": "512m"},
+        });
+        merge(&mut spec, &extra);
+        let app: SparkApplication = serde_json::from_value(json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": "SparkApplication",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": spec,
+        }))
+        .unwrap();
+        self.apps()
+            .create(&PostParams::default(), &app)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the app reaches `state`, failing if it reaches another terminal state.
+    pub async fn wait_for_state(
+        &self,
+        name: &str,
+        state: ApplicationStateType,
+    ) -> SparkApplication {
+        let apps = self.apps();
+        wait_until(&format!("{name} to reach {state:?}"), || {
+            let apps = apps.clone();
+            async move {
+                let app = apps.get(name).await.ok()?;
+                let current = app.status.as_ref()?.app_state.state;
+                (current == state).then_some(app)
+            }
+        })
+        .await
+    }
+
+    /// Waits until `probe` holds for the app.
+    pub async fn wait_for_app(
+        &self,
+        name: &str,
+        what: &str,
+        probe: impl Fn(&SparkApplication) -> bool,
+    ) -> SparkApplication {
+        let apps = self.apps();
+        let probe = &probe;
+        wait_until(what, || {
+            let apps = apps.clone();
+            async move {
+                let app = apps.get(name).await.ok()?;
+                probe(&app).then_some(app)
+            }
+        })
+        .await
+    }
+
+    /// The driver pods of `app` (by the operator's app-name label).
+    pub async fn driver_pods(&self, app: &str) -> Vec<Pod> {
+        self.pods()
+            .list(&ListParams::default().labels(&format!(
+                "sparkoperator.k8s.io/app-name={app},spark-role=driver"
+            )))
+            .await
+            .unwrap()
+            .items
+    }
+
+    /// How many `list` requests kubesim has served (watches excluded).
+    pub fn list_calls(&self) -> u64 {
+        self.cluster
+            .control
+            .counts()
+            .iter()
+            .filter(|c| c.verb == "list" && !c.watch)
+            .map(|c| c.count)
+            .sum()
+    }
+
+    /// Pod creations kubesim journaled (POSTs to a pods collection).
+    pub fn pod_creations(&self) -> usize {
+        self.cluster
+            .control
+            .journal()
+            .iter()
+            .filter(|e| {
+                e.method == "POST"
+                    && !e.path.contains("dryRun")
+                    && e.path.split('?').next().unwrap_or("").ends_with("/pods")
+            })
+            .count()
+    }
+}
+
+fn merge(base: &mut Value, extra: &Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                match base.get_mut(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge(existing, value)
+                    }
+                    _ => {
+                        base.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (base, extra) => *base = extra.clone(),
+    }
+}
+
+/// Polls `probe` every 50 ms until it answers, for at most [`WAIT`].
+pub async fn wait_until<T, F, Fut>(what: &str, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A throwaway certificate authority.
+struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        Ca {
+            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
+        }
+    }
+
+    fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// (certificate, key) PEM.
+    fn issue(&self, sans: Vec<SanType>, usage: ExtendedKeyUsagePurpose) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = sans;
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn server(&self) -> (String, String) {
+        self.issue(
+            vec![
+                SanType::DnsName("localhost".try_into().unwrap()),
+                SanType::IpAddress("127.0.0.1".parse().unwrap()),
+            ],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
+    fn client(&self, dns: &str) -> (String, String) {
+        self.issue(
+            vec![SanType::DnsName(dns.try_into().unwrap())],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+}
