@@ -98,8 +98,27 @@ pub async fn install_crd(client: &Client) -> Result<(), RunError> {
     .await
     .map_err(RunError::InstallCrd)?;
     info!(crd = %crd.name_any(), "applied the CRD");
+    // Watching before the API server serves the new type only yields retried errors; waiting
+    // for Established keeps start-up logs clean. Not fatal: the watches retry regardless.
+    let name = crd.name_any();
+    let established = kube::runtime::wait::await_condition(
+        crds,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    match tokio::time::timeout(CRD_ESTABLISHED_WAIT, established).await {
+        Ok(Ok(_)) => info!(crd = %crd.name_any(), "the CRD is established"),
+        Ok(Err(error)) => warn!(error = %error, "could not wait for the CRD to be established"),
+        Err(_) => warn!(
+            wait_secs = CRD_ESTABLISHED_WAIT.as_secs(),
+            "the CRD is not established yet; the watches will retry"
+        ),
+    }
     Ok(())
 }
+
+/// How long start-up waits for the applied CRD to be served.
+const CRD_ESTABLISHED_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Updates `health` from a watch's events; logs its errors (the watcher retries them).
 fn track<K>(
