@@ -48,6 +48,9 @@ pub const LEASE: &str = "spark-operator-leader";
 /// Longest a test waits for one condition.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// The lease duration of [`Env::elected_operator`] replicas.
+pub const LEASE_DURATION: Duration = Duration::from_secs(2);
+
 pub struct Env {
     pub cluster: Cluster,
     pub submitter_addr: SocketAddr,
@@ -189,7 +192,7 @@ impl Env {
             namespace: "default".into(),
             lease_name: LEASE.into(),
             identity: identity.into(),
-            lease_duration: Duration::from_secs(2),
+            lease_duration: LEASE_DURATION,
             retry_period: Duration::from_millis(300),
         };
         let mut config = self.run_config();
@@ -293,6 +296,17 @@ impl Env {
             .items
     }
 
+    /// How many pod `create` requests kubesim has counted (not bounded like the journal).
+    pub fn pod_create_requests(&self) -> u64 {
+        self.cluster
+            .control
+            .counts()
+            .iter()
+            .filter(|c| c.verb == "create" && c.resource == "pods")
+            .map(|c| c.count)
+            .sum()
+    }
+
     /// How many `list` requests kubesim has served (watches excluded).
     pub fn list_calls(&self) -> u64 {
         self.cluster
@@ -343,12 +357,24 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
+    wait_within(what, WAIT, probe).await
+}
+
+/// Polls `probe` every 50 ms until it answers, for at most `limit`.
+pub async fn wait_within<T, F, Fut>(what: &str, limit: Duration, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let start = Instant::now();
     loop {
         if let Some(value) = probe().await {
             return value;
         }
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
