@@ -48,10 +48,10 @@ pub struct Event {
     /// Namespace of the object (`""` for cluster-scoped).
     pub namespace: String,
     /// The object after the change (before it, for deletions).
-    pub object: Value,
+    pub object: Arc<Value>,
     /// The object before the change, for modifications (lets watches with selectors turn a change
     /// that leaves the selection into a DELETED event, as Kubernetes does).
-    pub previous: Option<Value>,
+    pub previous: Option<Arc<Value>>,
 }
 
 /// Options common to writes.
@@ -137,7 +137,8 @@ type ObjKey = (String, String);
 
 struct Inner {
     rv: u64,
-    objects: HashMap<TypeKey, BTreeMap<ObjKey, Value>>,
+    // Objects are shared with the event log: history costs a pointer per event, not a copy.
+    objects: HashMap<TypeKey, BTreeMap<ObjKey, Arc<Value>>>,
     log: VecDeque<Arc<Event>>,
     log_capacity: usize,
     /// Every event with rv <= this is gone from the log.
@@ -207,7 +208,7 @@ impl Store {
             .objects
             .get(&(group.to_string(), plural.to_string()))
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+            .map(|o| Value::clone(o))
     }
 
     /// Lists objects of a type, in one namespace or all, filtered by `keep`.
@@ -234,7 +235,7 @@ impl Store {
         };
         let empty = BTreeMap::new();
         let all = inner.objects.get(&type_key(rt)).unwrap_or(&empty);
-        let range: Box<dyn Iterator<Item = (&ObjKey, &Value)>> = match &start {
+        let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<Value>)>> = match &start {
             Some(k) => Box::new(all.range::<ObjKey, _>((
                 std::ops::Bound::Excluded(k.clone()),
                 std::ops::Bound::Unbounded,
@@ -253,7 +254,7 @@ impl Store {
                 continue;
             }
             last_key = Some(k.clone());
-            items.push(v.clone());
+            items.push(Value::clone(v));
         }
         let continue_token = (remaining > 0)
             .then(|| last_key.map(|k| encode_continue(inner.rv, &k)))
@@ -272,7 +273,7 @@ impl Store {
         inner
             .objects
             .get(&(group.to_string(), plural.to_string()))
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.values().map(|o| Value::clone(o)).collect())
             .unwrap_or_default()
     }
 
@@ -350,7 +351,7 @@ impl Store {
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             inner.on_crd_write(rt, &obj);
         }
-        inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj.clone(), None);
+        inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj.clone());
         Ok(obj)
     }
 
@@ -500,6 +501,7 @@ impl Inner {
         self.objects
             .get(&type_key(rt))
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .map(|o| &**o)
     }
 
     fn exists(&self, group: &str, plural: &str, ns: &str, name: &str) -> bool {
@@ -532,7 +534,6 @@ impl Inner {
         name: &str,
         kind: EventType,
         object: Value,
-        previous: Option<Value>,
     ) {
         let ns = if rt.namespaced { ns } else { "" };
         self.rv += 1;
@@ -543,11 +544,16 @@ impl Inner {
         // A deletion is a change too: its event carries the deletion's resourceVersion, so a
         // client resuming from the previous version replays it.
         metadata_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
-        if kind == EventType::Deleted {
+        let object = Arc::new(object);
+        // The version this change replaces comes back from the map as a shared pointer: the
+        // log keeps no copy of it.
+        let previous = if kind == EventType::Deleted {
             map.remove(&key);
+            None
         } else {
-            map.insert(key, object.clone());
-        }
+            map.insert(key, object.clone())
+                .filter(|_| kind == EventType::Modified)
+        };
         let event = Arc::new(Event {
             rv,
             kind,
@@ -685,19 +691,11 @@ impl Inner {
             self.on_crd_write(rt, &proposed);
         }
         if meta::is_deleting(&proposed) && self.ready_to_remove(rt, &proposed) {
-            self.commit(tx, rt, ns, name, EventType::Deleted, proposed.clone(), None);
+            self.commit(tx, rt, ns, name, EventType::Deleted, proposed.clone());
             self.after_remove(tx, rt, &proposed);
             return Ok(proposed);
         }
-        self.commit(
-            tx,
-            rt,
-            ns,
-            name,
-            EventType::Modified,
-            proposed,
-            Some(current),
-        );
+        self.commit(tx, rt, ns, name, EventType::Modified, proposed);
         Ok(self
             .object(rt, ns, name)
             .cloned()
@@ -795,7 +793,7 @@ impl Inner {
                 .is_some_and(|a| !a.is_empty());
         if !deleting && finalizers.is_empty() && grace == 0 && !held_by_namespace_finalizers {
             // Nothing holds the object: it goes at once, and watchers see its last state.
-            self.commit(tx, rt, ns, name, EventType::Deleted, current.clone(), None);
+            self.commit(tx, rt, ns, name, EventType::Deleted, current.clone());
             self.after_remove(tx, rt, &current);
             return Ok(current);
         }
@@ -813,11 +811,11 @@ impl Inner {
             next["status"]["phase"] = json!("Terminating");
         }
         if self.ready_to_remove(rt, &next) {
-            self.commit(tx, rt, ns, name, EventType::Deleted, next.clone(), None);
+            self.commit(tx, rt, ns, name, EventType::Deleted, next.clone());
             self.after_remove(tx, rt, &next);
             return Ok(next);
         }
-        self.commit(tx, rt, ns, name, EventType::Modified, next, Some(current));
+        self.commit(tx, rt, ns, name, EventType::Modified, next);
         Ok(self
             .object(rt, ns, name)
             .cloned()
@@ -833,10 +831,14 @@ impl Inner {
             let objs: Vec<(ObjKey, Value)> = self
                 .objects
                 .get(&type_key(&custom))
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), Value::clone(v)))
+                        .collect()
+                })
                 .unwrap_or_default();
             for ((ns, name), o) in objs {
-                self.commit(tx, &custom, &ns, &name, EventType::Deleted, o, None);
+                self.commit(tx, &custom, &ns, &name, EventType::Deleted, o);
             }
             self.registry.unregister(&custom.group, &custom.plural);
         }
