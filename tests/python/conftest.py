@@ -45,25 +45,30 @@ class Kubesim:
         return requests.request(method, f"{self.url}/sim/v1/{path.lstrip('/')}", **kwargs)
 
     def log_tail(self, n: int = 40) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no log)"
-        return "\n".join(lines[-n:])
+        return _log_tail(self.log, n)
 
 
-def _kubesim_bin() -> Path:
-    raw = os.environ.get("KUBESIM_BIN")
+def _binary(var: str, package: str) -> Path:
+    """The executable named by environment variable `var` (a binary of cargo package `package`)."""
+    raw = os.environ.get(var)
     if not raw:
         pytest.fail(
-            "KUBESIM_BIN is not set: point it at a kubesim binary, e.g. "
-            "`cargo build --release -p kubesim && KUBESIM_BIN=target/release/kubesim python -m pytest tests/python`",
+            f"{var} is not set: point it at a {package} binary, e.g. "
+            f"`cargo build --release -p {package} && {var}=target/release/{package} python -m pytest tests/python`",
             pytrace=False,
         )
     path = Path(raw)
     if not path.is_file() or not os.access(path, os.X_OK):
-        pytest.fail(f"KUBESIM_BIN={raw} is not an executable file", pytrace=False)
+        pytest.fail(f"{var}={raw} is not an executable file", pytrace=False)
     return path.resolve()
+
+
+def _log_tail(log: Path, n: int) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
 
 
 def _read_kubeconfig(path: Path) -> dict | None:
@@ -94,7 +99,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def kubesim(tmp_path_factory) -> Kubesim:
-    binary = _kubesim_bin()
+    binary = _binary("KUBESIM_BIN", "kubesim")
     tmp = tmp_path_factory.mktemp("kubesim")
     kubeconfig = tmp / "kubeconfig"
     log = tmp / "kubesim.log"
@@ -210,25 +215,7 @@ class Submitter:
     proc: subprocess.Popen = field(repr=False)
 
     def log_tail(self, n: int = 40) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no log)"
-        return "\n".join(lines[-n:])
-
-
-def _submitter_bin() -> Path:
-    raw = os.environ.get("SUBMITTER_BIN")
-    if not raw:
-        pytest.fail(
-            "SUBMITTER_BIN is not set: point it at a submitter binary, e.g. "
-            "`cargo build --release -p submitter && SUBMITTER_BIN=target/release/submitter ...`",
-            pytrace=False,
-        )
-    path = Path(raw)
-    if not path.is_file() or not os.access(path, os.X_OK):
-        pytest.fail(f"SUBMITTER_BIN={raw} is not an executable file", pytrace=False)
-    return path.resolve()
+        return _log_tail(self.log, n)
 
 
 def _free_port() -> int:
@@ -242,7 +229,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def submitter(tmp_path_factory, kubesim: Kubesim) -> Submitter:
     """`submitter serve --insecure-dev` on loopback, ready (caches synced) before it is used."""
-    binary = _submitter_bin()
+    binary = _binary("SUBMITTER_BIN", "submitter")
     tmp = tmp_path_factory.mktemp("submitter")
     log = tmp / "submitter.log"
     url = f"http://127.0.0.1:{_free_port()}"

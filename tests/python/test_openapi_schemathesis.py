@@ -1,8 +1,7 @@
 """The live `submitter serve` against openapi/spark-submit.yaml, with schemathesis.
 
-kubesim (the session fixture) is the API server; the submitter runs `--insecure-dev` (plain HTTP on
-loopback, every submission allowed) from SUBMITTER_BIN (default
-`${CARGO_TARGET_DIR:-target}/release/submitter`). Every operation of the document gets generated
+kubesim (the session fixture) is the API server; the submitter is the session's `--insecure-dev` one (plain HTTP on
+loopback, every submission allowed; see conftest.py). Every operation of the document gets generated
 requests (bounded: MAX_EXAMPLES each, well under a minute in all) and each answer must be
 documented: its status, its content type and its body schema; and the server never answers a 5xx
 other than the documented 503. The document's agreement with the code itself is checked in Rust
@@ -11,10 +10,6 @@ other than the documented 503. The document's agreement with the code itself is 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,12 +25,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from conftest import Kubesim, _stop
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "openapi" / "spark-submit.yaml"
 MAX_EXAMPLES = 25
-STARTUP_TIMEOUT_S = 20.0
 
 # Only the documented 503 (overloaded, API server unreachable) may be a 5xx.
 CONFIG = SchemathesisConfig.from_dict(
@@ -69,63 +62,12 @@ CHECKS = [
 ]
 
 
-def _submitter_bin() -> Path:
-    target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
-    path = Path(os.environ.get("SUBMITTER_BIN", f"{target}/release/submitter"))
-    if not path.is_file() or not os.access(path, os.X_OK):
-        pytest.fail(
-            f"no submitter binary at {path}: `cargo build --release -p submitter` or set SUBMITTER_BIN",
-            pytrace=False,
-        )
-    return path.resolve()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def submitter_url(kubesim: Kubesim, tmp_path_factory) -> str:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("submitter") / "submitter.log"
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(
-            [
-                str(_submitter_bin()),
-                "serve",
-                "--insecure-dev",
-                "--kubeconfig",
-                str(kubesim.kubeconfig),
-                "--listen",
-                f"127.0.0.1:{port}",
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"submitter exited with {proc.returncode}:\n{log.read_text()[-3000:]}", pytrace=False)
-            try:
-                if requests.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"submitter not ready within {STARTUP_TIMEOUT_S:.0f}s:\n{log.read_text()[-3000:]}", pytrace=False)
-            time.sleep(0.1)
-        yield url
-    finally:
-        _stop(proc)
-        tail = log.read_text(errors="replace")
-        if "panicked" in tail:
-            pytest.fail(f"the submitter panicked:\n{tail[-3000:]}", pytrace=False)
+def submitter_url(submitter) -> str:
+    """The session's submitter (tests/python/conftest.py); a panic during the run fails the module."""
+    yield submitter.url
+    if "panicked" in (tail := submitter.log_tail(200)):
+        pytest.fail(f"the submitter panicked:\n{tail}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
