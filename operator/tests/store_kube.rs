@@ -26,23 +26,7 @@ fn fail_updates(cluster: &Cluster, count: u64, code: u16, when: &str) {
     cluster.control.add_fault(rule);
 }
 
-macro_rules! case {
-    ($name:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            let (_cluster, s) = store().await;
-            bounded(store_support::$name(&s)).await;
-        }
-    };
-}
-
-case!(advance_is_monotonic_and_idempotent);
-case!(commit_under_current_epoch_lands);
-case!(commit_under_old_epoch_is_fenced_and_writes_nothing);
-case!(heartbeat_is_fenced_likewise);
-case!(prune_keeps_the_latest_n);
-case!(racing_zombies_after_the_fence_never_land);
-case!(racing_the_fence_itself);
+store_support::conformance_cases!(store());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_configmap_per_application_holds_the_state() {

@@ -7,23 +7,7 @@ use std::sync::Arc;
 use operator::progress_store::memory::MemoryStore;
 use store_support::*;
 
-macro_rules! case {
-    ($name:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            let s = Arc::new(MemoryStore::new());
-            bounded(store_support::$name(&s)).await;
-        }
-    };
-}
-
-case!(advance_is_monotonic_and_idempotent);
-case!(commit_under_current_epoch_lands);
-case!(commit_under_old_epoch_is_fenced_and_writes_nothing);
-case!(heartbeat_is_fenced_likewise);
-case!(prune_keeps_the_latest_n);
-case!(racing_zombies_after_the_fence_never_land);
-case!(racing_the_fence_itself);
+store_support::conformance_cases!(async { ((), Arc::new(MemoryStore::new())) });
 
 #[tokio::test]
 async fn any_store_forwards_to_its_backend() {

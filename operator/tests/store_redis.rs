@@ -12,23 +12,7 @@ async fn store() -> (RedisServer, RedisStore) {
     (server, store)
 }
 
-macro_rules! case {
-    ($name:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            let (_server, s) = store().await;
-            bounded(store_support::$name(&s)).await;
-        }
-    };
-}
-
-case!(advance_is_monotonic_and_idempotent);
-case!(commit_under_current_epoch_lands);
-case!(commit_under_old_epoch_is_fenced_and_writes_nothing);
-case!(heartbeat_is_fenced_likewise);
-case!(prune_keeps_the_latest_n);
-case!(racing_zombies_after_the_fence_never_land);
-case!(racing_the_fence_itself);
+store_support::conformance_cases!(store());
 
 /// Redis Cluster hashes only the part between the first `{` and the next `}` when it is not
 /// empty: the same tag means the same slot, which a multi-key script requires.

@@ -261,13 +261,27 @@ pub async fn racing_the_fence_itself<S: ProgressStore + Clone + 'static>(s: &S) 
     assert_eq!(s.latest(&a).await.unwrap().unwrap().epoch, new_epoch);
 }
 
-/// Everything above, in one call per backend.
-pub async fn conformance<S: ProgressStore + Clone + 'static>(s: &S) {
-    advance_is_monotonic_and_idempotent(s).await;
-    commit_under_current_epoch_lands(s).await;
-    commit_under_old_epoch_is_fenced_and_writes_nothing(s).await;
-    heartbeat_is_fenced_likewise(s).await;
-    prune_keeps_the_latest_n(s).await;
-    racing_zombies_after_the_fence_never_land(s).await;
-    racing_the_fence_itself(s).await;
+/// One `#[tokio::test]` per conformance case above, for the backend `$store` makes: an async
+/// expression giving `(guard, store)`, the guard keeping the backend's server alive.
+macro_rules! conformance_cases {
+    ($store:expr) => {
+        $crate::store_support::conformance_cases!(@each $store;
+            advance_is_monotonic_and_idempotent,
+            commit_under_current_epoch_lands,
+            commit_under_old_epoch_is_fenced_and_writes_nothing,
+            heartbeat_is_fenced_likewise,
+            prune_keeps_the_latest_n,
+            racing_zombies_after_the_fence_never_land,
+            racing_the_fence_itself);
+    };
+    (@each $store:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (_guard, s) = $store.await;
+                $crate::store_support::bounded($crate::store_support::$name(&s)).await;
+            }
+        )*
+    };
 }
+pub(crate) use conformance_cases;
