@@ -397,15 +397,28 @@ async fn finished_driver(
     built: &DriverObjects,
     submission_id: &str,
 ) -> Option<crate::status::record::Record> {
-    let name = crate::status::record::name(submission_id)?;
+    use crate::status::record;
+    let ours = |r: &record::Record| {
+        r.submission_id == submission_id
+            && r.namespace == built.identity.namespace
+            && r.pod == built.identity.driver_pod_name
+    };
+    // From the synced watch cache when there is one: no API call on the submission path. A
+    // record reaches the cache milliseconds after the driver succeeds, long before its pod is
+    // collected, so the cache's lag does not open a window for a second driver in practice.
+    if let Some(caches) = state.caches.as_ref().filter(|c| crate::status::synced(c)) {
+        return crate::status::retained(caches, &record::submission_key(submission_id))
+            .into_iter()
+            .find(ours);
+    }
+    let name = record::name(submission_id)?;
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(state.kube.client().clone(), &built.identity.namespace);
     let cm = api.get_opt(&name).await.ok()??;
-    if !crate::status::record::is_record(&cm) {
+    if !record::is_record(&cm) {
         return None;
     }
-    crate::status::record::read(&cm)
-        .filter(|r| r.submission_id == submission_id && r.pod == built.identity.driver_pod_name)
+    record::read(&cm).filter(ours)
 }
 
 /// The 200 duplicate answer for a driver known only from its retention record.
@@ -474,7 +487,7 @@ async fn submit(
 
     // A driver of this submission that succeeded and was then garbage-collected left a
     // retention record: answering from it keeps "never a second driver" true after the pod is
-    // gone (one GET by the record's deterministic name; the caches may lag a fresh record).
+    // gone.
     if let Some(finished) = finished_driver(&state, &built, &id).await {
         state.metrics.duplicate();
         info!(

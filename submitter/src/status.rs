@@ -220,7 +220,7 @@ pub fn lookup_submission(
 }
 
 /// The records indexed under `key` that the cache still holds.
-fn retained(caches: &WatchCaches, key: &str) -> Vec<record::Record> {
+pub(crate) fn retained(caches: &WatchCaches, key: &str) -> Vec<record::Record> {
     caches
         .record_index
         .get(key)
