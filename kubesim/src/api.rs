@@ -56,6 +56,9 @@ async fn handle(
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
+    if let Some(refused) = refuse_partitioned(&state, &headers) {
+        return refused;
+    }
     match path::parse(&path) {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
@@ -81,6 +84,17 @@ async fn handle(
                 .unwrap_or_else(|e| error_response(&e))
         }
     }
+}
+
+/// A process on a partitioned node cannot reach the control plane: a request carrying its
+/// node's token gets 503 and changes nothing (not even the request counters).
+fn refuse_partitioned(state: &AppState, headers: &HeaderMap) -> Option<Response> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    let node = crate::node_token::node_of_authorization(value.as_bytes())?;
+    if !state.kubelet.is_partitioned(node) {
+        return None;
+    }
+    Some(error_response(&ApiError::node_partitioned(node)))
 }
 
 /// Which operation a method and path ask for.

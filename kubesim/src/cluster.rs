@@ -119,25 +119,8 @@ impl Cluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        let store = Store::new(config.history);
-        bootstrap(&store)?;
-        crate::gc::start(store.clone());
-        let kubelet = Kubelet::start(
-            store.clone(),
-            KubeletConfig {
-                nodes: config.nodes.clone(),
-                images: config.images.clone(),
-                work_dir,
-                tick: Duration::from_millis(config.tick_millis.max(1)),
-            },
-        );
-        let control = Arc::new(Control::default());
-        let state = AppState {
-            store: store.clone(),
-            control: control.clone(),
-            kubelet: kubelet.clone(),
-            bookmark_interval: Duration::from_millis(config.bookmark_millis.max(10)),
-        };
+        // Bound before the kubelet starts: its processes' kubeconfigs name the address. Requests
+        // wait in the backlog until the server runs below.
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -148,6 +131,27 @@ impl Cluster {
             addr: config.listen,
             source,
         })?;
+        let url = format!("http://{addr}");
+        let store = Store::new(config.history);
+        bootstrap(&store)?;
+        crate::gc::start(store.clone());
+        let kubelet = Kubelet::start(
+            store.clone(),
+            KubeletConfig {
+                nodes: config.nodes.clone(),
+                images: config.images.clone(),
+                work_dir,
+                tick: Duration::from_millis(config.tick_millis.max(1)),
+                api_url: Some(url.clone()),
+            },
+        );
+        let control = Arc::new(Control::default());
+        let state = AppState {
+            store: store.clone(),
+            control: control.clone(),
+            kubelet: kubelet.clone(),
+            bookmark_interval: Duration::from_millis(config.bookmark_millis.max(10)),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = api::router(state);
         tokio::spawn(async move {
@@ -161,7 +165,7 @@ impl Cluster {
             }
         });
         Ok(Self {
-            url: format!("http://{addr}"),
+            url,
             addr,
             store,
             control,

@@ -18,6 +18,7 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,9 +30,9 @@ pub use machine::{EXIT_CODE, NEVER_START, RUN_SECONDS};
 pub use phase::{Phase, pod_phase};
 
 use crate::api_error::ApiError;
-use crate::meta;
 use crate::resources::{NameRule, ResourceType};
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
+use crate::{kubeconfig, meta, node_token};
 use machine::{Action, Behaviour, CRef, Machine, Section, Signal, StartFailure};
 use process::ProcHandle;
 
@@ -50,6 +51,9 @@ pub struct KubeletConfig {
     /// One scheduling/startup step: pods move at most one stage per tick, and each tick's
     /// changes to a pod are written together.
     pub tick: Duration,
+    /// The API server's URL (`http://127.0.0.1:PORT`): real processes get a kubeconfig naming
+    /// it. `None` (a kubelet without a server) writes no kubeconfig.
+    pub api_url: Option<String>,
 }
 
 impl Default for KubeletConfig {
@@ -59,6 +63,7 @@ impl Default for KubeletConfig {
             images: BTreeMap::new(),
             work_dir: std::env::temp_dir().join(format!("kubesim-{}", std::process::id())),
             tick: Duration::from_millis(20),
+            api_url: None,
         }
     }
 }
@@ -130,7 +135,16 @@ enum Msg {
 
 struct NodeState {
     name: String,
-    partitioned: bool,
+    /// Read without the state lock by the API server on every request from a node's process;
+    /// written only under the state lock, so the kubelet sees it change together with the
+    /// orphans it governs.
+    partitioned: AtomicBool,
+}
+
+impl NodeState {
+    fn is_partitioned(&self) -> bool {
+        self.partitioned.load(Ordering::Acquire)
+    }
 }
 
 /// A pod bound to one of our nodes.
@@ -158,7 +172,6 @@ struct PodEntry {
 
 #[derive(Default)]
 struct State {
-    nodes: Vec<NodeState>,
     pods: HashMap<String, PodEntry>,
     /// (namespace, name) → uid of the pod we run under that name.
     names: HashMap<(String, String), String>,
@@ -178,6 +191,8 @@ pub struct Kubelet {
     nodes_rt: Arc<ResourceType>,
     config: KubeletConfig,
     rt: tokio::runtime::Handle,
+    /// One per configured node, fixed at start.
+    nodes: Vec<NodeState>,
     state: Mutex<State>,
     wake: Notify,
     msgs: mpsc::UnboundedSender<Msg>,
@@ -330,6 +345,28 @@ fn stop(entry: &PodEntry, cref: CRef, signal: Signal, rt: &tokio::runtime::Handl
     }
 }
 
+const KUBECONFIG: &str = "KUBECONFIG";
+
+/// Where a real-process pod's kubeconfig lives, relative to the pod root.
+pub const POD_KUBECONFIG: &str = ".kubesim/kubeconfig";
+
+/// Writes the pod's kubeconfig (atomically: a sibling container may be reading it while a
+/// restarting one rewrites it) and returns its path.
+fn write_pod_kubeconfig(
+    root: &std::path::Path,
+    url: &str,
+    token: &str,
+) -> std::io::Result<PathBuf> {
+    let path = root.join(POD_KUBECONFIG);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, kubeconfig::render_with_token(url, Some(token)))?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
 fn container_spec(pod: &Value, cref: CRef) -> Option<&Value> {
     let field = match cref.section {
         Section::Init => "initContainers",
@@ -355,17 +392,15 @@ impl Kubelet {
             pods_rt: core_type(&store, "pods", "Pod", true),
             events_rt: core_type(&store, "events", "Event", true),
             nodes_rt: core_type(&store, "nodes", "Node", false),
-            state: Mutex::new(State {
-                nodes: config
-                    .nodes
-                    .iter()
-                    .map(|n| NodeState {
-                        name: n.clone(),
-                        partitioned: false,
-                    })
-                    .collect(),
-                ..State::default()
-            }),
+            nodes: config
+                .nodes
+                .iter()
+                .map(|n| NodeState {
+                    name: n.clone(),
+                    partitioned: AtomicBool::new(false),
+                })
+                .collect(),
+            state: Mutex::new(State::default()),
             store,
             config,
             rt: tokio::runtime::Handle::current(),
@@ -490,16 +525,24 @@ impl Kubelet {
         self.set_partitioned(node, false)
     }
 
+    /// Whether `node` is cut off now (`false` for an unknown node). Lock-free: the API server
+    /// asks on every request that carries a node token.
+    pub fn is_partitioned(&self, node: &str) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.name == node && n.is_partitioned())
+    }
+
     fn set_partitioned(&self, node: &str, partitioned: bool) -> bool {
+        let Some(n) = self.nodes.iter().find(|n| n.name == node) else {
+            return false;
+        };
         {
             let mut st = lock(&self.state);
-            let Some(n) = st.nodes.iter_mut().find(|n| n.name == node) else {
-                return false;
-            };
-            if n.partitioned == partitioned {
+            if n.is_partitioned() == partitioned {
                 return true;
             }
-            n.partitioned = partitioned;
+            n.partitioned.store(partitioned, Ordering::Release);
             if !partitioned {
                 // The node hears of the pods removed while it was cut off and stops them.
                 let (gone, kept) = std::mem::take(&mut st.orphans)
@@ -644,7 +687,7 @@ impl Kubelet {
             e.delete_requested |= meta::is_deleting(pod);
             return;
         }
-        if !st.nodes.iter().any(|n| n.name == node) {
+        if !self.nodes.iter().any(|n| n.name == node) {
             return;
         }
         // A kubelet never reruns a pod that already finished (e.g. seen again after a restart).
@@ -698,7 +741,7 @@ impl Kubelet {
         if st.names.get(&key).is_some_and(|u| u == uid) {
             st.names.remove(&key);
         }
-        let partitioned = st.nodes.iter().any(|n| n.name == e.node && n.partitioned);
+        let partitioned = self.is_partitioned(&e.node);
         if partitioned && !e.procs.values().all(ProcHandle::has_exited) {
             // A force-deleted pod on a cut-off node lives on as a zombie until the node heals,
             // which is exactly what fencing has to cope with.
@@ -790,14 +833,12 @@ impl Kubelet {
         let now_str = meta::now_rfc3339();
         let mut guard = lock(&self.state);
         self.schedule(&mut guard);
-        let State {
-            nodes,
-            pods,
-            orphans,
-            ..
-        } = &mut *guard;
+        let State { pods, orphans, .. } = &mut *guard;
         for e in pods.values_mut() {
-            let healthy = nodes.iter().any(|n| n.name == e.node && !n.partitioned);
+            let healthy = self
+                .nodes
+                .iter()
+                .any(|n| n.name == e.node && !n.is_partitioned());
             if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
                 continue;
             }
@@ -875,11 +916,11 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
-        let mut load: Vec<(usize, usize)> = st
+        let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| !n.partitioned)
+            .filter(|(_, n)| !n.is_partitioned())
             .map(|(i, n)| {
                 let count = st
                     .pods
@@ -896,7 +937,7 @@ impl Kubelet {
             let Some(slot) = load.iter_mut().min() else {
                 break;
             };
-            let node = st.nodes[slot.1].name.clone();
+            let node = self.nodes[slot.1].name.clone();
             let result = self.store.modify(
                 &self.pods_rt,
                 &ns,
@@ -1032,6 +1073,23 @@ impl Kubelet {
         let mut base: Vec<(String, String)> = image_cmd.env.clone().into_iter().collect();
         base.push(("HOSTNAME".into(), e.name.clone()));
         base.push(("KUBESIM_POD_ROOT".into(), root.display().to_string()));
+        if let Some(url) = &self.config.api_url {
+            let token = node_token::for_pod(&e.node, &e.ns, &e.name);
+            match write_pod_kubeconfig(&root, url, &token) {
+                // The image's env may name another kubeconfig; it wins, as it would over any
+                // default. Only one entry per name, so the container's env replaces the winner.
+                Ok(path) if !image_cmd.env.contains_key(KUBECONFIG) => {
+                    base.push((KUBECONFIG.into(), path.display().to_string()));
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    return fail(
+                        e,
+                        StartFailure::Config(format!("cannot write the pod's kubeconfig: {err}")),
+                    );
+                }
+            }
+        }
         let lookup = |plural: &str, obj: &str| self.store.get_raw("", plural, &e.ns, obj);
         let addrs = env::PodAddrs {
             pod_ip: &e.ip,

@@ -15,6 +15,7 @@ pub mod gc;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod meta;
+pub mod node_token;
 pub mod patch;
 pub mod resources;
 pub mod selector;

@@ -324,3 +324,77 @@ async fn mapped_image_runs_a_real_process_with_env_and_volumes() {
     assert!(logs.contains(&format!("hello real {ip}")), "{logs}");
     assert!(logs.contains("from-configmap"), "{logs}");
 }
+
+/// The kubeconfig path a real process saw, from its first log line.
+async fn kubeconfig_seen_by(api: &Api<Pod>, name: &str) -> std::path::PathBuf {
+    let line = eventually(10, || async {
+        let logs = api.logs(name, &LogParams::default()).await.ok()?;
+        logs.lines()
+            .next()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+    })
+    .await;
+    std::path::PathBuf::from(line)
+}
+
+async fn client_from_kubeconfig(path: &std::path::Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
+    let sim = start_with_images().await;
+    let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    let spec = json!({"restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "local/shell:1",
+            "args": ["echo \"$KUBECONFIG\"; sleep 60"]}]});
+    api.create(&PostParams::default(), &pod("agent", json!({}), spec))
+        .await
+        .unwrap();
+    let p = phase_of(&api, "agent", "Running").await;
+    let node = p.spec.unwrap().node_name.unwrap();
+
+    // The process is handed a kubeconfig naming kubesim and a token naming its node and pod.
+    let path = kubeconfig_seen_by(&api, "agent").await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kubeconfig: Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        kubeconfig["clusters"][0]["cluster"]["server"],
+        sim.cluster.url
+    );
+    assert_eq!(
+        kubeconfig["users"][0]["user"]["token"],
+        format!("kubesim-node/{node}/default/agent")
+    );
+
+    let agent: Api<Pod> = Api::namespaced(client_from_kubeconfig(&path).await, "default");
+    agent.get("agent").await.unwrap();
+
+    sim.control("POST", &format!("/nodes/{node}/partition"), "")
+        .await;
+    let kube::Error::Api(status) = agent.get("agent").await.unwrap_err() else {
+        panic!("a partitioned node's process must get an API answer");
+    };
+    assert_eq!(status.code, 503);
+    assert_eq!(status.reason, "ServiceUnavailable");
+    assert!(status.message.contains("partitioned"), "{}", status.message);
+    // Writes are refused too, and nothing happens.
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "heartbeat"}})).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(agent.clone().into_client(), "default");
+    let refused = cms.create(&PostParams::default(), &cm).await.unwrap_err();
+    assert!(matches!(refused, kube::Error::Api(s) if s.code == 503));
+    let others: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+    assert!(others.get_opt("heartbeat").await.unwrap().is_none());
+    // Everyone else still reaches the API server.
+    api.get("agent").await.unwrap();
+
+    sim.control("POST", &format!("/nodes/{node}/heal"), "")
+        .await;
+    agent.get("agent").await.unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+}
