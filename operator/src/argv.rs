@@ -23,6 +23,7 @@ use thiserror::Error;
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};
 use crate::defaults::with_defaults;
 use crate::labels;
+use crate::recovery::{self, DriverRecovery, RecoverySettings};
 use crate::unsupported::{message, unsupported_fields};
 
 /// The conf that names the driver pod.
@@ -95,6 +96,12 @@ pub enum BuildArgsError {
     UnsupportedLocalDirVolume { name: String },
     #[error("spec.{role}.template is not a pod template: {reason}")]
     InvalidTemplate { role: Role, reason: &'static str },
+    #[error(
+        "spec.restartPolicy.recovery is set, but this operator runs with fenced restarts disabled (start it with --recovery-store)"
+    )]
+    RecoveryDisabled,
+    #[error("status.recoveryStatus.epoch is not set: the epoch must be fenced before submitting")]
+    MissingEpoch,
     #[error("cannot encode {field} as JSON")]
     Encode {
         field: &'static str,
@@ -113,6 +120,8 @@ impl BuildArgsError {
             BuildArgsError::VolumeNotFound { .. } => "volume_not_found",
             BuildArgsError::UnsupportedLocalDirVolume { .. } => "unsupported_local_dir_volume",
             BuildArgsError::InvalidTemplate { .. } => "invalid_template",
+            BuildArgsError::RecoveryDisabled => "recovery_disabled",
+            BuildArgsError::MissingEpoch => "missing_epoch",
             BuildArgsError::Encode { .. } => "encode",
         }
     }
@@ -144,8 +153,20 @@ pub fn master_url(host: &str, port: &str) -> String {
 }
 
 /// Builds the submission of `app` for the submitter at Kubernetes master `master`
-/// (`k8s://https://...`), with the submission id persisted in `app.status`.
+/// (`k8s://https://...`), with the submission id persisted in `app.status`, for an operator
+/// running without fenced restarts.
 pub fn build_args(app: &SparkApplication, master: &str) -> Result<SubmitPlan, BuildArgsError> {
+    build_submission(app, master, None)
+}
+
+/// [`build_args`], with the operator's fenced-restart settings (`None`: the feature is off). A
+/// recovery-enabled app runs its driver under `status.recoveryStatus.epoch`, which must be
+/// persisted (fenced) before the submission, like the submission id.
+pub fn build_submission(
+    app: &SparkApplication,
+    master: &str,
+    recovery: Option<&RecoverySettings>,
+) -> Result<SubmitPlan, BuildArgsError> {
     let name = metadata(app.metadata.name.as_deref(), "metadata.name")?;
     let namespace = metadata(app.metadata.namespace.as_deref(), "metadata.namespace")?;
     let uid = metadata(app.metadata.uid.as_deref(), "metadata.uid")?;
@@ -166,7 +187,30 @@ pub fn build_args(app: &SparkApplication, master: &str) -> Result<SubmitPlan, Bu
     }
 
     let spec = with_defaults(&app.spec);
-    let pod_name = driver_pod_name(name, &spec);
+    let epoch = if recovery::requested(&spec) {
+        let settings = recovery.ok_or(BuildArgsError::RecoveryDisabled)?;
+        let epoch = app
+            .status
+            .as_ref()
+            .and_then(|s| s.recovery_status.as_ref())
+            .map(|r| r.epoch)
+            .ok_or(BuildArgsError::MissingEpoch)?;
+        Some((settings, epoch))
+    } else {
+        None
+    };
+    let base_name = driver_pod_name(name, &spec);
+    let pod_name = match epoch {
+        Some((_, epoch)) => recovery::pod_name(&base_name, epoch),
+        None => base_name,
+    };
+    let driver_recovery = epoch.map(|(settings, epoch)| DriverRecovery {
+        namespace,
+        app: name,
+        epoch,
+        pod_name: &pod_name,
+        settings,
+    });
     let mut a = Argv::default();
 
     a.flag("--master", master);
@@ -205,6 +249,9 @@ pub fn build_args(app: &SparkApplication, master: &str) -> Result<SubmitPlan, Bu
     a.conf(DRIVER_POD_NAME_CONF, &pod_name);
 
     driver_confs(&mut a, app, &spec, name, submission_id);
+    for (key, value) in driver_recovery.iter().flat_map(DriverRecovery::confs) {
+        a.conf(&key, &value);
+    }
     env_vars(&mut a, Role::Driver, &spec.driver.pod);
     secrets(&mut a, Role::Driver, &spec.driver.pod);
     local_dir_volumes(&mut a, Role::Driver, &spec, &spec.driver.pod)?;
@@ -223,11 +270,20 @@ pub fn build_args(app: &SparkApplication, master: &str) -> Result<SubmitPlan, Bu
     a.args.extend(spec.arguments.iter().cloned());
 
     let owner = template::Owner { name, uid };
+    let mut driver_pod_template = template::driver(&spec, &owner)?;
+    if let Some(r) = &driver_recovery {
+        r.add_agent(&mut driver_pod_template).map_err(|reason| {
+            BuildArgsError::InvalidTemplate {
+                role: Role::Driver,
+                reason,
+            }
+        })?;
+    }
     Ok(SubmitPlan {
         submission_id: submission_id.to_owned(),
         driver_pod_name: pod_name,
         args: a.args,
-        driver_pod_template: template::driver(&spec, &owner)?,
+        driver_pod_template,
         executor_pod_template: template::executor(&spec, &owner)?,
     })
 }

@@ -32,9 +32,13 @@ use tracing::{info, warn};
 
 use crate::crd::SparkApplication;
 use crate::metrics::Metrics;
+use crate::progress_store::AnyStore;
+use crate::progress_store::kube::KubeStore;
+use crate::progress_store::redis::{ConnectError, RedisStore};
 use crate::reconciler::{
     Context, Health, WatchHealth, error_chain, error_policy, observe, reconcile,
 };
+use crate::recovery::StoreKind;
 use crate::state_machine::Settings;
 
 /// The field manager of everything the operator applies, and its event reporter name.
@@ -70,6 +74,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot connect to the fenced-restart state store")]
+    ConnectStore(#[source] ConnectError),
     #[error("lost the leader lease {lease}")]
     LostLeadership { lease: String },
 }
@@ -81,6 +87,7 @@ impl RunError {
             RunError::NewSubmitterClient(_) => "new_submitter_client",
             RunError::InstallCrd(_) => "install_crd",
             RunError::ListenProbes { .. } => "listen_probes",
+            RunError::ConnectStore(_) => "connect_store",
             RunError::LostLeadership { .. } => "lost_leadership",
         }
     }
@@ -189,7 +196,16 @@ pub async fn run(
         controller: MANAGER.to_owned(),
         instance: config.instance.clone(),
     };
-    let ctx = Arc::new(Context::new(
+    let store = match config.settings.recovery.as_ref().map(|r| &r.store) {
+        None => None,
+        Some(StoreKind::Kubernetes) => Some(AnyStore::Kube(KubeStore::new(client.clone()))),
+        Some(StoreKind::Redis { url }) => Some(AnyStore::Redis(
+            RedisStore::connect(url)
+                .await
+                .map_err(RunError::ConnectStore)?,
+        )),
+    };
+    let mut ctx = Context::new(
         client.clone(),
         submitter,
         pod_reader,
@@ -197,7 +213,11 @@ pub async fn run(
         Recorder::new(client, reporter),
         (config.settings.clone(), config.master.clone()),
         config.metrics.clone(),
-    ));
+    );
+    if let Some(store) = store {
+        ctx = ctx.with_store(store);
+    }
+    let ctx = Arc::new(ctx);
     info!(namespace = ?config.namespace, "starting the controller");
     Controller::for_stream(apps, app_reader)
         .owns_stream(pods)

@@ -10,13 +10,13 @@ mod status;
 pub use spec::{
     ApplicationTimeoutConfig, BatchSchedulerConfiguration, Dependencies, DeployMode,
     DriverIngressConfiguration, DriverSpec, DynamicAllocation, ExecutorSpec, GpuSpec,
-    MonitoringSpec, NameKey, NamePath, Port, PrometheusSpec, RestartPolicy, RestartPolicyType,
-    SecretInfo, SecretType, SparkApplication, SparkApplicationSpec, SparkApplicationType,
-    SparkPodSpec, SparkUIConfiguration,
+    MonitoringSpec, NameKey, NamePath, Port, PrometheusSpec, RecoverySpec, RestartPolicy,
+    RestartPolicyType, SecretInfo, SecretType, SparkApplication, SparkApplicationSpec,
+    SparkApplicationType, SparkPodSpec, SparkUIConfiguration,
 };
 pub use status::{
     ApplicationState, ApplicationStateType, DriverInfo, ExecutorState, FailureReason,
-    SparkApplicationStatus,
+    RecoveryStatus, SparkApplicationStatus,
 };
 
 use kube::CustomResourceExt;

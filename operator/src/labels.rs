@@ -27,3 +27,6 @@ pub const LEGACY_EXECUTOR_CONTAINER: &str = "executor";
 /// Volumes with this prefix are Spark local directories, passed as `spark.kubernetes.*.volumes`
 /// confs rather than through the pod template (Spark must know them to use them as scratch).
 pub const LOCAL_DIR_VOLUME_PREFIX: &str = "spark-local-dir-";
+
+/// On driver pods of recovery-enabled applications: the epoch the driver runs under.
+pub const RECOVERY_EPOCH: &str = "sparkoperator.k8s.io/recovery-epoch";

@@ -24,6 +24,9 @@ pub mod state_machine;
 /// Fenced restarts: the epoch and marker rules every state store applies (pure).
 pub mod fence;
 
+/// What a fenced restart puts into a driver's submission: its epoch, pod name and agent sidecar.
+pub mod recovery;
+
 /// The state store of fenced restarts: the trait and its Redis, Kubernetes and memory backends.
 pub mod progress_store;
 
@@ -38,3 +41,6 @@ pub mod leader;
 
 /// Prometheus metrics of `operator run`.
 pub mod metrics;
+
+/// `operator agent`: the recovery agent sidecar (restore, heartbeat, loopback marker API).
+pub mod agent;

@@ -13,6 +13,7 @@ use operator::controller::{self, RunConfig};
 use operator::leader::{LeaderConfig, run_elected};
 use operator::metrics::Metrics;
 use operator::reconciler::Health;
+use operator::recovery::{RecoverySettings, StoreKind};
 use operator::state_machine::Settings;
 use submitter::client::ClientConfig;
 
@@ -30,6 +31,8 @@ enum Command {
     Crd,
     /// Reconcile SparkApplications, submitting through the submitter over mTLS.
     Run(Box<RunArgs>),
+    /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1.
+    Agent(operator::agent::AgentArgs),
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +97,62 @@ struct RunArgs {
     /// Seconds a silent leader keeps the lease.
     #[arg(long, env = "OPERATOR_LEASE_DURATION_SECONDS", default_value_t = 15)]
     lease_duration_seconds: u64,
+    #[command(flatten)]
+    recovery: RecoveryArgs,
+}
+
+/// Fenced restarts (`spec.restartPolicy.recovery`).
+#[derive(Debug, Args)]
+struct RecoveryArgs {
+    /// State store of fenced restarts: `kubernetes` (one ConfigMap per app), a `redis://` URL,
+    /// or `none` to turn the feature off (apps asking for it then fail with a message).
+    #[arg(long, env = "OPERATOR_RECOVERY_STORE", default_value = "kubernetes")]
+    recovery_store: String,
+    /// Image of the recovery agent sidecar: the operator's own image (entrypoint `operator`).
+    #[arg(
+        long,
+        env = "OPERATOR_AGENT_IMAGE",
+        default_value = concat!("spark-operator:", env!("CARGO_PKG_VERSION"))
+    )]
+    agent_image: String,
+    /// Loopback port of the agent inside the driver pod.
+    #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = 7079)]
+    agent_port: u16,
+    /// Spread agent ports over this many ports by pod name (1 in a real cluster; more on kubesim,
+    /// where every pod shares the host's loopback).
+    #[arg(long, env = "OPERATOR_AGENT_PORT_SPAN", default_value_t = 1)]
+    agent_port_span: u16,
+    /// Agent heartbeat interval.
+    #[arg(long, env = "OPERATOR_AGENT_HEARTBEAT_MILLIS", default_value_t = 1000)]
+    agent_heartbeat_millis: u64,
+    /// Seconds without a heartbeat after which a running driver is fenced and replaced.
+    #[arg(long, env = "OPERATOR_HEARTBEAT_TIMEOUT_SECONDS", default_value_t = 30)]
+    heartbeat_timeout_seconds: i64,
+}
+
+impl RecoveryArgs {
+    fn settings(&self) -> anyhow::Result<Option<RecoverySettings>> {
+        let store = match self.recovery_store.as_str() {
+            "none" => return Ok(None),
+            "kubernetes" => StoreKind::Kubernetes,
+            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                StoreKind::Redis {
+                    url: url.to_owned(),
+                }
+            }
+            other => anyhow::bail!(
+                "--recovery-store {other:?}: expected kubernetes, none or a redis:// URL"
+            ),
+        };
+        Ok(Some(RecoverySettings {
+            store,
+            agent_image: self.agent_image.clone(),
+            agent_port: self.agent_port,
+            agent_port_span: self.agent_port_span.max(1),
+            heartbeat_millis: self.agent_heartbeat_millis.max(1),
+            heartbeat_timeout_seconds: self.heartbeat_timeout_seconds.max(1),
+        }))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -111,6 +170,17 @@ fn main() -> anyhow::Result<()> {
             init_tracing();
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(run(*args))?;
+        }
+        Command::Agent(args) => {
+            init_tracing();
+            // One thread is plenty for a sidecar that answers one driver.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            runtime
+                .block_on(operator::agent::run(args))
+                .context("recovery agent failed")?;
         }
     }
     Ok(())
@@ -155,6 +225,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         settings: Settings {
             driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
             default_ttl_seconds: args.default_ttl_seconds,
+            recovery: args.recovery.settings()?,
             ..Settings::default()
         },
         instance: args.instance.clone(),

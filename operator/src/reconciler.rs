@@ -24,12 +24,15 @@ use submitter::client::SubmitterClient;
 use thiserror::Error;
 use tracing::{debug, info, instrument, warn};
 
-use crate::argv::build_args;
+use crate::argv::build_submission;
 use crate::crd::{ApplicationStateType as State, SparkApplication, SparkApplicationStatus};
 use crate::labels;
 use crate::metrics::{Metrics, outcome};
+use crate::progress_store::{AnyStore, AppKey, ProgressStore, StoreError};
+use crate::recovery;
 use crate::state_machine::{
-    Action, AppView, EventType, Observed, Settings, SubmissionOutcome, decide,
+    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, Settings,
+    SubmissionOutcome, decide,
 };
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
@@ -118,6 +121,8 @@ pub struct Context {
     /// `--master` given to the submitter in the argv.
     pub master: String,
     pub metrics: Arc<Metrics>,
+    /// The state store of fenced restarts (when `settings.recovery` is set).
+    pub store: Option<AnyStore>,
     /// Consecutive failures per object (`ns/name`), for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -141,8 +146,15 @@ impl Context {
             settings,
             master,
             metrics,
+            store: None,
             failures: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With the state store of fenced restarts.
+    pub fn with_store(mut self, store: AnyStore) -> Context {
+        self.store = Some(store);
+        self
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
@@ -174,6 +186,10 @@ pub enum ReconcileError {
     },
     #[error("cannot delete the application")]
     DeleteApplication(#[source] kube::Error),
+    #[error("cannot fence the application's drivers in the state store")]
+    Fence(#[source] StoreError),
+    #[error("fenced restarts are requested but the operator has no state store")]
+    NoStore,
 }
 
 impl ReconcileError {
@@ -185,22 +201,26 @@ impl ReconcileError {
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
+            ReconcileError::Fence(_) => "fence",
+            ReconcileError::NoStore => "no_store",
         }
     }
 }
 
 /// The order actions of one decision run in, whatever order they came in: the status first (it
-/// persists what a submission needs, and a lost race stops everything after it), then reads
-/// and the submission, then deletions, events, the app's own deletion, and the requeue.
+/// persists what a submission needs, and a lost race stops everything after it), then the fence
+/// and reads, deletions (older epochs' drivers go before their successor is submitted), the
+/// submission, events, the app's own deletion, and the requeue.
 pub fn rank(action: &Action) -> u8 {
     match action {
         Action::WriteStatus => 0,
-        Action::VerifyDriverAbsent { .. } => 1,
-        Action::Submit { .. } => 2,
+        Action::AdvanceEpoch { .. } => 1,
+        Action::VerifyDriverAbsent { .. } => 2,
         Action::DeleteDriver { .. } => 3,
-        Action::RecordEvent { .. } => 4,
-        Action::DeleteApplication => 5,
-        Action::Requeue(_) => 6,
+        Action::Submit { .. } => 4,
+        Action::RecordEvent { .. } => 5,
+        Action::DeleteApplication => 6,
+        Action::Requeue(_) => 7,
     }
 }
 
@@ -276,9 +296,12 @@ async fn reconcile_app(
     }
     let apps: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let (driver, other_drivers) = observe_cached_drivers(ctx, &app, namespace);
     let mut observed = Observed {
         cache_synced: ctx.health.synced(),
-        driver: observe_cached_driver(ctx, &app, namespace),
+        driver,
+        other_drivers,
+        heartbeat: read_heartbeat(ctx, &app, namespace).await,
         ..Observed::default()
     };
     for _ in 0..MAX_ROUNDS {
@@ -305,6 +328,7 @@ async fn reconcile_app(
                             // The answers were about the status just replaced; they are in it now.
                             observed.submission = None;
                             observed.driver_absent_verified = false;
+                            observed.fence = None;
                             again = true;
                         }
                         Err(error) if is_conflict(&error) => {
@@ -340,6 +364,22 @@ async fn reconcile_app(
                     observed.submission = Some(submit(ctx, &app, submission_id).await);
                     again = true;
                 }
+                Action::AdvanceEpoch {
+                    observed: observed_epoch,
+                } => {
+                    let store = ctx.store.as_ref().ok_or(ReconcileError::NoStore)?;
+                    let fence = fence(store, &AppKey::new(namespace, name), observed_epoch)
+                        .await
+                        .map_err(ReconcileError::Fence)?;
+                    info!(
+                        observed = observed_epoch,
+                        epoch = fence.epoch,
+                        restores = ?fence.latest,
+                        "fenced"
+                    );
+                    observed.fence = Some(fence);
+                    again = true;
+                }
                 Action::DeleteDriver { name: pod, uid } => {
                     delete_driver(&pods, &pod, &uid).await?;
                     // The cache still shows the pod; deciding again now would delete it again.
@@ -360,13 +400,15 @@ async fn reconcile_app(
         }
         // An answer (a submission's, a live read's) must reach the status before we stop, or
         // the next reconcile would ask again.
-        let unrecorded = observed.submission.is_some() || observed.driver_absent_verified;
+        let unrecorded = observed.submission.is_some()
+            || observed.driver_absent_verified
+            || observed.fence.is_some();
         if !unrecorded && (!again || requeue.is_some()) {
             return Ok(ControllerAction::requeue(requeue.unwrap_or(IDLE_REQUEUE)));
         }
         // The driver may have changed while the actions ran.
         observed.cache_synced = ctx.health.synced();
-        observed.driver = observe_cached_driver(ctx, &app, namespace);
+        (observed.driver, observed.other_drivers) = observe_cached_drivers(ctx, &app, namespace);
     }
     debug!("decision rounds exhausted; continuing in the next reconcile");
     Ok(ControllerAction::requeue(Duration::from_millis(100)))
@@ -391,18 +433,60 @@ fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
-/// The app's driver from the pod cache: owned by the app, or named in its status.
-fn observe_cached_driver(
+/// The app's driver from the pod cache (owned by the app, or named in its status), and its other
+/// owned driver pods (previous runs', older epochs').
+fn observe_cached_drivers(
     ctx: &Context,
     app: &SparkApplication,
     namespace: &str,
-) -> Option<crate::state_machine::ObservedDriver> {
-    let uid = app.metadata.uid.as_deref()?;
+) -> (Option<ObservedDriver>, Vec<ObservedDriver>) {
+    let Some(uid) = app.metadata.uid.as_deref() else {
+        return (None, Vec::new());
+    };
     let cached = ctx
         .pods
         .state_filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace));
     let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
-    observe::find_driver(app, &pods).map(|pod| observe::observe_driver(pod, uid))
+    let driver = observe::find_driver(app, &pods);
+    let others = observe::other_drivers(uid, &pods, driver)
+        .map(|pod| observe::observe_driver(pod, uid))
+        .collect();
+    (driver.map(|pod| observe::observe_driver(pod, uid)), others)
+}
+
+/// The last heartbeat of a recovery-enabled app whose driver should be alive; `None` when not
+/// needed or when the store cannot answer (then staleness is judged at the next look).
+async fn read_heartbeat(
+    ctx: &Context,
+    app: &SparkApplication,
+    namespace: &str,
+) -> Option<Option<crate::fence::Heartbeat>> {
+    let store = ctx.store.as_ref()?;
+    ctx.settings.recovery.as_ref()?;
+    if !recovery::requested(&app.spec) || !matches!(state_of(app), State::Running | State::Unknown)
+    {
+        return None;
+    }
+    match store
+        .last_heartbeat(&AppKey::new(namespace, app.name_any()))
+        .await
+    {
+        Ok(heartbeat) => Some(heartbeat),
+        Err(error) => {
+            warn!(kind = error.kind(), error = %error_chain(&error), "cannot read the heartbeat");
+            None
+        }
+    }
+}
+
+/// Fences every driver under `observed` and reads the marker the next driver will restore.
+async fn fence(store: &AnyStore, app: &AppKey, observed: u64) -> Result<FenceOutcome, StoreError> {
+    let epoch = store.advance_epoch(app, observed).await?;
+    let latest = store.latest(app).await?;
+    Ok(FenceOutcome {
+        epoch,
+        latest: latest.map(|m| (m.epoch, m.seq)),
+    })
 }
 
 /// Replaces the status, carrying the resourceVersion read: a concurrent writer makes this 409.
@@ -439,7 +523,7 @@ async fn verify_driver_absent(
 /// Sends the submission whose id the status already holds; every failure becomes an outcome
 /// for `decide` (retry or SUBMISSION_FAILED), never a reconcile error.
 async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
-    let plan = match build_args(app, &ctx.master) {
+    let plan = match build_submission(app, &ctx.master, ctx.settings.recovery.as_ref()) {
         Ok(plan) => plan,
         Err(error) => {
             ctx.metrics.submission(outcome::REJECTED);
@@ -586,7 +670,7 @@ mod tests {
         ];
         actions.sort_by_key(rank);
         let order: Vec<u8> = actions.iter().map(rank).collect();
-        assert_eq!(order, vec![0, 2, 3, 4, 5, 6]);
+        assert_eq!(order, vec![0, 3, 4, 5, 6, 7]);
         assert_eq!(actions[0], Action::WriteStatus);
     }
 

@@ -32,10 +32,12 @@ use sha2::{Digest, Sha256};
 
 use crate::argv::driver_pod_name;
 use crate::crd::{
-    ApplicationStateType as State, DriverInfo, FailureReason, RestartPolicyType, SparkApplication,
-    SparkApplicationSpec, SparkApplicationStatus,
+    ApplicationStateType as State, DriverInfo, FailureReason, RecoveryStatus, RestartPolicyType,
+    SparkApplication, SparkApplicationSpec, SparkApplicationStatus,
 };
 use crate::defaults::with_defaults;
+use crate::fence::{Heartbeat, INITIAL_EPOCH};
+use crate::recovery::{self, RecoverySettings};
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
@@ -59,6 +61,12 @@ pub mod reasons {
     pub const DRIVER_START_TIMED_OUT: &str = "SparkDriverStartTimedOut";
     /// Ours: `driverReadyTimeoutMillis` passed.
     pub const DRIVER_READY_TIMED_OUT: &str = "SparkDriverReadyTimedOut";
+    /// Ours: the store's epoch moved; every driver under an older epoch is fenced.
+    pub const EPOCH_ADVANCED: &str = "SparkApplicationEpochAdvanced";
+    /// Ours (Warning): a recovery-enabled app restarts without a committed progress marker.
+    pub const RESTART_FROM_ZERO: &str = "SparkApplicationRestartFromZero";
+    /// Ours (Warning): the driver's recovery agent stopped heartbeating.
+    pub const HEARTBEAT_LOST: &str = "SparkDriverHeartbeatLost";
 }
 
 /// Operator-wide settings that shape decisions.
@@ -73,6 +81,9 @@ pub struct Settings {
     pub unsynced_requeue: Duration,
     /// Wait before looking again while a driver is being deleted.
     pub deletion_requeue: Duration,
+    /// Fenced restarts (`spec.restartPolicy.recovery`); `None`: the feature is off and apps
+    /// asking for it fail with a message saying so.
+    pub recovery: Option<RecoverySettings>,
 }
 
 impl Default for Settings {
@@ -82,6 +93,7 @@ impl Default for Settings {
             default_ttl_seconds: None,
             unsynced_requeue: Duration::from_secs(1),
             deletion_requeue: Duration::from_secs(2),
+            recovery: None,
         }
     }
 }
@@ -147,7 +159,18 @@ pub struct ObservedDriver {
     pub terminating: bool,
     /// Its `spark-app-selector` label.
     pub spark_app_id: Option<String>,
+    /// Its `sparkoperator.k8s.io/recovery-epoch` label (recovery-enabled apps).
+    pub epoch: Option<u64>,
     pub phase: DriverPhase,
+}
+
+/// The answer to [`Action::AdvanceEpoch`] made in this reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceOutcome {
+    /// The store's epoch after the call: the one the next driver runs under.
+    pub epoch: u64,
+    /// The latest committed marker (`(epoch, seq)`), which the next driver restores.
+    pub latest: Option<(u64, u64)>,
 }
 
 /// The submitter's answer to a [`Action::Submit`] made in this reconcile.
@@ -190,6 +213,14 @@ pub struct Observed {
     pub driver_absent_verified: bool,
     /// The answer to [`Action::Submit`], if one was just made.
     pub submission: Option<SubmissionOutcome>,
+    /// The app's other pods from the cache (owned driver pods that are not `driver`): previous
+    /// runs' and older epochs' drivers.
+    pub other_drivers: Vec<ObservedDriver>,
+    /// The answer to [`Action::AdvanceEpoch`], if one was just made.
+    pub fence: Option<FenceOutcome>,
+    /// The last heartbeat in the store, when the reconciler read it (recovery-enabled apps with
+    /// a running driver): `Some(None)` means read and never written.
+    pub heartbeat: Option<Option<Heartbeat>>,
 }
 
 /// Kubernetes event types.
@@ -210,6 +241,9 @@ pub enum Action {
     VerifyDriverAbsent { name: String },
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
+    /// Fence every driver under epoch `observed` in the state store and report
+    /// [`Observed::fence`] (a retry after a crash gets the epoch already fenced, not a new one).
+    AdvanceEpoch { observed: u64 },
     /// Write [`Decision::status`] with the resourceVersion that was read.
     WriteStatus,
     /// Record an event on the SparkApplication.
@@ -470,7 +504,13 @@ impl Draft<'_> {
             self.apply_outcome(outcome);
             return;
         }
-        if let Some(driver) = &observed.driver {
+        // With fenced restarts every epoch has its own pod name and older drivers are deleted only
+        // after the fence (below); without, a previous run's driver holds the name.
+        if let Some(driver) = observed
+            .driver
+            .as_ref()
+            .filter(|_| self.recovery().is_none())
+        {
             let of_this_submission = self.status.submission_pending
                 && driver.submission_id.as_deref() == Some(self.status.submission_id.as_str());
             // A previous run's driver holds the pod name; only ours is removed. A foreign pod
@@ -490,25 +530,120 @@ impl Draft<'_> {
             self.fail_unsupported(hash);
             return;
         }
+        if recovery::requested(&self.spec) && self.app.settings.recovery.is_none() {
+            self.fail_recovery_disabled(hash);
+            return;
+        }
         if self.status.submission_pending {
             // Persist whatever changed first: a Submit only ever follows a status that is
-            // already stored, so a crash cannot lose the id it was sent with.
+            // already stored, so a crash cannot lose the id (or the epoch) it was sent with.
             if Some(&self.status) != self.app.status {
                 self.requeue(Duration::ZERO);
             } else {
+                if self.recovery().is_some() {
+                    // The epoch is fenced and recorded: now every older driver goes, and only
+                    // then is its successor submitted (fence → record → delete → submit).
+                    self.delete_older_drivers();
+                }
                 self.effects.push(Action::Submit {
                     submission_id: self.status.submission_id.clone(),
                 });
             }
             return;
         }
+        let mut pod_name = driver_pod_name(self.app.name, self.app.spec);
+        if self.recovery().is_some() {
+            let Some(fence) = &observed.fence else {
+                let observed_epoch = self
+                    .status
+                    .recovery_status
+                    .as_ref()
+                    .map_or(INITIAL_EPOCH, |r| r.epoch);
+                self.effects.push(Action::AdvanceEpoch {
+                    observed: observed_epoch,
+                });
+                return;
+            };
+            self.record_fence(fence);
+            pod_name = recovery::pod_name(&pod_name, fence.epoch);
+        }
         self.status.submission_id = next_submission_id(self.app.uid, &self.status.submission_id);
         self.status.submission_pending = true;
         self.status.submission_attempts = self.status.submission_attempts.saturating_add(1);
         self.status.last_submission_attempt_time = Some(self.time());
-        self.status.driver_info.pod_name = driver_pod_name(self.app.name, self.app.spec);
+        self.status.driver_info.pod_name = pod_name;
         self.status.spec_hash = Some(hash.to_owned());
         self.requeue(Duration::ZERO);
+    }
+
+    /// The operator's recovery settings, when this app uses fenced restarts.
+    fn recovery(&self) -> Option<&RecoverySettings> {
+        self.app
+            .settings
+            .recovery
+            .as_ref()
+            .filter(|_| recovery::requested(&self.spec))
+    }
+
+    /// Records the epoch the next driver runs under and the marker it will restore.
+    fn record_fence(&mut self, fence: &FenceOutcome) {
+        let previous = self.status.recovery_status.as_ref().map(|r| r.epoch);
+        let rerun = self.status.execution_attempts > 0;
+        self.status.recovery_status = Some(RecoveryStatus {
+            epoch: fence.epoch,
+            restored_from_epoch: fence.latest.map(|(epoch, _)| epoch),
+            restored_seq: fence.latest.map(|(_, seq)| seq),
+        });
+        if previous != Some(fence.epoch) {
+            let message = match previous {
+                Some(old) => format!(
+                    "fenced epoch {old}; the next driver of {} runs under epoch {}",
+                    self.name(),
+                    fence.epoch
+                ),
+                None => format!(
+                    "the first driver of {} runs under epoch {}",
+                    self.name(),
+                    fence.epoch
+                ),
+            };
+            self.event(EventType::Normal, reasons::EPOCH_ADVANCED, message);
+        }
+        if rerun && fence.latest.is_none() {
+            let message = format!(
+                "SparkApplication {} restarts from zero: its drivers never committed a progress marker",
+                self.name()
+            );
+            self.event(EventType::Warning, reasons::RESTART_FROM_ZERO, message);
+        }
+    }
+
+    /// Deletes every driver of this app but the current submission's (older epochs', previous
+    /// runs'), fenced already, so a zombie on a partitioned node can do no harm while it lingers.
+    fn delete_older_drivers(&mut self) {
+        let current = self.status.submission_id.as_str();
+        let stale: Vec<Action> = self
+            .observed
+            .other_drivers
+            .iter()
+            .chain(self.observed.driver.iter())
+            .filter(|d| d.owned && !d.terminating && d.submission_id.as_deref() != Some(current))
+            .map(|d| Action::DeleteDriver {
+                name: d.name.clone(),
+                uid: d.uid.clone(),
+            })
+            .collect();
+        for action in stale {
+            if !self.effects.contains(&action) {
+                self.effects.push(action);
+            }
+        }
+    }
+
+    /// An app asking for fenced restarts from an operator running without them.
+    fn fail_recovery_disabled(&mut self, hash: &str) {
+        let message = "spec.restartPolicy.recovery is set, but this operator runs with fenced restarts disabled (start it with --recovery-store kubernetes or redis://...)".to_owned();
+        self.fail_spec(hash, message);
     }
 
     fn apply_outcome(&mut self, outcome: &SubmissionOutcome) {
@@ -566,6 +701,11 @@ impl Draft<'_> {
             .cloned()
             .collect();
         let message = format!("unsupported spec: {}", unsupported::message(&blocking));
+        self.fail_spec(hash, message);
+    }
+
+    /// A spec this operator cannot run, failed at once with `message`.
+    fn fail_spec(&mut self, hash: &str, message: String) {
         self.status.submission_pending = false;
         self.status.spec_hash = Some(hash.to_owned());
         self.status.failure_reason = Some(FailureReason::UnsupportedSpec);
@@ -654,6 +794,9 @@ impl Draft<'_> {
             }
             DriverPhase::Running { ready, started_at } => {
                 self.driver_state(State::Running, driver);
+                if self.heartbeat_lost(driver, started_at.map(Time)) {
+                    return;
+                }
                 let Some(limit) = timeouts.driver_ready_timeout_millis.map(millis) else {
                     return;
                 };
@@ -698,8 +841,51 @@ impl Draft<'_> {
                 self.fail_run(*reason, text);
                 self.driver_state(State::Failing, driver);
             }
-            DriverPhase::Unknown => self.driver_state(State::Unknown, driver),
+            DriverPhase::Unknown => {
+                self.driver_state(State::Unknown, driver);
+                self.heartbeat_lost(driver, None);
+            }
         }
+    }
+
+    /// Fenced restarts: a driver that looks alive but whose agent stopped heartbeating for longer
+    /// than the window (a partitioned node, a hung pod) has failed; the restart policy replaces it
+    /// after fencing. Returns whether it was failed.
+    fn heartbeat_lost(&mut self, driver: &ObservedDriver, started_at: Option<Time>) -> bool {
+        let Some(settings) = self.recovery() else {
+            return false;
+        };
+        let window_ms = recovery::heartbeat_timeout_ms(&self.spec, settings);
+        let Some(read) = self.observed.heartbeat else {
+            // Not read in this reconcile (the reconciler reads it for RUNNING and UNKNOWN apps).
+            self.requeue(Duration::from_millis(window_ms / 2));
+            return false;
+        };
+        let epoch = self.status.recovery_status.as_ref().map(|r| r.epoch);
+        let now_ms = u64::try_from(self.now.as_millisecond()).unwrap_or(0);
+        // Before the agent's first heartbeat, the driver's start is the reference.
+        let since_ms = match read.filter(|hb| Some(hb.epoch) == epoch) {
+            Some(hb) => hb.at_ms,
+            None => {
+                let start = started_at.unwrap_or_else(|| self.submitted_at());
+                u64::try_from(start.0.as_millisecond()).unwrap_or(0)
+            }
+        };
+        let age_ms = now_ms.saturating_sub(since_ms);
+        if age_ms <= window_ms {
+            let next = (window_ms - age_ms).min(window_ms / 2).max(100);
+            self.requeue(Duration::from_millis(next));
+            return false;
+        }
+        let message = format!(
+            "driver {} (epoch {}) looks alive but its recovery agent has not heartbeated for {age_ms}ms (window {window_ms}ms)",
+            driver.name,
+            epoch.unwrap_or(INITIAL_EPOCH),
+        );
+        self.event(EventType::Warning, reasons::HEARTBEAT_LOST, message.clone());
+        self.fail_run(FailureReason::HeartbeatLost, message);
+        self.status.app_state.state = State::Failing;
+        true
     }
 
     /// When the current submission was made (its start timeout counts from there).
@@ -754,8 +940,9 @@ impl Draft<'_> {
         event: &'static str,
         message: String,
     ) {
-        // Delete it so it stops holding resources; a rerun waits for it to be gone.
-        if !driver.terminating {
+        // Delete it so it stops holding resources; a rerun waits for it to be gone. With fenced
+        // restarts the fence comes first: the rerun deletes it, or `failing` if none follows.
+        if !driver.terminating && self.recovery().is_none() {
             self.effects.push(Action::DeleteDriver {
                 name: driver.name.clone(),
                 uid: driver.uid.clone(),
@@ -811,6 +998,10 @@ impl Draft<'_> {
 
     fn failing(&mut self) {
         if !should_retry_run(self.policy_type(), &self.spec, &self.status) {
+            if self.recovery().is_some() && self.driver_may_still_run() {
+                // No successor will fence it; it still must stop holding resources.
+                self.delete_owned_driver();
+            }
             let message = self.status.app_state.error_message.clone();
             self.enter_failed(message);
             return;
@@ -834,10 +1025,27 @@ impl Draft<'_> {
         self.rerun();
     }
 
+    /// Failures after which the driver's process may still be running (the operator gave up on
+    /// it rather than seeing it exit).
+    fn driver_may_still_run(&self) -> bool {
+        matches!(
+            self.status.failure_reason,
+            Some(
+                FailureReason::DriverStartTimeout
+                    | FailureReason::DriverReadyTimeout
+                    | FailureReason::ImagePullFailure
+                    | FailureReason::HeartbeatLost
+            )
+        )
+    }
+
     /// Removes the finished run's driver and resets the run's status; the submission happens
-    /// from PENDING_RERUN once the driver is gone.
+    /// from PENDING_RERUN once the driver is gone. With fenced restarts the driver stays until
+    /// its epoch is fenced, and the submission path deletes it then.
     fn rerun(&mut self) {
-        self.delete_owned_driver();
+        if self.recovery().is_none() {
+            self.delete_owned_driver();
+        }
         let status = &mut self.status;
         status.spark_application_id.clear();
         status.termination_time = None;
@@ -852,7 +1060,9 @@ impl Draft<'_> {
     }
 
     fn invalidating(&mut self) {
-        self.delete_owned_driver();
+        if self.recovery().is_none() {
+            self.delete_owned_driver();
+        }
         let status = &mut self.status;
         status.spark_application_id.clear();
         status.submission_attempts = 0;

@@ -200,6 +200,32 @@ pub struct RestartPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub on_failure_retry_interval: Option<i64>,
+    /// Ours: fenced, progress-preserving restarts. Each retried run gets a new epoch; the old
+    /// driver is fenced before it is deleted, and the new one resumes from the last committed
+    /// progress marker (see docs/fenced-restart.md). Retries stay bounded by the fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoverySpec>,
+}
+
+/// Ours: opt-in fenced restarts for one application.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverySpec {
+    /// Turns fenced restarts on for this application (default true when `recovery` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// A running driver whose recovery agent has not heartbeated for this long (a partitioned
+    /// node, a hung pod) is fenced and replaced. Default: the operator's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub heartbeat_timeout_seconds: Option<i64>,
+}
+
+impl RecoverySpec {
+    /// Whether the application asks for fenced restarts.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
 }
 
 /// When to restart a terminated application.

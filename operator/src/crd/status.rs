@@ -61,6 +61,24 @@ pub struct SparkApplicationStatus {
     /// Ours: conditions, such as the spec fields this operator does not honour.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Ours: fenced restarts (`spec.restartPolicy.recovery`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_status: Option<RecoveryStatus>,
+}
+
+/// Ours: where fenced restarts stand.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryStatus {
+    /// The epoch the current driver runs under; every older driver is fenced.
+    pub epoch: u64,
+    /// The epoch of the progress marker the current driver restores; absent when it starts
+    /// from zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from_epoch: Option<u64>,
+    /// The sequence number (a stage, a batch) of that marker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_seq: Option<u64>,
 }
 
 /// Status is written only by the operator, which always writes these; an API-server default
@@ -209,6 +227,8 @@ pub enum FailureReason {
     DriverReadyTimeout,
     /// The driver pod disappeared (confirmed by a live read).
     DriverLost,
+    /// Ours: the driver's recovery agent stopped heartbeating (a partitioned node, a hung pod).
+    HeartbeatLost,
     /// The submitter refused the submission (bad arguments, invalid template, conflict).
     SubmissionRejected,
     /// The submitter could not be reached or was overloaded, after the client's own retries.
@@ -230,6 +250,7 @@ impl FailureReason {
                 | FailureReason::AdmissionRejected
                 | FailureReason::DriverStartTimeout
                 | FailureReason::DriverLost
+                | FailureReason::HeartbeatLost
                 | FailureReason::SubmitterUnavailable
         )
     }
@@ -280,6 +301,7 @@ impl FailureReason {
             FailureReason::DriverStartTimeout => "DriverStartTimeout",
             FailureReason::DriverReadyTimeout => "DriverReadyTimeout",
             FailureReason::DriverLost => "DriverLost",
+            FailureReason::HeartbeatLost => "HeartbeatLost",
             FailureReason::SubmissionRejected => "SubmissionRejected",
             FailureReason::SubmitterUnavailable => "SubmitterUnavailable",
             FailureReason::UnsupportedSpec => "UnsupportedSpec",

@@ -60,6 +60,18 @@ pub fn find_driver<'a>(app: &SparkApplication, pods: &'a [&'a Pod]) -> Option<&'
     })
 }
 
+/// The app's owned driver pods other than `driver`: previous runs' and older epochs' drivers.
+pub fn other_drivers<'a>(
+    app_uid: &'a str,
+    pods: &'a [&'a Pod],
+    driver: Option<&'a Pod>,
+) -> impl Iterator<Item = &'a Pod> + 'a {
+    let current = driver.and_then(|d| d.metadata.uid.as_deref());
+    pods.iter()
+        .copied()
+        .filter(move |pod| is_owned_by(pod, app_uid) && pod.metadata.uid.as_deref() != current)
+}
+
 fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
@@ -73,6 +85,7 @@ pub fn observe_driver(pod: &Pod, app_uid: &str) -> ObservedDriver {
         owned: is_owned_by(pod, app_uid),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         spark_app_id: label(pod, SPARK_APP_SELECTOR).map(str::to_owned),
+        epoch: label(pod, labels::RECOVERY_EPOCH).and_then(|e| e.parse().ok()),
         phase: driver_phase(pod),
     }
 }

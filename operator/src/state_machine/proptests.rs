@@ -172,6 +172,7 @@ fn observed_driver(
         owned,
         terminating,
         spark_app_id: None,
+        epoch: None,
         phase,
     }
 }
@@ -224,6 +225,7 @@ proptest! {
                 driver: step.driver.map(|c| observed_driver(c, &input, now)),
                 driver_absent_verified: step.verified_absent,
                 submission,
+                ..Observed::default()
             };
             let view = AppView { name: "pi", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
             let decision = decide(&view, &observed, Timestamp::from_second(BASE + now).unwrap());

@@ -61,6 +61,7 @@ fn driver(phase: DriverPhase) -> ObservedDriver {
         owned: true,
         terminating: false,
         spark_app_id: Some("spark-abc".into()),
+        epoch: None,
         phase,
     }
 }
@@ -128,6 +129,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
+            Action::AdvanceEpoch { observed } => format!("AdvanceEpoch({observed})"),
             Action::WriteStatus => "WriteStatus".to_owned(),
             Action::RecordEvent { reason, .. } => format!("Event({reason})"),
             Action::DeleteApplication => "DeleteApplication".to_owned(),
@@ -1080,3 +1082,5 @@ fn failed_driver_message_has_exit_code_and_reason() {
     );
     assert_eq!(decision.status.termination_time, t(10));
 }
+
+mod recovery;

@@ -152,6 +152,7 @@ impl Env {
                 default_ttl_seconds: None,
                 unsynced_requeue: Duration::from_millis(200),
                 deletion_requeue: Duration::from_millis(200),
+                recovery: None,
             },
             instance: Some("e2e".into()),
             metrics: Arc::new(Metrics::new()),

@@ -1,0 +1,281 @@
+//! The agent's configuration: flags and `SPARK_RECOVERY_*` environment variables (the contract the
+//! operator's driver pod template fills in), validated into [`Config`]. Pure: no I/O.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::progress_store::AppKey;
+
+/// The application (`SPARK_RECOVERY_APP`).
+pub const ENV_APP: &str = "SPARK_RECOVERY_APP";
+/// The epoch the driver runs under (`SPARK_RECOVERY_EPOCH`).
+pub const ENV_EPOCH: &str = "SPARK_RECOVERY_EPOCH";
+/// The store backend (`SPARK_RECOVERY_STORE`).
+pub const ENV_STORE: &str = "SPARK_RECOVERY_STORE";
+/// The Redis URL (`SPARK_RECOVERY_REDIS_URL`).
+pub const ENV_REDIS_URL: &str = "SPARK_RECOVERY_REDIS_URL";
+/// The loopback port of the marker API (`SPARK_RECOVERY_PORT`).
+pub const ENV_PORT: &str = "SPARK_RECOVERY_PORT";
+/// The heartbeat interval (`SPARK_RECOVERY_HEARTBEAT_MILLIS`).
+pub const ENV_HEARTBEAT_MILLIS: &str = "SPARK_RECOVERY_HEARTBEAT_MILLIS";
+
+/// The port the marker API listens on when none is set.
+pub const DEFAULT_PORT: u16 = 7079;
+/// The heartbeat interval when none is set.
+pub const DEFAULT_HEARTBEAT_MILLIS: u64 = 1000;
+
+/// `operator agent`: the recovery agent, a native sidecar of the Spark driver.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// The SparkApplication, `<namespace>/<name>`.
+    #[arg(long, env = ENV_APP)]
+    pub app: String,
+    /// The epoch the driver in this pod runs under.
+    #[arg(long, env = ENV_EPOCH)]
+    pub epoch: u64,
+    /// The state store backend.
+    #[arg(long, env = ENV_STORE, value_enum, default_value_t = StoreKind::Kubernetes)]
+    pub store: StoreKind,
+    /// The Redis URL (`redis://host:port/db`), required with `--store redis`.
+    #[arg(long, env = ENV_REDIS_URL)]
+    pub redis_url: Option<String>,
+    /// Port of the marker API; it listens on 127.0.0.1 only.
+    #[arg(long, env = ENV_PORT, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Milliseconds between heartbeats.
+    #[arg(long, env = ENV_HEARTBEAT_MILLIS, default_value_t = DEFAULT_HEARTBEAT_MILLIS)]
+    pub heartbeat_millis: u64,
+}
+
+/// The state store backends the agent can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// One ConfigMap per application (needs nothing extra).
+    Kubernetes,
+    /// Redis or Redis Cluster.
+    Redis,
+}
+
+/// The store, with what it needs to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// The Kubernetes store, through `kube::Client::try_default()`.
+    Kubernetes,
+    /// The Redis store at `url`.
+    Redis {
+        /// `redis://…`.
+        url: String,
+    },
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The application.
+    pub app: AppKey,
+    /// The epoch the driver runs under.
+    pub epoch: u64,
+    /// The store.
+    pub store: StoreConfig,
+    /// The loopback port.
+    pub port: u16,
+    /// Time between heartbeats.
+    pub heartbeat_interval: Duration,
+}
+
+impl Config {
+    /// Which backend, without its URL (which may hold a password): for logs.
+    pub fn store_kind(&self) -> StoreKind {
+        match self.store {
+            StoreConfig::Kubernetes => StoreKind::Kubernetes,
+            StoreConfig::Redis { .. } => StoreKind::Redis,
+        }
+    }
+}
+
+/// The configuration is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `SPARK_RECOVERY_APP` is not `<namespace>/<name>`.
+    #[error("{ENV_APP} must be <namespace>/<name>, got {value:?}: {reason}")]
+    App {
+        /// What was given.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Redis was chosen without a URL.
+    #[error("{ENV_STORE}=redis needs {ENV_REDIS_URL}")]
+    MissingRedisUrl,
+    /// A heartbeat interval of zero.
+    #[error("{ENV_HEARTBEAT_MILLIS} must be at least 1")]
+    HeartbeatInterval,
+}
+
+impl ConfigError {
+    /// A stable label for tests and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::App { .. } => "app",
+            Self::MissingRedisUrl => "missing_redis_url",
+            Self::HeartbeatInterval => "heartbeat_interval",
+        }
+    }
+}
+
+/// A `<namespace>/<name>` reference to a SparkApplication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppRef(pub AppKey);
+
+impl FromStr for AppRef {
+    type Err = ConfigError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let bad = |reason| ConfigError::App {
+            value: value.to_owned(),
+            reason,
+        };
+        let (namespace, name) = value.split_once('/').ok_or_else(|| bad("no '/'"))?;
+        if !is_dns_label(namespace) {
+            return Err(bad("the namespace is not a DNS label"));
+        }
+        if !is_dns_subdomain(name) {
+            return Err(bad("the name is not a DNS subdomain"));
+        }
+        Ok(Self(AppKey::new(namespace, name)))
+    }
+}
+
+/// RFC 1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+impl TryFrom<AgentArgs> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: AgentArgs) -> Result<Self, Self::Error> {
+        let AppRef(app) = args.app.parse()?;
+        let store = match (args.store, args.redis_url) {
+            (StoreKind::Kubernetes, _) => StoreConfig::Kubernetes,
+            (StoreKind::Redis, Some(url)) if !url.trim().is_empty() => StoreConfig::Redis { url },
+            (StoreKind::Redis, _) => return Err(ConfigError::MissingRedisUrl),
+        };
+        if args.heartbeat_millis == 0 {
+            return Err(ConfigError::HeartbeatInterval);
+        }
+        Ok(Self {
+            app,
+            epoch: args.epoch,
+            store,
+            port: args.port,
+            heartbeat_interval: Duration::from_millis(args.heartbeat_millis),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<Config, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("agent").chain(args.iter().copied()))
+            .expect("flags parse");
+        Config::try_from(cli.agent)
+    }
+
+    #[test]
+    fn defaults_are_the_kubernetes_store_on_port_7079_beating_every_second() {
+        let c = config(&["--app", "spark/pi", "--epoch", "3"]).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                app: AppKey::new("spark", "pi"),
+                epoch: 3,
+                store: StoreConfig::Kubernetes,
+                port: 7079,
+                heartbeat_interval: Duration::from_secs(1),
+            }
+        );
+    }
+
+    #[test]
+    fn redis_needs_a_url() {
+        let err = config(&["--app", "a/b", "--epoch", "0", "--store", "redis"]).unwrap_err();
+        assert_eq!(err.kind(), "missing_redis_url");
+        let c = config(&[
+            "--app",
+            "a/b",
+            "--epoch",
+            "0",
+            "--store",
+            "redis",
+            "--redis-url",
+            "redis://127.0.0.1:6379/",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.store,
+            StoreConfig::Redis {
+                url: "redis://127.0.0.1:6379/".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_zero_heartbeat_interval_is_refused() {
+        let err = config(&["--app", "a/b", "--epoch", "0", "--heartbeat-millis", "0"]).unwrap_err();
+        assert_eq!(err.kind(), "heartbeat_interval");
+    }
+
+    #[test]
+    fn app_references_are_namespace_slash_name() {
+        for ok in ["default/pi", "ns-1/app.v2", "a/b"] {
+            assert!(ok.parse::<AppRef>().is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "pi", "/pi", "ns/", "ns/a/b", "Ns/pi", "ns/Pi", "-ns/pi", "ns/pi-", "ns/a..b",
+        ] {
+            let err = bad.parse::<AppRef>().unwrap_err();
+            assert_eq!(err.kind(), "app", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_flag_reads_its_spark_recovery_variable() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let envs: Vec<_> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+            .collect();
+        for env in [
+            ENV_APP,
+            ENV_EPOCH,
+            ENV_STORE,
+            ENV_REDIS_URL,
+            ENV_PORT,
+            ENV_HEARTBEAT_MILLIS,
+        ] {
+            assert!(envs.iter().any(|e| e == env), "{env} missing: {envs:?}");
+        }
+    }
+}

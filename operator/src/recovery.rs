@@ -1,0 +1,328 @@
+//! What a fenced restart puts into a submission, as plain functions.
+//!
+//! The epoch a driver runs under travels inside its own submission: the recovery agent sidecar in
+//! the inline driver template gets it as `SPARK_RECOVERY_EPOCH`, the driver container gets the
+//! same value through `spark.kubernetes.driverEnv.*`, and the pod carries it as a label. Nothing
+//! patches the pod afterwards, so the agent and the store can never disagree about it (the seed's
+//! bug 1 needed a webhook race; there is no webhook here).
+//!
+//! Every epoch's driver gets its own pod name (`<driver name>-e<epoch>`), so a zombie stuck
+//! terminating on a partitioned node never blocks its successor.
+
+use serde_json::{Value, json};
+
+use crate::crd::SparkApplicationSpec;
+use crate::labels;
+
+/// The agent's environment: the contract between the pod template written here and
+/// `operator agent` (docs/recovery-agent.md). One definition, in the agent's configuration.
+pub mod env {
+    pub use crate::agent::config::{
+        ENV_APP as APP, ENV_EPOCH as EPOCH, ENV_HEARTBEAT_MILLIS as HEARTBEAT_MILLIS,
+        ENV_PORT as PORT, ENV_REDIS_URL as REDIS_URL, ENV_STORE as STORE,
+    };
+    /// For the driver: the agent's base URL.
+    pub const URL: &str = "SPARK_RECOVERY_URL";
+}
+
+/// The agent's container name in the driver pod.
+pub const AGENT_CONTAINER: &str = "spark-recovery-agent";
+
+/// The agent's startup probe path: passes once the last marker has been restored.
+pub use crate::agent::api::READY_PATH;
+
+/// Which state store backs the epochs and markers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// One ConfigMap per application (the default: needs nothing extra).
+    Kubernetes,
+    /// Redis or Redis Cluster at this URL.
+    Redis { url: String },
+}
+
+impl StoreKind {
+    /// The name the agent reads from `SPARK_RECOVERY_STORE`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StoreKind::Kubernetes => "kubernetes",
+            StoreKind::Redis { .. } => "redis",
+        }
+    }
+}
+
+/// Operator-wide settings of fenced restarts; absent when the operator runs with the feature off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoverySettings {
+    pub store: StoreKind,
+    /// The image of the agent sidecar (the operator's own image; its entrypoint is `operator`).
+    pub agent_image: String,
+    /// The agent's loopback port inside the driver pod.
+    pub agent_port: u16,
+    /// Spread agent ports over `agent_port..agent_port + span` by pod name. A real pod has its own
+    /// network namespace, so 1 (a fixed port) is right there; kubesim runs every pod's processes on
+    /// the host's loopback, where two live agents (a zombie and its successor) need two ports.
+    pub agent_port_span: u16,
+    pub heartbeat_millis: u64,
+    /// Heartbeat staleness window for apps that set none.
+    pub heartbeat_timeout_seconds: i64,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        RecoverySettings {
+            store: StoreKind::Kubernetes,
+            agent_image: "spark-operator:latest".to_owned(),
+            agent_port: 7079,
+            agent_port_span: 1,
+            heartbeat_millis: 1000,
+            heartbeat_timeout_seconds: 30,
+        }
+    }
+}
+
+/// Whether the application asks for fenced restarts.
+pub fn requested(spec: &SparkApplicationSpec) -> bool {
+    spec.restart_policy
+        .as_ref()
+        .and_then(|p| p.recovery.as_ref())
+        .is_some_and(|r| r.is_enabled())
+}
+
+/// The heartbeat staleness window of an application, in milliseconds.
+pub fn heartbeat_timeout_ms(spec: &SparkApplicationSpec, settings: &RecoverySettings) -> u64 {
+    let seconds = spec
+        .restart_policy
+        .as_ref()
+        .and_then(|p| p.recovery.as_ref())
+        .and_then(|r| r.heartbeat_timeout_seconds)
+        .unwrap_or(settings.heartbeat_timeout_seconds);
+    u64::try_from(seconds).unwrap_or(1).max(1) * 1000
+}
+
+/// The driver pod's name under `epoch`.
+pub fn pod_name(base: &str, epoch: u64) -> String {
+    format!("{base}-e{epoch}")
+}
+
+/// The agent's port for the driver pod `pod_name` (FNV-1a of the name, so the same pod always
+/// gets the same port).
+pub fn agent_port(settings: &RecoverySettings, pod_name: &str) -> u16 {
+    let span = u64::from(settings.agent_port_span.max(1));
+    let hash = pod_name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let offset = u16::try_from(hash % span).unwrap_or(0);
+    settings.agent_port.saturating_add(offset)
+}
+
+/// What one driver's submission carries for its epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverRecovery<'a> {
+    pub namespace: &'a str,
+    pub app: &'a str,
+    pub epoch: u64,
+    pub pod_name: &'a str,
+    pub settings: &'a RecoverySettings,
+}
+
+impl DriverRecovery<'_> {
+    fn port(&self) -> u16 {
+        agent_port(self.settings, self.pod_name)
+    }
+
+    /// `--conf` pairs: the driver container's env and the epoch label on the pod.
+    pub fn confs(&self) -> Vec<(String, String)> {
+        let driver_env = |name: &str| format!("spark.kubernetes.driverEnv.{name}");
+        vec![
+            (
+                format!("spark.kubernetes.driver.label.{}", labels::RECOVERY_EPOCH),
+                self.epoch.to_string(),
+            ),
+            (
+                driver_env(env::URL),
+                format!("http://127.0.0.1:{}", self.port()),
+            ),
+            (driver_env(env::EPOCH), self.epoch.to_string()),
+            (
+                driver_env(env::APP),
+                format!("{}/{}", self.namespace, self.app),
+            ),
+        ]
+    }
+
+    /// The agent as a native sidecar (an init container with `restartPolicy: Always`): it starts
+    /// before the driver, its startup probe holds the driver back until the marker is restored,
+    /// and it never keeps the pod from completing once the driver exits.
+    pub fn agent_container(&self) -> Value {
+        let port = self.port();
+        let mut env = vec![
+            json!({"name": env::APP, "value": format!("{}/{}", self.namespace, self.app)}),
+            json!({"name": env::EPOCH, "value": self.epoch.to_string()}),
+            json!({"name": env::STORE, "value": self.settings.store.as_str()}),
+            json!({"name": env::PORT, "value": port.to_string()}),
+            json!({"name": env::HEARTBEAT_MILLIS, "value": self.settings.heartbeat_millis.to_string()}),
+        ];
+        if let StoreKind::Redis { url } = &self.settings.store {
+            env.push(json!({"name": env::REDIS_URL, "value": url}));
+        }
+        json!({
+            "name": AGENT_CONTAINER,
+            "image": self.settings.agent_image,
+            "args": ["agent"],
+            "restartPolicy": "Always",
+            "env": env,
+            "startupProbe": {
+                "httpGet": {"path": READY_PATH, "port": port, "host": "127.0.0.1"},
+                "periodSeconds": 1,
+                "failureThreshold": 300,
+            },
+        })
+    }
+
+    /// Puts the agent first among the template's init containers, so it gates them too.
+    pub fn add_agent(&self, template: &mut Value) -> Result<(), &'static str> {
+        let root = template
+            .as_object_mut()
+            .ok_or("the template is not an object")?;
+        let spec = root
+            .entry("spec")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .ok_or("spec is not an object")?;
+        let init = spec
+            .entry("initContainers")
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .ok_or("spec.initContainers is not a list")?;
+        if init
+            .iter()
+            .any(|c| c.get("name").and_then(Value::as_str) == Some(AGENT_CONTAINER))
+        {
+            return Err("an init container is already named spark-recovery-agent");
+        }
+        init.insert(0, self.agent_container());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recovery(settings: &RecoverySettings) -> DriverRecovery<'_> {
+        DriverRecovery {
+            namespace: "ns",
+            app: "pi",
+            epoch: 3,
+            pod_name: "pi-driver-e3",
+            settings,
+        }
+    }
+
+    #[test]
+    fn every_epoch_gets_its_own_pod_name() {
+        assert_eq!(pod_name("pi-driver", 1), "pi-driver-e1");
+        assert_ne!(pod_name("pi-driver", 1), pod_name("pi-driver", 2));
+    }
+
+    #[test]
+    fn a_span_of_one_is_a_fixed_port_and_wider_spans_stay_in_range() {
+        let fixed = RecoverySettings::default();
+        assert_eq!(agent_port(&fixed, "a"), 7079);
+        assert_eq!(agent_port(&fixed, "b"), 7079);
+        let spread = RecoverySettings {
+            agent_port: 20000,
+            agent_port_span: 10000,
+            ..RecoverySettings::default()
+        };
+        let ports: std::collections::BTreeSet<u16> = (0..50)
+            .map(|e| agent_port(&spread, &pod_name("pi-driver", e)))
+            .collect();
+        assert!(ports.iter().all(|p| (20000..30000).contains(p)));
+        assert!(ports.len() > 40, "names spread over the range: {ports:?}");
+        assert_eq!(
+            agent_port(&spread, "pi-driver-e7"),
+            agent_port(&spread, "pi-driver-e7")
+        );
+    }
+
+    #[test]
+    fn the_agent_is_a_native_sidecar_with_the_epoch_of_its_submission() {
+        let settings = RecoverySettings {
+            store: StoreKind::Redis {
+                url: "redis://127.0.0.1:6379".into(),
+            },
+            ..RecoverySettings::default()
+        };
+        let r = recovery(&settings);
+        let c = r.agent_container();
+        assert_eq!(c["restartPolicy"], "Always");
+        assert_eq!(c["startupProbe"]["httpGet"]["path"], READY_PATH);
+        assert_eq!(c["startupProbe"]["httpGet"]["port"], 7079);
+        let env: std::collections::BTreeMap<&str, &str> = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+            .collect();
+        assert_eq!(env[env::EPOCH], "3");
+        assert_eq!(env[env::APP], "ns/pi");
+        assert_eq!(env[env::STORE], "redis");
+        assert_eq!(env[env::REDIS_URL], "redis://127.0.0.1:6379");
+        let confs = r.confs();
+        assert!(confs.contains(&(
+            "spark.kubernetes.driverEnv.SPARK_RECOVERY_EPOCH".into(),
+            "3".into()
+        )));
+        assert!(confs.contains(&(
+            "spark.kubernetes.driver.label.sparkoperator.k8s.io/recovery-epoch".into(),
+            "3".into()
+        )));
+    }
+
+    #[test]
+    fn the_agent_goes_first_and_a_second_one_is_refused() {
+        let settings = RecoverySettings::default();
+        let r = recovery(&settings);
+        let mut template = json!({"spec": {"initContainers": [{"name": "user-init"}]}});
+        r.add_agent(&mut template).unwrap();
+        assert_eq!(
+            template["spec"]["initContainers"][0]["name"],
+            AGENT_CONTAINER
+        );
+        assert_eq!(template["spec"]["initContainers"][1]["name"], "user-init");
+        assert!(r.add_agent(&mut template).is_err());
+        let mut empty = json!({});
+        r.add_agent(&mut empty).unwrap();
+        assert_eq!(empty["spec"]["initContainers"][0]["name"], AGENT_CONTAINER);
+        assert!(r.add_agent(&mut json!([])).is_err());
+    }
+
+    #[test]
+    fn recovery_is_opt_in_and_the_window_defaults_to_the_operators() {
+        let mut spec: SparkApplicationSpec = serde_json::from_value(
+            serde_json::json!({"type": "Scala", "mode": "cluster", "sparkVersion": "4.3.0", "mainApplicationFile": "local:///app.jar", "driver": {}, "executor": {}}),
+        )
+        .unwrap();
+        assert!(!requested(&spec));
+        let settings = RecoverySettings::default();
+        assert_eq!(heartbeat_timeout_ms(&spec, &settings), 30_000);
+        spec.restart_policy = Some(crate::crd::RestartPolicy {
+            recovery: Some(crate::crd::RecoverySpec {
+                enabled: None,
+                heartbeat_timeout_seconds: Some(5),
+            }),
+            ..Default::default()
+        });
+        assert!(requested(&spec));
+        assert_eq!(heartbeat_timeout_ms(&spec, &settings), 5_000);
+        spec.restart_policy
+            .as_mut()
+            .unwrap()
+            .recovery
+            .as_mut()
+            .unwrap()
+            .enabled = Some(false);
+        assert!(!requested(&spec));
+    }
+}
