@@ -621,6 +621,16 @@ async fn delete_application(
     }
 }
 
+/// The event's `action`. The recorder folds events with the same action and reason into one
+/// series that keeps the first note, so a different message (a new epoch, another driver) must be
+/// a different action, while the same message repeated stays one series.
+pub fn event_action(reason: &str, note: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(note.as_bytes());
+    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{reason}-{short}")
+}
+
 /// Events are best effort: a lost event must not block the state machine.
 async fn record_event(
     ctx: &Context,
@@ -635,8 +645,8 @@ async fn record_event(
             EventType::Warning => KubeEventType::Warning,
         },
         reason: reason.to_owned(),
+        action: event_action(reason, &message),
         note: Some(message),
-        action: reason.to_owned(),
         secondary: None,
     };
     if let Err(error) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
@@ -648,6 +658,16 @@ async fn record_event(
 mod tests {
     use super::*;
     use crate::state_machine::EventType;
+
+    #[test]
+    fn events_with_other_messages_are_other_actions_and_repeats_are_one() {
+        let first = event_action("EpochAdvanced", "epoch 1");
+        assert_eq!(first, event_action("EpochAdvanced", "epoch 1"));
+        assert_ne!(first, event_action("EpochAdvanced", "epoch 2"));
+        assert!(first.starts_with("EpochAdvanced-"), "{first}");
+        // The Events API caps `action` at 128 characters.
+        assert!(event_action(&"R".repeat(100), "x").len() <= 128);
+    }
 
     #[test]
     fn actions_run_status_first_and_requeue_last() {

@@ -1,4 +1,7 @@
-//! `staged-driver`: a simulated Spark driver for the fenced-restart tests and the demo.
+//! `operator staged-driver`: a simulated Spark driver for the fenced-restart tests and the demo.
+//!
+//! It lives with the tests but is compiled into the operator binary as a hidden subcommand, so
+//! `cargo run -p operator -- demo` has it without building anything else.
 //!
 //! It does what a real driver using the recovery agent does, without Spark: restore the latest
 //! marker from the agent, run the stages after it one by one, and after each stage commit a marker
@@ -9,7 +12,10 @@
 //! - `SPARK_RECOVERY_URL`: the agent, `http://127.0.0.1:<port>` (required);
 //! - `SPARK_RECOVERY_EPOCH`: the epoch, for the log lines only (the agent knows its own);
 //! - `STAGES` (default 5), `STAGE_MILLIS` (default 1000): the work;
-//! - `OUTPUT`: a file every published stage is appended to (one line per stage).
+//! - `OUTPUT`: a file every published stage is appended to (one line per stage);
+//! - `JOURNAL`: a file every standard output line is also appended to (it outlives the pod).
+//!
+//! Arguments (what Spark passes a driver container) are ignored.
 //!
 //! Standard output, one line per event, `key=value` pairs:
 //! `restored stage=<seq|none> epoch=E`, `start stage=S epoch=E`, `commit stage=S epoch=E`,
@@ -109,15 +115,15 @@ fn env_u64(name: &str, default: u64) -> Result<u64, String> {
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
-    // Best effort: a closed stdout must not stop the work.
+    // Best effort: a closed stdout or journal must not stop the work.
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
+    if let Ok(path) = std::env::var("JOURNAL") {
+        let _ = append(&path, line);
+    }
 }
 
-fn publish(output: Option<&str>, line: &str) -> std::io::Result<()> {
-    let Some(path) = output else {
-        return Ok(());
-    };
+fn append(path: &str, line: &str) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -126,7 +132,15 @@ fn publish(output: Option<&str>, line: &str) -> std::io::Result<()> {
     file.sync_data()
 }
 
-fn main() -> ExitCode {
+fn publish(output: Option<&str>, line: &str) -> std::io::Result<()> {
+    match output {
+        Some(path) => append(path, line),
+        None => Ok(()),
+    }
+}
+
+/// Runs the driver to its exit code.
+pub fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(message) => {

@@ -1,0 +1,589 @@
+//! Latency of the progress store backends: the Kubernetes store (one ConfigMap per application,
+//! compare-and-swap) against an in-process kubesim, and the Redis store (one Lua script per write)
+//! against a real `redis-server` on a free loopback port, started here and killed at the end.
+//!
+//!     cargo run --release -p operator --example store_bench -- [--ops 2000] [--max-seconds 20] \
+//!         [--warmup 100] [--concurrency 8] [--backends kube,redis]
+//!
+//! Sequential: one client, one operation at a time, each operation type on its own application:
+//! `advance_epoch` (from the current epoch, so every call moves it), `commit` (epoch 0, growing
+//! seq, a payload of about 50 bytes; an untimed `prune(16)` every 64 commits keeps the history as
+//! the operator would), `heartbeat`, `latest` (16 markers stored) and `epoch`. Each type runs
+//! `--warmup` untimed calls, then `--ops` timed calls or until `--max-seconds`, whichever comes
+//! first. Concurrent mix: `--concurrency` tasks on one shared client, each on its own application
+//! (one agent per driver), cycling commit, heartbeat, latest, epoch for `--ops` rounds in all.
+//!
+//! Prints markdown tables (milliseconds; ops/s is completed calls over wall time) with kube/redis
+//! ratios, and whether Redis meets the target of store operations under 1 ms.
+
+use std::future::Future;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use kubesim::{Cluster, ClusterConfig};
+use operator::progress_store::kube::KubeStore;
+use operator::progress_store::redis::RedisStore;
+use operator::progress_store::{AppKey, ProgressStore, StoreError};
+
+const NAMESPACE: &str = "default";
+/// Markers kept by the untimed prune during the commit run, and stored before the `latest` run.
+const HISTORY: usize = 16;
+/// Commits between two untimed prunes.
+const PRUNE_EVERY: u64 = 64;
+/// The target of issue 6 for Redis on loopback.
+const TARGET: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Timed calls per operation type (sequential), and rounds of the mix in all (concurrent).
+    #[arg(long, env = "BENCH_OPS", default_value_t = 2000)]
+    ops: u64,
+    /// Untimed calls per operation type before the timed ones.
+    #[arg(long, env = "BENCH_WARMUP", default_value_t = 100)]
+    warmup: u64,
+    /// Bound on the timed calls of one operation type (and of the mix), in seconds.
+    #[arg(long, env = "BENCH_MAX_SECONDS", default_value_t = 20)]
+    max_seconds: u64,
+    /// Tasks of the concurrent mix; 0 skips it.
+    #[arg(long, env = "BENCH_CONCURRENCY", default_value_t = 8)]
+    concurrency: u64,
+    /// Backends to measure, in this order.
+    #[arg(
+        long,
+        env = "BENCH_BACKENDS",
+        value_delimiter = ',',
+        default_value = "kube,redis"
+    )]
+    backends: Vec<Backend>,
+    /// The `redis-server` binary.
+    #[arg(long, env = "REDIS_SERVER", default_value = "redis-server")]
+    redis_server: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// `KubeStore` on in-process kubesim.
+    Kube,
+    /// `RedisStore` on a local `redis-server`.
+    Redis,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Kube => "kube",
+            Backend::Redis => "redis",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    AdvanceEpoch,
+    Commit,
+    Heartbeat,
+    Latest,
+    Epoch,
+}
+
+impl Op {
+    const SEQUENTIAL: [Op; 5] = [
+        Op::AdvanceEpoch,
+        Op::Commit,
+        Op::Heartbeat,
+        Op::Latest,
+        Op::Epoch,
+    ];
+    const MIX: [Op; 4] = [Op::Commit, Op::Heartbeat, Op::Latest, Op::Epoch];
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::AdvanceEpoch => "advance_epoch",
+            Op::Commit => "commit",
+            Op::Heartbeat => "heartbeat",
+            Op::Latest => "latest",
+            Op::Epoch => "epoch",
+        }
+    }
+}
+
+/// Latency summary of one operation type on one backend.
+#[derive(Debug, Clone)]
+struct Stats {
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    ops_per_s: f64,
+    /// The time bound stopped the run before the requested count.
+    cut_short: bool,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>, wall: Duration, requested: u64) -> Option<Self> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let n = samples.len();
+        // Nearest rank: the smallest sample with at least p of all samples at or below it.
+        let rank = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Some(Self {
+            n,
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: samples[n - 1],
+            ops_per_s: n as f64 / wall.as_secs_f64(),
+            cut_short: (n as u64) < requested,
+        })
+    }
+}
+
+/// What one backend measured.
+struct Report {
+    backend: Backend,
+    sequential: Vec<(Op, Stats)>,
+    /// Per operation type, then all of them.
+    mix: Vec<(&'static str, Stats)>,
+}
+
+/// Why a backend was not measured.
+struct Skipped {
+    backend: Backend,
+    reason: String,
+}
+
+fn app(name: String) -> AppKey {
+    AppKey::new(NAMESPACE, name)
+}
+
+/// A small marker payload like a staged driver's.
+fn payload(seq: u64) -> String {
+    format!(r#"{{"stage":{seq},"output":"s3://bench/out/stage-{seq:06}"}}"#)
+}
+
+/// One call of `op`; `i` counts calls on this application from 0, so every call is valid on the
+/// state the previous ones left (the epoch is `i` before the i-th advance, seqs grow).
+async fn call<S: ProgressStore>(
+    s: &S,
+    a: &AppKey,
+    op: Op,
+    i: u64,
+    body: &str,
+) -> anyhow::Result<()> {
+    match op {
+        Op::AdvanceEpoch => {
+            let epoch = s.advance_epoch(a, i).await?;
+            if epoch != i + 1 {
+                bail!("advance_epoch from {i} returned {epoch}");
+            }
+        }
+        Op::Commit => s.commit(a, 0, i + 1, body, i).await?,
+        Op::Heartbeat => s.heartbeat(a, 0, i).await?,
+        Op::Latest => {
+            if s.latest(a).await?.is_none() {
+                bail!("latest found no marker for {a}");
+            }
+        }
+        Op::Epoch => {
+            s.epoch(a).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Untimed state an operation type needs before its run.
+async fn prepare<S: ProgressStore>(s: &S, a: &AppKey, op: Op) -> Result<(), StoreError> {
+    match op {
+        Op::Latest => {
+            for seq in 1..=HISTORY as u64 {
+                s.commit(a, 0, seq, &payload(seq), seq).await?;
+            }
+        }
+        Op::Epoch => {
+            s.advance_epoch(a, 0).await?;
+        }
+        Op::AdvanceEpoch | Op::Commit | Op::Heartbeat => {}
+    }
+    Ok(())
+}
+
+/// The `i`-th call of a sequential run, timed; the commit run's prune happens after the clock stops.
+async fn step<S: ProgressStore>(
+    s: &S,
+    a: &AppKey,
+    backend: Backend,
+    op: Op,
+    i: u64,
+) -> anyhow::Result<Duration> {
+    let body = payload(i + 1);
+    let t = Instant::now();
+    call(s, a, op, i, &body)
+        .await
+        .with_context(|| format!("{} {} call {i}", backend.name(), op.name()))?;
+    let took = t.elapsed();
+    if op == Op::Commit && (i + 1) % PRUNE_EVERY == 0 {
+        s.prune(a, HISTORY).await?;
+    }
+    Ok(took)
+}
+
+async fn sequential<S: ProgressStore>(
+    s: &S,
+    backend: Backend,
+    op: Op,
+    args: &Args,
+) -> anyhow::Result<Stats> {
+    let a = app(format!("bench-{}", op.name().replace('_', "-")));
+    prepare(s, &a, op).await?;
+    for i in 0..args.warmup {
+        step(s, &a, backend, op, i).await?;
+    }
+    let bound = Duration::from_secs(args.max_seconds);
+    let mut samples = Vec::with_capacity(args.ops as usize);
+    let started = Instant::now();
+    for i in args.warmup..args.warmup + args.ops {
+        if started.elapsed() >= bound {
+            break;
+        }
+        samples.push(step(s, &a, backend, op, i).await?);
+    }
+    let wall = started.elapsed();
+    Stats::of(samples, wall, args.ops).context("no timed calls (is --max-seconds 0?)")
+}
+
+/// `--concurrency` tasks sharing one client, each on its own application.
+async fn mix<S: ProgressStore + Clone + 'static>(
+    s: &S,
+    args: &Args,
+) -> anyhow::Result<Vec<(&'static str, Stats)>> {
+    let tasks = args.concurrency;
+    let rounds = args.ops.div_ceil(tasks);
+    let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let (s, a) = (s.clone(), app(format!("bench-mix-{task}")));
+        handles.push(tokio::spawn(async move {
+            let mut samples: Vec<(Op, Duration)> = Vec::with_capacity(rounds as usize * 4);
+            for r in 0..rounds {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                for op in Op::MIX {
+                    let body = payload(r + 1);
+                    let t = Instant::now();
+                    call(&s, &a, op, r, &body)
+                        .await
+                        .with_context(|| format!("mix task {task} {} round {r}", op.name()))?;
+                    samples.push((op, t.elapsed()));
+                }
+                if (r + 1) % PRUNE_EVERY == 0 {
+                    s.prune(&a, HISTORY).await?;
+                }
+            }
+            anyhow::Ok(samples)
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.context("mix task panicked")??);
+    }
+    let wall = started.elapsed();
+    let requested = rounds * tasks;
+    let mut out = Vec::new();
+    for op in Op::MIX {
+        let of_op = all.iter().filter(|(o, _)| *o == op).map(|(_, d)| *d);
+        if let Some(stats) = Stats::of(of_op.collect(), wall, requested) {
+            out.push((op.name(), stats));
+        }
+    }
+    let every = all.iter().map(|(_, d)| *d).collect();
+    if let Some(stats) = Stats::of(every, wall, requested * Op::MIX.len() as u64) {
+        out.push(("all", stats));
+    }
+    Ok(out)
+}
+
+async fn measure<S: ProgressStore + Clone + 'static>(
+    s: &S,
+    backend: Backend,
+    args: &Args,
+) -> anyhow::Result<Report> {
+    let mut sequential_stats = Vec::new();
+    for op in Op::SEQUENTIAL {
+        let stats = sequential(s, backend, op, args).await?;
+        eprintln!(
+            "{} {}: {} calls, p50 {} ms",
+            backend.name(),
+            op.name(),
+            stats.n,
+            ms(stats.p50)
+        );
+        sequential_stats.push((op, stats));
+    }
+    let mix_stats = if args.concurrency == 0 {
+        Vec::new()
+    } else {
+        let m = mix(s, args).await?;
+        eprintln!("{} mix of {} tasks done", backend.name(), args.concurrency);
+        m
+    };
+    Ok(Report {
+        backend,
+        sequential: sequential_stats,
+        mix: mix_stats,
+    })
+}
+
+/// A `redis-server` child process on a loopback port, killed when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl RedisServer {
+    /// Starts one, retrying on another port if the chosen one was taken in between.
+    fn start(binary: &Path) -> anyhow::Result<Self> {
+        let mut last = None;
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let mut child = Command::new(binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("spawning {}", binary.display()))?;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Ok(Self { child, port });
+                }
+                if let Some(status) = child.try_wait()? {
+                    last = Some(anyhow::anyhow!("redis-server exited with {status}"));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn run_kube(args: &Args) -> anyhow::Result<Report> {
+    let cluster = Cluster::start(ClusterConfig::default())
+        .await
+        .context("starting kubesim")?;
+    let store = KubeStore::new(cluster.client().context("kubesim client")?);
+    measure(&store, Backend::Kube, args).await
+}
+
+/// The server's version line, for the report (`None` when it cannot be run).
+fn redis_version(binary: &Path) -> Option<String> {
+    let out = Command::new(binary).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text.split_whitespace().find_map(|w| w.strip_prefix("v="))?;
+    Some(v.to_string())
+}
+
+async fn run_redis(args: &Args) -> Result<Report, Skipped> {
+    let skipped = |reason: String| Skipped {
+        backend: Backend::Redis,
+        reason,
+    };
+    let server = RedisServer::start(&args.redis_server).map_err(|e| skipped(format!("{e:#}")))?;
+    let store = RedisStore::connect(&server.url())
+        .await
+        .map_err(|e| skipped(format!("connecting: {e}")))?;
+    let report = measure(&store, Backend::Redis, args)
+        .await
+        .map_err(|e| skipped(format!("{e:#}")));
+    drop(server);
+    report
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn ratio(a: Duration, b: Duration) -> String {
+    if b.is_zero() {
+        "n/a".to_string()
+    } else {
+        format!("{:.1}×", a.as_secs_f64() / b.as_secs_f64())
+    }
+}
+
+/// One markdown table: a row per operation, columns per backend, kube/redis ratios when both ran.
+fn table(rows: &[&str], reports: &[Report], pick: impl Fn(&Report, &str) -> Option<Stats>) {
+    let mut header = vec!["operation".to_string()];
+    for r in reports {
+        let b = r.backend.name();
+        header.extend([
+            format!("{b} p50"),
+            format!("{b} p99"),
+            format!("{b} max"),
+            format!("{b} ops/s"),
+        ]);
+    }
+    let kube = reports.iter().find(|r| r.backend == Backend::Kube);
+    let redis = reports.iter().find(|r| r.backend == Backend::Redis);
+    let both = kube.is_some() && redis.is_some();
+    if both {
+        header.extend(["kube/redis p50".to_string(), "kube/redis p99".to_string()]);
+    }
+    println!("| {} |", header.join(" | "));
+    println!("|{}", "---|".repeat(header.len()));
+    for row in rows {
+        let mut cells = vec![row.to_string()];
+        for r in reports {
+            match pick(r, row) {
+                Some(s) => cells.extend([
+                    ms(s.p50),
+                    ms(s.p99),
+                    ms(s.max),
+                    format!(
+                        "{:.0}{}",
+                        s.ops_per_s,
+                        if s.cut_short {
+                            format!(" (time bound, n={})", s.n)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ]),
+                None => cells.extend(std::iter::repeat_n("n/a".to_string(), 4)),
+            }
+        }
+        if let (Some(k), Some(r)) = (kube, redis) {
+            match (pick(k, row), pick(r, row)) {
+                (Some(k), Some(r)) => cells.extend([ratio(k.p50, r.p50), ratio(k.p99, r.p99)]),
+                _ => cells.extend(["n/a".to_string(), "n/a".to_string()]),
+            }
+        }
+        println!("| {} |", cells.join(" | "));
+    }
+}
+
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
+
+/// Runs `f` on a fresh runtime, so one backend's leftover tasks never share workers with the next.
+fn on_runtime<T>(f: impl Future<Output = T>) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    Ok(rt.block_on(f))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.ops == 0 {
+        bail!("--ops must be at least 1");
+    }
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut reports = Vec::new();
+    let mut skipped = Vec::new();
+    for &backend in &args.backends {
+        match backend {
+            Backend::Kube => reports.push(on_runtime(run_kube(&args))??),
+            Backend::Redis => match on_runtime(run_redis(&args))? {
+                Ok(r) => reports.push(r),
+                Err(s) => {
+                    eprintln!("redis not measured: {}", s.reason);
+                    skipped.push(s);
+                }
+            },
+        }
+    }
+
+    println!(
+        "store_bench: {} cores ({}), tokio multi-thread runtime with {cores} workers; \
+         kube = KubeStore on in-process kubesim over loopback HTTP; redis = RedisStore on \
+         redis-server {} (loopback, --save '' --appendonly no)",
+        cores,
+        cpu_model().unwrap_or_else(|| "cpu model unknown".to_string()),
+        redis_version(&args.redis_server).unwrap_or_else(|| "(version unknown)".to_string()),
+    );
+    println!(
+        "ops {} per operation (warmup {}), bound {} s per operation, mix {} tasks; latencies in ms",
+        args.ops, args.warmup, args.max_seconds, args.concurrency
+    );
+    for s in &skipped {
+        println!("{}: not measured ({})", s.backend.name(), s.reason);
+    }
+    if reports.is_empty() {
+        bail!("no backend was measured");
+    }
+
+    println!("\nSequential, one client:\n");
+    let names: Vec<&str> = Op::SEQUENTIAL.iter().map(|o| o.name()).collect();
+    table(&names, &reports, |r, row| {
+        r.sequential
+            .iter()
+            .find(|(o, _)| o.name() == row)
+            .map(|(_, s)| s.clone())
+    });
+    if args.concurrency > 0 {
+        println!(
+            "\nConcurrent mix, {} tasks on one client, one application each \
+             (ops/s of a row: its calls over the mix's wall time):\n",
+            args.concurrency
+        );
+        let mut names: Vec<&str> = Op::MIX.iter().map(|o| o.name()).collect();
+        names.push("all");
+        table(&names, &reports, |r, row| {
+            r.mix
+                .iter()
+                .find(|(o, _)| *o == row)
+                .map(|(_, s)| s.clone())
+        });
+    }
+
+    if let Some(redis) = reports.iter().find(|r| r.backend == Backend::Redis) {
+        let worst = |pick: fn(&Stats) -> Duration| {
+            redis
+                .sequential
+                .iter()
+                .map(|(o, s)| (pick(s), o.name()))
+                .max()
+                .expect("every report has sequential stats")
+        };
+        let (p50, p50_op) = worst(|s| s.p50);
+        let (p99, p99_op) = worst(|s| s.p99);
+        let verdict = |d: Duration| if d < TARGET { "met" } else { "not met" };
+        println!(
+            "\nTarget: store operations under 1 ms (Redis on loopback), sequential: worst p50 \
+             {} ms ({p50_op}) {}; worst p99 {} ms ({p99_op}) {}",
+            ms(p50),
+            verdict(p50),
+            ms(p99),
+            verdict(p99),
+        );
+    } else {
+        println!("\nTarget (Redis under 1 ms): not measured, Redis did not run");
+    }
+    Ok(())
+}
