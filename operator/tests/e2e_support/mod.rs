@@ -18,11 +18,8 @@ use operator::crd::{ApplicationStateType, SparkApplication};
 use operator::leader::{LeaderConfig, run_elected};
 use operator::metrics::Metrics;
 use operator::reconciler::Health;
+use operator::sandbox::certs::Ca;
 use operator::state_machine::Settings;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
-};
 use serde_json::{Value, json};
 use submitter::client::ClientConfig;
 use submitter::policy::Policy;
@@ -87,21 +84,21 @@ impl Env {
         let cluster = Cluster::start(ClusterConfig::default()).await.unwrap();
         let client = cluster.client().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let ca = Ca::new("e2e ca");
-        let server = ca.server();
+        let ca = Ca::new("e2e ca").unwrap();
+        let server = ca.server().unwrap();
         let write = |name: &str, text: &str| {
             let path = dir.path().join(name);
             std::fs::write(&path, text).unwrap();
             path
         };
         let files = TlsFiles {
-            cert: write("server.crt", &server.0),
-            key: write("server.key", &server.1),
+            cert: write("server.crt", &server.cert),
+            key: write("server.key", &server.key),
             client_ca: write("ca.crt", &ca.pem()),
         };
-        let operator = ca.client(OPERATOR_IDENTITY);
-        write("operator.crt", &operator.0);
-        write("operator.key", &operator.1);
+        let operator = ca.client(OPERATOR_IDENTITY).unwrap();
+        write("operator.crt", &operator.cert);
+        write("operator.key", &operator.key);
         let policy = Arc::new(Policy::parse(POLICY).unwrap());
         let state = AppState::new(client.clone(), Access::Policy(policy));
         let router = app(state, &ServiceConfig::default());
@@ -377,57 +374,5 @@ where
             "timed out after {limit:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A throwaway certificate authority.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        Ca {
-            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
-        }
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    /// (certificate, key) PEM.
-    fn issue(&self, sans: Vec<SanType>, usage: ExtendedKeyUsagePurpose) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = sans;
-        params.extended_key_usages = vec![usage];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn server(&self) -> (String, String) {
-        self.issue(
-            vec![
-                SanType::DnsName("localhost".try_into().unwrap()),
-                SanType::IpAddress("127.0.0.1".parse().unwrap()),
-            ],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        )
-    }
-
-    fn client(&self, dns: &str) -> (String, String) {
-        self.issue(
-            vec![SanType::DnsName(dns.try_into().unwrap())],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        )
     }
 }
