@@ -27,12 +27,14 @@ pub const DEFAULT_HEARTBEAT_MILLIS: u64 = 1000;
 /// `operator agent`: the recovery agent, a native sidecar of the Spark driver.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
-    /// The SparkApplication, `<namespace>/<name>`.
+    /// The SparkApplication, `<namespace>/<name>` (required).
+    // Optional to clap so that a missing value is reported by its variable name: the agent is
+    // configured by the pod's environment, and clap's own error names only `--app`.
     #[arg(long, env = ENV_APP)]
-    pub app: String,
-    /// The epoch the driver in this pod runs under.
+    pub app: Option<String>,
+    /// The epoch the driver in this pod runs under (required).
     #[arg(long, env = ENV_EPOCH)]
-    pub epoch: u64,
+    pub epoch: Option<u64>,
     /// The state store backend.
     #[arg(long, env = ENV_STORE, value_enum, default_value_t = StoreKind::Kubernetes)]
     pub store: StoreKind,
@@ -104,6 +106,14 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A required setting is absent.
+    #[error("{var} (or --{flag}) is required")]
+    Missing {
+        /// The environment variable.
+        var: &'static str,
+        /// The flag.
+        flag: &'static str,
+    },
     /// Redis was chosen without a URL.
     #[error("{ENV_STORE}=redis needs {ENV_REDIS_URL}")]
     MissingRedisUrl,
@@ -117,6 +127,7 @@ impl ConfigError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::App { .. } => "app",
+            Self::Missing { .. } => "missing",
             Self::MissingRedisUrl => "missing_redis_url",
             Self::HeartbeatInterval => "heartbeat_interval",
         }
@@ -165,7 +176,17 @@ impl TryFrom<AgentArgs> for Config {
     type Error = ConfigError;
 
     fn try_from(args: AgentArgs) -> Result<Self, Self::Error> {
-        let AppRef(app) = args.app.parse()?;
+        let AppRef(app) = args
+            .app
+            .ok_or(ConfigError::Missing {
+                var: ENV_APP,
+                flag: "app",
+            })?
+            .parse()?;
+        let epoch = args.epoch.ok_or(ConfigError::Missing {
+            var: ENV_EPOCH,
+            flag: "epoch",
+        })?;
         let store = match (args.store, args.redis_url) {
             (StoreKind::Kubernetes, _) => StoreConfig::Kubernetes,
             (StoreKind::Redis, Some(url)) if !url.trim().is_empty() => StoreConfig::Redis { url },
@@ -176,7 +197,7 @@ impl TryFrom<AgentArgs> for Config {
         }
         Ok(Self {
             app,
-            epoch: args.epoch,
+            epoch,
             store,
             port: args.port,
             heartbeat_interval: Duration::from_millis(args.heartbeat_millis),
@@ -238,6 +259,16 @@ mod tests {
                 url: "redis://127.0.0.1:6379/".into()
             }
         );
+    }
+
+    #[test]
+    fn a_missing_app_or_epoch_is_named_by_its_variable() {
+        let err = config(&["--epoch", "0"]).unwrap_err();
+        assert_eq!(err.kind(), "missing");
+        assert!(err.to_string().contains(ENV_APP), "{err}");
+        let err = config(&["--app", "a/b"]).unwrap_err();
+        assert_eq!(err.kind(), "missing");
+        assert!(err.to_string().contains(ENV_EPOCH), "{err}");
     }
 
     #[test]
