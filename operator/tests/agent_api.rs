@@ -548,6 +548,11 @@ async fn malformed_and_oversized_commits_are_bad_requests_that_write_nothing() {
         assert_eq!(store.commits(), 0, "no bad request reaches the store");
         assert_eq!(redis.latest(&a).await.unwrap(), None);
 
+        // Redis scripts compare numbers as doubles: a seq from 2^53 up is refused, not rounded.
+        let r = commit(agent.port, 1 << 53, "p").await;
+        assert_eq!((r.status, &r.body["error"]), (400, &json!("BAD_REQUEST")));
+        assert_eq!(redis.latest(&a).await.unwrap(), None);
+
         // The limit itself is allowed.
         commit_ok(agent.port, 0, 1, &"x".repeat(MAX_PAYLOAD_BYTES)).await;
         agent.stop().await;
