@@ -34,6 +34,9 @@ pub struct DemoArgs {
     /// Kill the driver during the stage after this one is committed.
     #[arg(long, default_value_t = 3)]
     pub kill_after_stage: u64,
+    /// Seconds between the driver's failure and the rerun (`onFailureRetryInterval`).
+    #[arg(long, default_value_t = 1)]
+    pub retry_interval_seconds: i64,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout_seconds: u64,
@@ -124,6 +127,7 @@ pub async fn run<W: Write>(args: DemoArgs, out: W) -> Result<Value, DemoError> {
     let app = StagedApp {
         stages: args.stages,
         stage_millis: args.stage_millis,
+        retry_interval_seconds: args.retry_interval_seconds,
         ..StagedApp::new(APP)
     };
     sandbox
@@ -133,8 +137,8 @@ pub async fn run<W: Write>(args: DemoArgs, out: W) -> Result<Value, DemoError> {
     n.say(
         "demo",
         &format!(
-            "created SparkApplication {NAMESPACE}/{APP}: {} stages of {} ms, restartPolicy OnFailure, recovery enabled",
-            app.stages, app.stage_millis
+            "created SparkApplication {NAMESPACE}/{APP}: {} stages of {} ms, restartPolicy OnFailure (retry after {} s), recovery enabled",
+            app.stages, app.stage_millis, app.retry_interval_seconds
         ),
     )?;
 

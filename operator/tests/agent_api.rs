@@ -617,10 +617,6 @@ async fn commits_are_store_unavailable_while_redis_is_down() {
     .await;
 }
 
-// `RedisStore` holds one `MultiplexedConnection`, which redis-rs does not re-establish after the
-// server closed it (its `ConnectionManager` does): every later store call fails, so a driver
-// retrying `STORE_UNAVAILABLE` never gets through. Remove the `ignore` once the store reconnects.
-#[ignore = "RedisStore does not reconnect after a Redis restart"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_commit_lands_once_redis_is_back() {
     bounded(async {

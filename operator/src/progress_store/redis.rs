@@ -7,7 +7,7 @@
 //! first; `heartbeat` one [`Heartbeat`] JSON. Scripts compare numbers as Lua doubles, so epochs and
 //! sequence numbers above 2^53 are refused before they reach Redis.
 
-use ::redis::aio::MultiplexedConnection;
+use ::redis::aio::ConnectionManager;
 use ::redis::{RedisError, Script};
 
 use super::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
@@ -109,10 +109,11 @@ impl Keys {
     }
 }
 
-/// A Redis-backed store. The multiplexed connection reconnects on its own and is cheap to clone.
+/// A Redis-backed store. Its connection manager reconnects after the connection drops (the call
+/// that saw the drop fails and is retried by its caller) and is cheap to clone.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: MultiplexedConnection,
+    conn: ConnectionManager,
     scripts: std::sync::Arc<Scripts>,
 }
 
@@ -127,15 +128,14 @@ impl RedisStore {
     /// Connects to `url` (`redis://host:port/db`).
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let client = ::redis::Client::open(url).map_err(ConnectError::Url)?;
-        let conn = client
-            .get_multiplexed_async_connection()
+        let conn = ConnectionManager::new(client)
             .await
             .map_err(ConnectError::Connect)?;
         Ok(Self::from_connection(conn))
     }
 
     /// Uses an existing connection.
-    pub fn from_connection(conn: MultiplexedConnection) -> Self {
+    pub fn from_connection(conn: ConnectionManager) -> Self {
         Self {
             conn,
             scripts: std::sync::Arc::new(Scripts {
