@@ -24,4 +24,6 @@ else
 fi
 echo "== python tests (real kubernetes client, real spark-submit)"
 export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
+# The recovery agent: the operator binary the Rust tests above just built.
+export AGENT_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/operator"
 KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" python3 -m pytest -q tests/python
