@@ -226,7 +226,7 @@ async fn step<S: ProgressStore>(
         .await
         .with_context(|| format!("{} {} call {i}", backend.name(), op.name()))?;
     let took = t.elapsed();
-    if op == Op::Commit && (i + 1) % PRUNE_EVERY == 0 {
+    if op == Op::Commit && (i + 1).is_multiple_of(PRUNE_EVERY) {
         s.prune(a, HISTORY).await?;
     }
     Ok(took)
@@ -282,7 +282,7 @@ async fn mix<S: ProgressStore + Clone + 'static>(
                         .with_context(|| format!("mix task {task} {} round {r}", op.name()))?;
                     samples.push((op, t.elapsed()));
                 }
-                if (r + 1) % PRUNE_EVERY == 0 {
+                if (r + 1).is_multiple_of(PRUNE_EVERY) {
                     s.prune(&a, HISTORY).await?;
                 }
             }
