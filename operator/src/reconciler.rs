@@ -368,7 +368,7 @@ async fn reconcile_app(
                     observed: observed_epoch,
                 } => {
                     let store = ctx.store.as_ref().ok_or(ReconcileError::NoStore)?;
-                    let fence = fence(store, &AppKey::new(namespace, name), observed_epoch)
+                    let fence = fence(store, &app, observed_epoch)
                         .await
                         .map_err(ReconcileError::Fence)?;
                     info!(
@@ -480,9 +480,20 @@ async fn read_heartbeat(
 }
 
 /// Fences every driver under `observed` and reads the marker the next driver will restore.
-async fn fence(store: &AnyStore, app: &AppKey, observed: u64) -> Result<FenceOutcome, StoreError> {
-    let epoch = store.advance_epoch(app, observed).await?;
-    let latest = store.latest(app).await?;
+/// Advances the epoch and reads the marker the next driver restores. On the Kubernetes store the
+/// application also becomes the owner of its progress ConfigMap, so deleting the application
+/// leaves nothing behind.
+async fn fence(
+    store: &AnyStore,
+    app: &SparkApplication,
+    observed: u64,
+) -> Result<FenceOutcome, StoreError> {
+    let key = AppKey::new(app.namespace().unwrap_or_default(), app.name_any());
+    let epoch = store.advance_epoch(&key, observed).await?;
+    if let (AnyStore::Kube(kube), Some(owner)) = (store, app.controller_owner_ref(&())) {
+        kube.adopt(&key, &owner).await?;
+    }
+    let latest = store.latest(&key).await?;
     Ok(FenceOutcome {
         epoch,
         latest: latest.map(|m| (m.epoch, m.seq)),

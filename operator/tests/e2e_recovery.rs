@@ -9,7 +9,7 @@ mod store_support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use operator::crd::{ApplicationStateType, SparkApplication};
@@ -114,7 +114,7 @@ fn assert_each_stage_once(run: &StagedRun, stages: u64) {
     );
 }
 
-async fn killed_driver_resumes_from_the_next_stage(store: StoreKind) {
+async fn killed_driver_resumes_from_the_next_stage(store: StoreKind) -> Sandbox {
     let (sandbox, _operator) = sandbox(store, 30).await;
     let app = StagedApp {
         stages: 5,
@@ -165,11 +165,39 @@ async fn killed_driver_resumes_from_the_next_stage(store: StoreKind) {
         .filter_map(|p| p.metadata.name)
         .collect();
     assert_eq!(left, vec![format!("killed-driver-e{}", epoch + 1)]);
+    sandbox
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_driver_resumes_from_the_next_stage_with_the_kubernetes_store() {
-    killed_driver_resumes_from_the_next_stage(StoreKind::Kubernetes).await;
+    let sandbox = killed_driver_resumes_from_the_next_stage(StoreKind::Kubernetes).await;
+    // The progress ConfigMap belongs to the application: deleting one deletes the other.
+    let configmaps: Api<ConfigMap> = Api::namespaced(sandbox.client.clone(), NAMESPACE);
+    let progress = configmaps.get("killed-progress").await.unwrap();
+    let owners = progress.metadata.owner_references.unwrap_or_default();
+    assert_eq!(
+        owners
+            .iter()
+            .map(|o| (o.kind.as_str(), o.name.as_str()))
+            .collect::<Vec<_>>(),
+        [("SparkApplication", "killed")]
+    );
+    apps(&sandbox)
+        .delete("killed", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_within("the progress ConfigMap to be collected", WAIT, || {
+        let configmaps = configmaps.clone();
+        async move {
+            configmaps
+                .get_opt("killed-progress")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,17 +50,42 @@ impl KubeStore {
         Self { client }
     }
 
+    /// Makes `owner` (the SparkApplication) the owner of the application's progress object, so
+    /// deleting the application lets the garbage collector delete its progress too. Idempotent;
+    /// the object must exist (the operator calls this right after advancing the epoch).
+    pub async fn adopt(
+        &self,
+        app: &AppKey,
+        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    ) -> Result<(), StoreError> {
+        let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
+        self.api(app)
+            .patch(
+                &object_name(app),
+                &::kube::api::PatchParams::default(),
+                &::kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| StoreError::Backend {
+                op: "adopt",
+                app: app.clone(),
+                source: Box::new(e),
+            })
+    }
+
     fn api(&self, app: &AppKey) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), &app.namespace)
     }
 
-    /// The state and the resourceVersion it was read at (`None` when the object does not exist).
-    /// An object that does not decode fails the operation at once: retrying cannot repair it.
+    /// The state and the object's metadata as read, resourceVersion included (`None` when the
+    /// object does not exist). An object that does not decode fails the operation at once:
+    /// retrying cannot repair it.
     async fn read(
         &self,
         op: &'static str,
         app: &AppKey,
-    ) -> Result<(FenceState, Option<String>), Retry> {
+    ) -> Result<(FenceState, Option<ObjectMeta>), Retry> {
         match self.api(app).get_opt(&object_name(app)).await {
             Err(e) => Err(classify(op, app, e)),
             Ok(None) => Ok((FenceState::default(), None)),
@@ -71,7 +96,7 @@ impl KubeStore {
                         reason,
                     })
                 })?;
-                Ok((state, cm.metadata.resource_version))
+                Ok((state, Some(cm.metadata)))
             }
         }
     }
@@ -105,7 +130,7 @@ impl KubeStore {
         let api = self.api(app);
         let mut transient = None;
         for attempt in 0..MAX_ATTEMPTS {
-            let (state, version) = match self.read(op, app).await {
+            let (state, previous) = match self.read(op, app).await {
                 Ok(read) => read,
                 Err(Retry::Again(e)) => {
                     transient = Some(e);
@@ -118,10 +143,11 @@ impl KubeStore {
                 Outcome::Keep(out) => return Ok(out),
                 Outcome::Write(next, out) => (next, out),
             };
-            let object = encode(app, &next, version.clone())?;
-            let written = match version {
-                None => api.create(&PostParams::default(), &object).await,
-                Some(_) => {
+            let exists = previous.is_some();
+            let object = encode(app, &next, previous)?;
+            let written = match exists {
+                false => api.create(&PostParams::default(), &object).await,
+                true => {
                     api.replace(&object_name(app), &PostParams::default(), &object)
                         .await
                 }
@@ -218,10 +244,12 @@ fn decode(cm: &ConfigMap) -> Result<FenceState, String> {
     })
 }
 
+/// The object holding `state`. A replaced object keeps the metadata it was read with (its
+/// resourceVersion for the compare-and-swap, and the owner the operator gave it).
 fn encode(
     app: &AppKey,
     state: &FenceState,
-    resource_version: Option<String>,
+    previous: Option<ObjectMeta>,
 ) -> Result<ConfigMap, StoreError> {
     let json = |what: &str, r: serde_json::Result<String>| {
         r.map_err(|e| StoreError::Corrupt {
@@ -241,17 +269,16 @@ fn encode(
             json("heartbeat", serde_json::to_string(hb))?,
         );
     }
+    let mut metadata = previous.unwrap_or_default();
+    metadata.name = Some(object_name(app));
+    metadata.namespace = Some(app.namespace.clone());
+    metadata.managed_fields = None;
+    metadata
+        .labels
+        .get_or_insert_default()
+        .insert(crate::labels::APP_NAME.to_owned(), app.name.clone());
     Ok(ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(object_name(app)),
-            namespace: Some(app.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                crate::labels::APP_NAME.to_owned(),
-                app.name.clone(),
-            )])),
-            resource_version,
-            ..ObjectMeta::default()
-        },
+        metadata,
         data: Some(data),
         ..ConfigMap::default()
     })

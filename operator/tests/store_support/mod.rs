@@ -1,7 +1,7 @@
 //! Shared by the store tests: one conformance suite every backend must pass, and a real
 //! `redis-server` on a free loopback port that is killed when dropped.
 
-#![allow(dead_code)] // each test crate uses a different part of this module
+#![allow(dead_code, unused_macros, unused_imports)] // each test crate uses a different part of this module
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
