@@ -56,9 +56,7 @@ async fn handle(
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
-    if let Some(refused) = refuse_partitioned(&state, &headers) {
-        return refused;
-    }
+    wait_while_partitioned(&state, &headers).await;
     match path::parse(&path) {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
@@ -86,16 +84,24 @@ async fn handle(
     }
 }
 
-/// A process on a partitioned node cannot reach the control plane: a request carrying its
-/// node's token gets 503 and changes nothing (not even the request counters).
-fn refuse_partitioned(state: &AppState, headers: &HeaderMap) -> Option<Response> {
-    let value = headers.get(header::AUTHORIZATION)?;
-    let node = crate::node_token::node_of_authorization(value.as_bytes())?;
-    if !state.kubelet.is_partitioned(node) {
-        return None;
+/// A process on a partitioned node cannot reach the control plane: its requests (those carrying
+/// its node's token) get no answer while the partition lasts, as when the network drops their
+/// packets, and are served once the node heals, as TCP would deliver them then. Clients see what
+/// they see in a real partition: their own timeouts, not an error status they might retry on.
+async fn wait_while_partitioned(state: &AppState, headers: &HeaderMap) {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return;
+    };
+    let Some(node) = crate::node_token::node_of_authorization(value.as_bytes()) else {
+        return;
+    };
+    while state.kubelet.is_partitioned(node) {
+        tokio::time::sleep(PARTITION_POLL).await;
     }
-    Some(error_response(&ApiError::node_partitioned(node)))
 }
+
+/// How often a held request looks whether its node healed.
+const PARTITION_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Which operation a method and path ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

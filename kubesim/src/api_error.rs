@@ -153,15 +153,6 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
-    /// 503 for a request from a process on a partitioned node.
-    pub fn node_partitioned(node: &str) -> Self {
-        Self::new(
-            503,
-            "ServiceUnavailable",
-            format!("node \"{node}\" is partitioned from the control plane"),
-        )
-    }
-
     /// An injected failure with any code, reason picked as Kubernetes would.
     pub fn injected(code: u16, message: Option<String>) -> Self {
         let reason = reason_for(code);

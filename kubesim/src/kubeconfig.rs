@@ -12,10 +12,7 @@ pub fn render(server: &str) -> String {
 pub fn render_with_token(server: &str, token: Option<&str>) -> String {
     let user = match token {
         // A JSON string is a valid YAML double-quoted scalar, so any token survives quoting.
-        Some(t) => format!(
-            "{{token: {}}}",
-            serde_json::Value::from(t)
-        ),
+        Some(t) => format!("{{token: {}}}", serde_json::Value::from(t)),
         None => "{}".to_string(),
     };
     format!(
