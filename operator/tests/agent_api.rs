@@ -2,8 +2,6 @@
 //! kubesim in-process, and the `operator agent` binary itself. The requests are what a driver sends
 //! (plain HTTP/1.1 with `Connection: close`), and every wait is bounded by a deadline.
 
-// Only the Redis server and helpers are used here, not the conformance suite's macro.
-#[allow(unused_macros, unused_imports)]
 mod store_support;
 
 use std::process::{Child, Command, Stdio};
