@@ -1,44 +1,22 @@
-//! Shared by the `e2e_*` tests: an in-process kubesim, a real submitter (its axum app served by
-//! `submitter::tls::serve` over mTLS on 127.0.0.1:0, certificates from rcgen), and the operator's
-//! controller as a task that can be dropped and started again.
+//! Shared by the `e2e_*` tests: the operator's sandbox (an in-process kubesim and a real
+//! submitter over mTLS on 127.0.0.1:0) and the operator's controller as a task that can be dropped
+//! and started again.
 #![allow(dead_code)] // each test crate uses a different part
 
 use std::future::Future;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
-use kubesim::{Cluster, ClusterConfig};
 use operator::controller::{RunConfig, run};
 use operator::crd::{ApplicationStateType, SparkApplication};
 use operator::leader::{LeaderConfig, run_elected};
-use operator::metrics::Metrics;
 use operator::reconciler::Health;
-use operator::sandbox::certs::Ca;
-use operator::state_machine::Settings;
+use operator::sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
-use submitter::client::ClientConfig;
-use submitter::policy::Policy;
-use submitter::service::{Access, AppState, ServiceConfig, app};
-use submitter::tls::{ClientAuth, ReloadingTlsConfig, ServeOptions, TlsFiles, Transport, serve};
-use tempfile::TempDir;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// The operator's client identity, allowed everything by the submitter's policy.
-pub const OPERATOR_IDENTITY: &str = "spark-operator.spark.svc";
-
-const POLICY: &str = r#"
-clients:
-  - identity: spark-operator.spark.svc
-    namespaces: ["*"]
-    serviceAccounts: ["*"]
-"#;
 
 pub const LEASE: &str = "spark-operator-leader";
 
@@ -48,12 +26,18 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// The lease duration of [`Env::elected_operator`] replicas.
 pub const LEASE_DURATION: Duration = Duration::from_secs(2);
 
+/// The sandbox (kubesim and the submitter over mTLS) with fenced restarts off by default; it
+/// derefs to the [`Sandbox`] for `cluster` and `client`.
 pub struct Env {
-    pub cluster: Cluster,
-    pub submitter_addr: SocketAddr,
-    _stop_submitter: oneshot::Sender<()>,
-    dir: TempDir,
-    pub client: kube::Client,
+    sandbox: Sandbox,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Sandbox;
+
+    fn deref(&self) -> &Sandbox {
+        &self.sandbox
+    }
 }
 
 /// A running operator; dropping it stops it (the task is aborted, as a crash would).
@@ -81,79 +65,18 @@ fn init_tracing() {
 impl Env {
     pub async fn start() -> Env {
         init_tracing();
-        let cluster = Cluster::start(ClusterConfig::default()).await.unwrap();
-        let client = cluster.client().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let ca = Ca::new("e2e ca").unwrap();
-        let server = ca.server().unwrap();
-        let write = |name: &str, text: &str| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).unwrap();
-            path
-        };
-        let files = TlsFiles {
-            cert: write("server.crt", &server.cert),
-            key: write("server.key", &server.key),
-            client_ca: write("ca.crt", &ca.pem()),
-        };
-        let operator = ca.client(OPERATOR_IDENTITY).unwrap();
-        write("operator.crt", &operator.cert);
-        write("operator.key", &operator.key);
-        let policy = Arc::new(Policy::parse(POLICY).unwrap());
-        let state = AppState::new(client.clone(), Access::Policy(policy));
-        let router = app(state, &ServiceConfig::default());
-        let tls = ReloadingTlsConfig::new(files, ClientAuth::Required).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let submitter_addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(serve(
-            listener,
-            Transport::Tls(Arc::new(tls)),
-            router,
-            ServeOptions::default(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let config = SandboxConfig::new(env!("CARGO_BIN_EXE_operator").into());
         Env {
-            cluster,
-            submitter_addr,
-            _stop_submitter: stop,
-            dir,
-            client,
+            sandbox: Sandbox::start(config).await.unwrap(),
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
+    /// The sandbox's configuration without fenced restarts.
     pub fn run_config(&self) -> RunConfig {
-        let mut submitter = ClientConfig::new(format!(
-            "https://localhost:{}/api/v1/spark-submit",
-            self.submitter_addr.port()
-        ));
-        submitter.ca = Some(self.path("ca.crt"));
-        submitter.cert = Some(self.path("operator.crt"));
-        submitter.key = Some(self.path("operator.key"));
-        submitter.max_retries = 2;
-        submitter.initial_backoff = Duration::from_millis(100);
-        submitter.request_timeout = Duration::from_secs(10);
-        RunConfig {
-            submitter,
-            master: "k8s://https://kubernetes.default.svc:443".into(),
-            install_crd: true,
-            namespace: None,
-            settings: Settings {
-                driver_creation_grace: Duration::from_secs(2),
-                default_ttl_seconds: None,
-                unsynced_requeue: Duration::from_millis(200),
-                deletion_requeue: Duration::from_millis(200),
-                recovery: None,
-            },
-            instance: Some("e2e".into()),
-            metrics: Arc::new(Metrics::new()),
-        }
+        let mut config = self.sandbox.run_config();
+        config.settings.recovery = None;
+        config.instance = Some("e2e".into());
+        config
     }
 
     /// Starts the controller and waits until the CRD is served.
