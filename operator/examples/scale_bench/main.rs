@@ -1,24 +1,37 @@
 //! Scale benchmark of the operator: N SparkApplications on kubesim, run to completion, for the
 //! real watch-based `operator run` and, side by side, a polling variant (a LIST per interval).
 //!
-//!     cargo build --release -p operator -p submitter -p kubesim
-//!     cargo run --release -p operator --example scale_bench -- [--apps 500] \
-//!         [--variants watch,poll] [--concurrency 32] [--run-seconds 0] [--max-seconds 900]
+//!     cargo build --release -p operator --bin operator --example scale_bench
+//!     cargo build --release -p submitter --bin submitter
+//!     target/release/examples/scale_bench [--apps 1000,3000,10000] [--variants watch,poll] \
+//!         [--create-rate 50] [--concurrency 32] [--run-seconds 0] [--max-seconds 900] \
+//!         [--submission-retries 0] [--submitter-max-concurrency N] [--log-dir DIR]
 //!
-//! Per variant and app count: a fresh kubesim (in this process: its request counters and store
-//! are read directly), `submitter serve` (release binary, mTLS with a throwaway rcgen PKI), and
-//! the operator as its own process (`operator run`, or this example re-executed as
-//! `poll-operator`), so its peak resident memory (VmHWM) is its own. The CRD is installed by
-//! the bench, the counters reset once the operator is ready; then the apps are created with
-//! bounded concurrency, and the bench waits (bounded) until every app is COMPLETED or FAILED.
+//! `--create-rate 0` (the default) creates every app at once (a burst: the drain measures
+//! throughput); a rate paces creations (the drain then measures per-app cost and latency at
+//! that arrival rate while N apps accumulate).
+//!
+//! Per variant and app count: a fresh kubesim (in this process: its request counters and event
+//! log are read directly, so the bench's observation adds no requests), `submitter serve`
+//! (release binary, mTLS with a throwaway rcgen PKI), and the operator as its own process
+//! (`operator run`, or this example re-executed as `poll-operator`), so its peak resident
+//! memory (VmHWM) is its own. The bench installs the CRD and resets the counters once the
+//! operator is ready; then it creates the apps with bounded concurrency and waits (bounded by
+//! `--max-seconds` from the first create) until every app is terminal. Drivers are scripted
+//! kubesim pods (`kubesim.io/run-seconds`): no real processes.
+//!
 //! Reported: drain time (first create → all terminal), apps/s, API requests per app by verb
-//! (the bench's own creates subtracted), writes per app split by who makes them, the
-//! requests of an idle window after the drain, reconcile latency p50/p99 (the operator's
-//! `/metrics` histogram), and the operator's peak RSS.
+//! (the bench's own creates subtracted), writes per app split by who makes them, the requests
+//! of an idle window after the drain, latency from creation to SUBMITTED and to a terminal state
+//! (p50/p99, from kubesim's event log), the operator's reconcile durations (its `/metrics`
+//! histogram), the operator's peak RSS and CPU, the submitter's peak RSS, and the poll/watch
+//! ratios.
 
 mod poll;
+mod report;
+mod track;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -38,6 +51,9 @@ use rcgen::{
 };
 use serde_json::json;
 use submitter::client::{ClientConfig, SubmitterClient};
+
+use report::Figures;
+use track::Tracker;
 
 const OPERATOR_IDENTITY: &str = "spark-operator.spark.svc";
 const NAMESPACE: &str = "default";
@@ -90,12 +106,24 @@ struct Args {
     /// Concurrent app creations.
     #[arg(long, env = "BENCH_CONCURRENCY", default_value_t = 32)]
     concurrency: usize,
+    /// Creations per second (0: as fast as `concurrency` allows, a burst).
+    #[arg(long, env = "BENCH_CREATE_RATE", default_value_t = 0.0)]
+    create_rate: f64,
     /// Apps created per batch; the next batch starts when the previous one is created.
     #[arg(long, env = "BENCH_BATCH", default_value_t = 1000)]
     batch: usize,
     /// `kubesim.io/run-seconds` of every driver.
     #[arg(long, env = "BENCH_RUN_SECONDS", default_value = "0")]
     run_seconds: String,
+    /// `spec.restartPolicy.onSubmissionFailureRetries` of every app, with type
+    /// `OnInfrastructureFailure` (only an unavailable or overloaded submitter is retried) and a
+    /// 1 s interval; 0: type `Never`, the default, so a refused submission fails the app.
+    #[arg(long, env = "BENCH_SUBMISSION_RETRIES", default_value_t = 0)]
+    submission_retries: i32,
+    /// `submitter serve --max-concurrency` (requests beyond it get 503 SUBMITTER_OVERLOADED);
+    /// default: the submitter's own default.
+    #[arg(long, env = "BENCH_SUBMITTER_MAX_CONCURRENCY")]
+    submitter_max_concurrency: Option<usize>,
     /// The polling variant's interval.
     #[arg(long, env = "BENCH_POLL_INTERVAL_MS", default_value_t = 1000)]
     poll_interval_ms: u64,
@@ -108,6 +136,10 @@ struct Args {
     /// `RUST_LOG` of the operator and the submitter (logs go to files in the temp dir).
     #[arg(long, env = "BENCH_LOG", default_value = "warn")]
     log: String,
+    /// Keep the operator's and the submitter's logs here (default: a temporary folder,
+    /// removed after the run).
+    #[arg(long, env = "BENCH_LOG_DIR")]
+    log_dir: Option<PathBuf>,
     #[arg(long, env = "OPERATOR_BIN")]
     operator_bin: Option<PathBuf>,
     #[arg(long, env = "SUBMITTER_BIN")]
@@ -290,12 +322,25 @@ fn reconcile_percentiles(metrics: &str) -> (f64, f64, u64) {
     (at(0.50), at(0.99), total)
 }
 
-fn metric_value(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.split_whitespace().last()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+/// A counter family from `/metrics`, by its (single) label's value.
+fn metric_by_label(metrics: &str, name: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once(' ') else {
+            continue;
+        };
+        let label = labels
+            .split_once('"')
+            .and_then(|(_, v)| v.split_once('"'))
+            .map_or("", |(v, _)| v);
+        if let Ok(value) = value.parse::<f64>() {
+            *out.entry(label.to_owned()).or_default() += value as u64;
+        }
+    }
+    out
 }
 
 /// Request counts keyed by (verb, resource), watches counted under `watch`.
@@ -322,53 +367,6 @@ fn diff(after: &Counts, before: &Counts) -> Counts {
         .collect()
 }
 
-const VERBS: [&str; 7] = [
-    "get", "list", "watch", "create", "update", "patch", "delete",
-];
-const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
-
-fn by_verb(counts: &Counts) -> BTreeMap<&str, u64> {
-    let mut out = BTreeMap::new();
-    for ((verb, _), n) in counts {
-        let verb = VERBS
-            .iter()
-            .find(|v| **v == verb)
-            .copied()
-            .unwrap_or("other");
-        *out.entry(verb).or_default() += n;
-    }
-    out
-}
-
-/// Who makes a request, by resource and verb: the submitter creates the driver pod and its
-/// companions; the operator owns everything about SparkApplications, events and the rest of
-/// the driver pod verbs.
-fn is_submitter(verb: &str, resource: &str) -> bool {
-    matches!(resource, "configmaps" | "services" | "networkpolicies")
-        || (resource == "pods" && verb == "create")
-}
-
-struct Figures {
-    variant: Variant,
-    apps: usize,
-    created: usize,
-    completed: usize,
-    failed: usize,
-    create_secs: f64,
-    drain_secs: f64,
-    counts: Counts,
-    idle: Counts,
-    idle_secs: f64,
-    p50: f64,
-    p99: f64,
-    /// Per app, first seen (ADDED) to COMPLETED or FAILED, sorted.
-    latencies: Vec<Duration>,
-    reconciles: u64,
-    submissions: u64,
-    peak_rss_kib: u64,
-    operator_cpu: f64,
-}
-
 fn bench(args: Args) -> anyhow::Result<()> {
     let operator_bin = args
         .operator_bin
@@ -381,35 +379,48 @@ fn bench(args: Args) -> anyhow::Result<()> {
     for bin in [&operator_bin, &submitter_bin] {
         if !bin.exists() {
             bail!(
-                "{} is missing: cargo build --release -p operator -p submitter -p kubesim",
+                "{} is missing: cargo build --release -p operator --bin operator --example scale_bench && cargo build --release -p submitter --bin submitter",
                 bin.display()
             );
         }
     }
+    if let Some(dir) = &args.log_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     println!(
-        "scale bench: apps {:?}, variants {:?}, create concurrency {}, batch {}, driver run-seconds {}, poll interval {} ms; {} cores",
+        "scale bench: apps {:?}, variants {:?}, create concurrency {}, batch {}, driver run-seconds {}, poll interval {} ms, bound {} s per run; {} cores",
         args.apps,
         args.variants.iter().map(|v| v.name()).collect::<Vec<_>>(),
         args.concurrency,
         args.batch,
         args.run_seconds,
         args.poll_interval_ms,
+        args.max_seconds,
         std::thread::available_parallelism().map_or(0, usize::from)
     );
     let runtime = tokio::runtime::Runtime::new()?;
     let mut results = Vec::new();
     for &apps in &args.apps {
         for &variant in &args.variants {
+            // Ctrl-C drops the run, and with it (Processes) the operator and the submitter.
             let figures = runtime
-                .block_on(run_one(&args, variant, apps, &operator_bin, &submitter_bin))
+                .block_on(async {
+                    tokio::select! {
+                        figures = run_one(&args, variant, apps, &operator_bin, &submitter_bin) => figures,
+                        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+                    }
+                })
                 .with_context(|| format!("{} with {apps} apps", variant.name()))?;
-            print_one(&figures);
+            report::print_one(&figures);
             results.push(figures);
         }
     }
-    print_table(&results);
+    report::print_tables(&results);
     Ok(())
 }
+
+/// Bound on one API call or start-up step of the bench itself.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn run_one(
     args: &Args,
@@ -420,9 +431,19 @@ async fn run_one(
 ) -> anyhow::Result<Figures> {
     let bound = Duration::from_secs(args.max_seconds);
     let dir = tempfile::tempdir()?;
+    let log_dir = args
+        .log_dir
+        .clone()
+        .unwrap_or_else(|| dir.path().to_owned());
+    let log_file = |who: &str| -> anyhow::Result<(PathBuf, std::fs::File)> {
+        let path = log_dir.join(format!("{}-{apps}-{who}.log", variant.name()));
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok((path, file))
+    };
     let pki = pki(dir.path())?;
     let cluster = Cluster::start(ClusterConfig {
-        // Every app makes ~20 events; watches must be able to resume without a 410 re-list.
+        // ~20 events per app; watches (and the bench's follower) resume without a 410 re-list.
         history: (apps * 40).max(100_000),
         ..ClusterConfig::default()
     })
@@ -433,27 +454,34 @@ async fn run_one(
     let mut processes = Processes(Vec::new());
 
     let port = free_port()?;
-    let log = std::fs::File::create(dir.path().join("submitter.log"))?;
-    processes.0.push(
-        Command::new(submitter_bin)
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .arg("--tls-cert")
-            .arg(&pki.server_cert)
-            .arg("--tls-key")
-            .arg(&pki.server_key)
-            .arg("--client-ca")
-            .arg(&pki.ca)
-            .arg("--policy")
-            .arg(&pki.policy)
-            .env("RUST_LOG", &args.log)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("cannot start {}", submitter_bin.display()))?,
-    );
+    let (submitter_log, log) = log_file("submitter")?;
+    let submitter = Command::new(submitter_bin)
+        .arg("serve")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert")
+        .arg(&pki.server_cert)
+        .arg("--tls-key")
+        .arg(&pki.server_key)
+        .arg("--client-ca")
+        .arg(&pki.ca)
+        .arg("--policy")
+        .arg(&pki.policy)
+        .args(
+            args.submitter_max_concurrency
+                .map(|n| ["--max-concurrency".to_owned(), n.to_string()])
+                .iter()
+                .flatten(),
+        )
+        .env("RUST_LOG", &args.log)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start {}", submitter_bin.display()))?;
+    let submitter_pid = submitter.id();
+    processes.0.push(submitter);
     let submitter_url = format!("https://localhost:{port}");
     let mut probe = ClientConfig::new(format!("{submitter_url}/api/v1/spark-submit"));
     probe.ca = Some(pki.ca.clone());
@@ -462,14 +490,19 @@ async fn run_one(
     SubmitterClient::new(probe)?
         .wait_for_connection(Duration::from_secs(30))
         .await
-        .context("the submitter did not come up")?;
+        .with_context(|| {
+            format!(
+                "the submitter did not come up; its log: {}",
+                submitter_log.display()
+            )
+        })?;
 
-    operator::controller::install_crd(&client).await?;
+    tokio::time::timeout(STEP_TIMEOUT, operator::controller::install_crd(&client))
+        .await
+        .context("installing the CRD timed out")??;
 
-    let probe_port = free_port()?;
-    let probe_addr: SocketAddr = format!("127.0.0.1:{probe_port}").parse()?;
-    let log_path = dir.path().join("operator.log");
-    let log = std::fs::File::create(&log_path)?;
+    let probe_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let (operator_log, log) = log_file("operator")?;
     let mut command = match variant {
         Variant::Watch => {
             let mut c = Command::new(operator_bin);
@@ -479,7 +512,9 @@ async fn run_one(
         Variant::Poll => {
             let mut c = Command::new(std::env::current_exe()?);
             c.arg("poll-operator")
-                .args(["--interval-ms", &args.poll_interval_ms.to_string()]);
+                .args(["--interval-ms", &args.poll_interval_ms.to_string()])
+                // Its own bound, should the bench die without killing it.
+                .args(["--max-seconds", &(args.max_seconds + 120).to_string()]);
             c
         }
     };
@@ -501,35 +536,38 @@ async fn run_one(
     let operator = command.spawn().context("cannot start the operator")?;
     let pid = operator.id();
     processes.0.push(operator);
-    let ready_by = Instant::now() + Duration::from_secs(60);
+    let ready_by = Instant::now() + STEP_TIMEOUT;
     while http_get(probe_addr, "/readyz").map(|r| r.0) != Some(200) {
         if Instant::now() > ready_by {
             bail!(
                 "the operator did not become ready; its log: {}",
-                log_path.display()
+                operator_log.display()
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let idle_rss = proc_kib(pid, "VmRSS").unwrap_or(0);
+    let operator_idle_kib = proc_kib(pid, "VmRSS").unwrap_or(0);
     let cpu_before = cpu_seconds(pid);
     cluster.control.reset_counts();
-    let tracker = Tracker::new(&cluster)?;
+    // Follows kubesim's event log from before the first create, so that no change is missed.
+    let tracker = Tracker::new(cluster.store.clone())?;
 
-    // Create: `concurrency` tasks take the next index, batch by batch.
     let api: Api<SparkApplication> = Api::namespaced(client.clone(), NAMESPACE);
     let start = Instant::now();
     let deadline = start + bound;
-    // Drain: follow kubesim's event log behind the API (so the bench adds no requests), from
-    // before the first create so that no event is missed.
-    let drained = tokio::spawn(drain(tracker, apps, deadline, move |elapsed, done| {
-        eprintln!(
-            "  {} {apps}: {:.0} s, {done} terminal, operator VmRSS {:.0} MiB",
-            variant.name(),
-            elapsed.as_secs_f64(),
-            mib(proc_kib(pid, "VmRSS").unwrap_or(0))
-        );
-    }));
+    let drained = tokio::spawn(tracker.drain(
+        apps,
+        deadline,
+        move |elapsed, submitted, done| {
+            eprintln!(
+                "  {} {apps}: {:.0} s, {submitted} submitted, {done} terminal, operator VmRSS {:.0} MiB",
+                variant.name(),
+                elapsed.as_secs_f64(),
+                mib(proc_kib(pid, "VmRSS").unwrap_or(0))
+            );
+        },
+    ));
+    // Create: `concurrency` tasks take the next index, batch by batch, until the deadline.
     let created = Arc::new(AtomicUsize::new(0));
     let batch = args.batch.max(1);
     for first in (0..apps).step_by(batch) {
@@ -538,15 +576,25 @@ async fn run_one(
         let mut tasks = Vec::new();
         for _ in 0..args.concurrency.max(1) {
             let (api, next, created) = (api.clone(), next.clone(), created.clone());
-            let run_seconds = args.run_seconds.clone();
+            let (run_seconds, retries, rate) = (
+                args.run_seconds.clone(),
+                args.submission_retries,
+                args.create_rate,
+            );
             tasks.push(tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= end || Instant::now() > deadline {
                         return Ok::<_, anyhow::Error>(());
                     }
-                    api.create(&PostParams::default(), &app(i, &run_seconds)?)
+                    if rate > 0.0 {
+                        let due = start + Duration::from_secs_f64(i as f64 / rate);
+                        tokio::time::sleep_until(due.min(deadline).into()).await;
+                    }
+                    let app = app(i, &run_seconds, retries)?;
+                    tokio::time::timeout(STEP_TIMEOUT, api.create(&PostParams::default(), &app))
                         .await
+                        .with_context(|| format!("creating app {i} timed out"))?
                         .with_context(|| format!("cannot create app {i}"))?;
                     created.fetch_add(1, Ordering::Relaxed);
                 }
@@ -559,131 +607,56 @@ async fn run_one(
     let created = created.load(Ordering::Relaxed);
     let create_secs = start.elapsed().as_secs_f64();
 
-    let (completed, failed, latencies) = drained.await?;
+    let drained = drained.await??;
     let drain_secs = start.elapsed().as_secs_f64();
-    let mut drained = counts(&cluster);
-    // The bench's own creates are not the operator's.
-    if let Some(n) = drained.get_mut(&("create".to_owned(), "sparkapplications".to_owned())) {
-        *n -= created as u64;
-    }
     let operator_cpu = cpu_seconds(pid) - cpu_before;
+    let mut counted = counts(&cluster);
+    // The bench's own creates are not the operator's.
+    if let Some(n) = counted.get_mut(&("create".to_owned(), "sparkapplications".to_owned())) {
+        *n = n.saturating_sub(created as u64);
+    }
+    counted.retain(|_, n| *n > 0);
 
     let idle_start = Instant::now();
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
-    let idle = diff(&counts(&cluster), &counts_with_bench(&drained, created));
+    let idle = diff(&counts(&cluster), &counts_with_bench(&counted, created));
     let idle_secs = idle_start.elapsed().as_secs_f64();
+    let idle_cpu = cpu_seconds(pid) - cpu_before - operator_cpu;
 
     let metrics = http_get(probe_addr, "/metrics").map_or_else(String::new, |r| r.1);
-    let (p50, p99, reconciles) = reconcile_percentiles(&metrics);
-    let submissions = metric_value(&metrics, "spark_operator_submissions_total");
-    let peak_rss_kib = proc_kib(pid, "VmHWM").unwrap_or(0);
-    eprintln!(
-        "  {} {apps}: operator VmRSS idle before the run {:.1} MiB; logs in {}",
-        variant.name(),
-        mib(idle_rss),
-        dir.path().display()
-    );
+    let (reconcile_p50, reconcile_p99, reconciles) = reconcile_percentiles(&metrics);
+    let submissions = metric_by_label(&metrics, "spark_operator_submissions_total");
+    let operator_peak_kib = proc_kib(pid, "VmHWM").unwrap_or(0);
+    let submitter_peak_kib = proc_kib(submitter_pid, "VmHWM").unwrap_or(0);
+    if args.log_dir.is_some() {
+        eprintln!(
+            "  logs: {} {}",
+            operator_log.display(),
+            submitter_log.display()
+        );
+    }
     drop(processes);
     drop(cluster);
     Ok(Figures {
         variant,
         apps,
         created,
-        completed,
-        failed,
         create_secs,
         drain_secs,
-        counts: drained,
+        drained,
+        counts: counted,
         idle,
         idle_secs,
-        p50,
-        p99,
-        latencies,
+        reconcile_p50,
+        reconcile_p99,
         reconciles,
         submissions,
-        peak_rss_kib,
+        operator_idle_kib,
+        operator_peak_kib,
         operator_cpu,
+        idle_cpu,
+        submitter_peak_kib,
     })
-}
-
-/// Follows SparkApplications in kubesim's event log: when each was added and when it reached a
-/// terminal state.
-struct Tracker {
-    live: tokio::sync::broadcast::Receiver<Arc<kubesim::store::Event>>,
-    added: HashMap<String, Instant>,
-    done: HashMap<String, (bool, Duration)>,
-}
-
-impl Tracker {
-    fn new(cluster: &Cluster) -> anyhow::Result<Tracker> {
-        let subscription = cluster
-            .store
-            .subscribe(&|_, _, _| false, kubesim::store::WatchFrom::Now)
-            .map_err(|e| anyhow::anyhow!("cannot subscribe to kubesim's events: {e:?}"))?;
-        Ok(Tracker {
-            live: subscription.live,
-            added: HashMap::new(),
-            done: HashMap::new(),
-        })
-    }
-
-    fn on_event(&mut self, event: &kubesim::store::Event) {
-        if event.plural != "sparkapplications" {
-            return;
-        }
-        let Some(name) = event.object["metadata"]["name"].as_str() else {
-            return;
-        };
-        let now = Instant::now();
-        let added = *self.added.entry(name.to_owned()).or_insert(now);
-        let completed = match event.object["status"]["applicationState"]["state"].as_str() {
-            Some("COMPLETED") => true,
-            Some("FAILED") => false,
-            _ => return,
-        };
-        self.done
-            .entry(name.to_owned())
-            .or_insert((completed, now - added));
-    }
-}
-
-/// Waits (bounded by `deadline`) until `expected` apps are terminal; (completed, failed,
-/// sorted latencies). `progress` is called every 30 s.
-async fn drain(
-    mut tracker: Tracker,
-    expected: usize,
-    deadline: Instant,
-    progress: impl Fn(Duration, usize) + Send + 'static,
-) -> (usize, usize, Vec<Duration>) {
-    use tokio::sync::broadcast::error::RecvError;
-    let start = Instant::now();
-    let mut last_report = Instant::now();
-    while tracker.done.len() < expected && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(1), tracker.live.recv()).await {
-            Ok(Ok(event)) => tracker.on_event(&event),
-            Ok(Err(RecvError::Lagged(missed))) => {
-                eprintln!("  the bench's event follower lagged by {missed} events");
-            }
-            Ok(Err(RecvError::Closed)) => break,
-            Err(_) => {}
-        }
-        if last_report.elapsed() > Duration::from_secs(30) {
-            last_report = Instant::now();
-            progress(start.elapsed(), tracker.done.len());
-        }
-    }
-    let completed = tracker.done.values().filter(|(ok, _)| *ok).count();
-    let mut latencies: Vec<Duration> = tracker.done.values().map(|(_, d)| *d).collect();
-    latencies.sort();
-    (completed, tracker.done.len() - completed, latencies)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 fn counts_with_bench(counts: &Counts, created: usize) -> Counts {
@@ -694,7 +667,14 @@ fn counts_with_bench(counts: &Counts, created: usize) -> Counts {
 }
 
 /// One SparkApplication whose driver exits 0 after `run_seconds`.
-fn app(i: usize, run_seconds: &str) -> anyhow::Result<SparkApplication> {
+fn app(i: usize, run_seconds: &str, submission_retries: i32) -> anyhow::Result<SparkApplication> {
+    let restart_policy = if submission_retries > 0 {
+        json!({"type": "OnInfrastructureFailure",
+               "onSubmissionFailureRetries": submission_retries,
+               "onSubmissionFailureRetryInterval": 1})
+    } else {
+        json!({"type": "Never"})
+    };
     Ok(serde_json::from_value(json!({
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
@@ -709,130 +689,7 @@ fn app(i: usize, run_seconds: &str) -> anyhow::Result<SparkApplication> {
             "driver": {"cores": 1, "memory": "512m",
                        "annotations": {"kubesim.io/run-seconds": run_seconds}},
             "executor": {"instances": 1, "cores": 1, "memory": "512m"},
+            "restartPolicy": restart_policy,
         },
     }))?)
-}
-
-fn per_app(n: u64, apps: usize) -> f64 {
-    n as f64 / apps.max(1) as f64
-}
-
-fn print_one(f: &Figures) {
-    println!(
-        "\n== {} with {} apps: {} created in {:.1} s, {} completed, {} failed, drained in {:.1} s ({:.1} apps/s)",
-        f.variant.name(),
-        f.apps,
-        f.created,
-        f.create_secs,
-        f.completed,
-        f.failed,
-        f.drain_secs,
-        f.completed as f64 / f.drain_secs
-    );
-    println!(
-        "requests from first create to drain (bench's creates excluded), by verb and resource:"
-    );
-    for ((verb, resource), n) in &f.counts {
-        println!(
-            "  {verb:>8} {resource:<32} {n:>9}  {:>7.2}/app",
-            per_app(*n, f.created)
-        );
-    }
-    println!(
-        "idle {:.0} s after the drain: {:?}",
-        f.idle_secs,
-        f.idle
-            .iter()
-            .map(|((v, r), n)| format!("{v} {r} {n}"))
-            .collect::<Vec<_>>()
-    );
-    println!(
-        "reconciles {} (p50 <= {:.0} ms, p99 <= {:.0} ms by histogram bucket), submissions {}, operator peak RSS {:.1} MiB, operator CPU {:.1} s",
-        f.reconciles,
-        f.p50 * 1e3,
-        f.p99 * 1e3,
-        f.submissions,
-        mib(f.peak_rss_kib),
-        f.operator_cpu
-    );
-    println!(
-        "app created -> terminal: p50 {:.2} s, p99 {:.2} s, max {:.2} s",
-        percentile(&f.latencies, 50.0).as_secs_f64(),
-        percentile(&f.latencies, 99.0).as_secs_f64(),
-        f.latencies
-            .last()
-            .copied()
-            .unwrap_or_default()
-            .as_secs_f64()
-    );
-}
-
-fn print_table(results: &[Figures]) {
-    println!(
-        "\n| variant | apps | drain s | apps/s | GET/app | LIST/app | WATCH/app | POST/app | PUT/app | PATCH/app | DELETE/app | operator writes/app | submitter writes/app | idle LIST/s | reconcile p50 / p99 | app created→done p50 / p99 | peak RSS MiB |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for f in results {
-        let verbs = by_verb(&f.counts);
-        let v = |verb: &str| per_app(verbs.get(verb).copied().unwrap_or(0), f.created);
-        let (mut operator_writes, mut submitter_writes) = (0, 0);
-        for ((verb, resource), n) in &f.counts {
-            if WRITES.contains(&verb.as_str()) {
-                if is_submitter(verb, resource) {
-                    submitter_writes += n;
-                } else {
-                    operator_writes += n;
-                }
-            }
-        }
-        let idle_lists: u64 = f
-            .idle
-            .iter()
-            .filter(|((verb, _), _)| verb == "list")
-            .map(|(_, n)| n)
-            .sum();
-        println!(
-            "| {} | {} | {:.1} | {:.1} | {:.2} | {:.3} | {:.4} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} / {:.0} ms | {:.1} / {:.1} s | {:.1} |",
-            f.variant.name(),
-            f.apps,
-            f.drain_secs,
-            f.completed as f64 / f.drain_secs,
-            v("get"),
-            v("list"),
-            v("watch"),
-            v("create"),
-            v("update"),
-            v("patch"),
-            v("delete"),
-            per_app(operator_writes, f.created),
-            per_app(submitter_writes, f.created),
-            idle_lists as f64 / f.idle_secs.max(1e-9),
-            f.p50 * 1e3,
-            f.p99 * 1e3,
-            percentile(&f.latencies, 50.0).as_secs_f64(),
-            percentile(&f.latencies, 99.0).as_secs_f64(),
-            mib(f.peak_rss_kib)
-        );
-    }
-    for apps in results
-        .iter()
-        .map(|f| f.apps)
-        .collect::<std::collections::BTreeSet<_>>()
-    {
-        let find = |v: Variant| results.iter().find(|f| f.apps == apps && f.variant == v);
-        if let (Some(w), Some(p)) = (find(Variant::Watch), find(Variant::Poll)) {
-            let lists = |f: &Figures| by_verb(&f.counts).get("list").copied().unwrap_or(0);
-            let total = |f: &Figures| f.counts.values().sum::<u64>();
-            println!(
-                "ratio poll/watch at {apps} apps: LIST requests {} vs {}, all requests per app {:.2} vs {:.2} ({:.2}x), drain time {:.2}x, peak RSS {:.2}x",
-                lists(p),
-                lists(w),
-                per_app(total(p), p.created),
-                per_app(total(w), w.created),
-                per_app(total(p), p.created) / per_app(total(w), w.created).max(1e-9),
-                p.drain_secs / w.drain_secs,
-                p.peak_rss_kib as f64 / w.peak_rss_kib.max(1) as f64
-            );
-        }
-    }
 }

@@ -58,7 +58,13 @@ pub struct PollArgs {
     /// Apps reconciled concurrently within one round.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// The process exits after this long (the bench kills it sooner; this bounds an orphan).
+    #[arg(long, default_value_t = 3600)]
+    pub max_seconds: u64,
 }
+
+/// Bound on one round's two LISTs.
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Ctx {
     client: Client,
@@ -112,11 +118,18 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
     let pod_selector = ListParams::default().labels(&observe::driver_pod_selector());
     let all_apps = ListParams::default();
     let interval = Duration::from_millis(args.interval_ms.max(10));
-    loop {
+    let stop_at = Instant::now() + Duration::from_secs(args.max_seconds);
+    while Instant::now() < stop_at {
         let round = Instant::now();
-        let listed = futures::try_join!(apps_api.list(&all_apps), pods_api.list(&pod_selector));
+        let listed = tokio::time::timeout(
+            LIST_TIMEOUT,
+            futures::future::try_join(apps_api.list(&all_apps), pods_api.list(&pod_selector)),
+        )
+        .await;
         match listed {
-            Ok((apps, pods)) => {
+            Err(_) => warn!(timeout_secs = LIST_TIMEOUT.as_secs(), "list timed out"),
+            Ok(Err(error)) => warn!(error = %error_chain(&error), "list failed"),
+            Ok(Ok((apps, pods))) => {
                 // Both "caches" are the lists just read: ready from the first round on.
                 health.apps.on_event(true);
                 health.pods.on_event(true);
@@ -127,10 +140,14 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
                     .collect::<()>()
                     .await;
             }
-            Err(error) => warn!(error = %error_chain(&error), "list failed"),
         }
         tokio::time::sleep(interval.saturating_sub(round.elapsed())).await;
     }
+    warn!(
+        max_seconds = args.max_seconds,
+        "stopping: lifetime bound reached"
+    );
+    Ok(())
 }
 
 /// Driver pods of one LIST, indexed so that finding an app's driver does not scan them all:
