@@ -125,6 +125,10 @@ pub struct Context {
     pub store: Option<AnyStore>,
     /// Consecutive failures per object (`ns/name`), for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Per object, the resourceVersion of the status this operator last wrote, until the cache
+    /// shows it: a reconcile started from an older cached copy would act on a stale status (submit
+    /// again, then lose its write to a 409), so it reads the live object instead.
+    written: Mutex<HashMap<String, String>>,
 }
 
 impl Context {
@@ -148,6 +152,7 @@ impl Context {
             metrics,
             store: None,
             failures: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -155,6 +160,13 @@ impl Context {
     pub fn with_store(mut self, store: AnyStore) -> Context {
         self.store = Some(store);
         self
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // A panic while holding this lock only costs a live read; keep going.
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
@@ -170,6 +182,8 @@ impl Context {
 pub enum ReconcileError {
     #[error("the application has no name, namespace or uid")]
     ReadApplication,
+    #[error("cannot read the application's current version")]
+    ReadLatest(#[source] kube::Error),
     #[error("cannot write the status of the application")]
     WriteStatus(#[source] kube::Error),
     #[error("cannot read driver pod {name}")]
@@ -197,6 +211,7 @@ impl ReconcileError {
     pub fn kind(&self) -> &'static str {
         match self {
             ReconcileError::ReadApplication => "read_application",
+            ReconcileError::ReadLatest(_) => "read_latest",
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
@@ -296,6 +311,11 @@ async fn reconcile_app(
     }
     let apps: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(latest) = latest_version(ctx, &apps, app).await? else {
+        // Deleted since the cache saw it: the deletion's own event ends this object's work.
+        return Ok(ControllerAction::await_change());
+    };
+    app = latest;
     let (driver, other_drivers) = observe_cached_drivers(ctx, &app, namespace);
     let mut observed = Observed {
         cache_synced: ctx.health.synced(),
@@ -320,6 +340,9 @@ async fn reconcile_app(
                         Ok(written) => {
                             let before = state_of(&app);
                             app = written;
+                            if let Some(version) = app.metadata.resource_version.clone() {
+                                ctx.written().insert(key(&app), version);
+                            }
                             if before != State::PendingRerun
                                 && state_of(&app) == State::PendingRerun
                             {
@@ -392,6 +415,7 @@ async fn reconcile_app(
                 } => record_event(ctx, &app, event_type, reason, message).await,
                 Action::DeleteApplication => {
                     delete_application(&apps, &app).await?;
+                    ctx.written().remove(&key(&app));
                     return Ok(ControllerAction::await_change());
                 }
                 Action::Requeue(after) if after.is_zero() => again = true,
@@ -480,6 +504,39 @@ async fn read_heartbeat(
 }
 
 /// Fences every driver under `observed` and reads the marker the next driver will restore.
+/// The application as of this operator's last status write: the cached copy when the cache has
+/// caught up with that write (or there was none), else a live read. `None`: it is gone.
+async fn latest_version(
+    ctx: &Context,
+    apps: &Api<SparkApplication>,
+    cached: SparkApplication,
+) -> Result<Option<SparkApplication>, ReconcileError> {
+    let key = key(&cached);
+    let pending = ctx.written().get(&key).cloned();
+    match pending {
+        None => Ok(Some(cached)),
+        Some(version) if cached.metadata.resource_version.as_ref() == Some(&version) => {
+            ctx.written().remove(&key);
+            Ok(Some(cached))
+        }
+        Some(_) => {
+            let live = apps
+                .get_opt(&cached.name_any())
+                .await
+                .map_err(ReconcileError::ReadLatest)?;
+            match &live {
+                // Once the cache shows this version, the cached copy is good again.
+                Some(app) => match app.metadata.resource_version.clone() {
+                    Some(version) => ctx.written().insert(key, version),
+                    None => ctx.written().remove(&key),
+                },
+                None => ctx.written().remove(&key),
+            };
+            Ok(live)
+        }
+    }
+}
+
 /// Advances the epoch and reads the marker the next driver restores. On the Kubernetes store the
 /// application also becomes the owner of its progress ConfigMap, so deleting the application
 /// leaves nothing behind.
