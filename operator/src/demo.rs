@@ -249,12 +249,13 @@ fn narrate_journal<W: Write>(
     seen: &mut Seen,
     sandbox: &Sandbox,
 ) -> Result<StagedRun, DemoError> {
-    let journal = std::fs::read_to_string(sandbox.journal_path(APP)).unwrap_or_default();
+    let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    let journal = read(sandbox.journal_path(APP));
     for line in journal.lines().skip(seen.journal_lines) {
         n.say("driver", line)?;
         seen.journal_lines += 1;
     }
-    Ok(StagedRun::read(sandbox, APP))
+    Ok(StagedRun::parse(&journal, &read(sandbox.output_path(APP))))
 }
 
 fn narrate_status<W: Write>(

@@ -591,10 +591,29 @@ async fn verify_driver_absent(
 /// Sends the submission whose id the status already holds; every failure becomes an outcome
 /// for `decide` (retry or SUBMISSION_FAILED), never a reconcile error.
 async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
-    let plan = match build_submission(app, &ctx.master, ctx.settings.recovery.as_ref()) {
+    send_submission(
+        &ctx.submitter,
+        &ctx.metrics,
+        (&ctx.master, ctx.settings.recovery.as_ref()),
+        app,
+        submission_id,
+    )
+    .await
+}
+
+/// Builds the app's submission (for `master`, with its recovery settings) and sends it, counting
+/// the outcome; shared with the scale benchmark's polling operator.
+pub async fn send_submission(
+    submitter: &SubmitterClient,
+    metrics: &Metrics,
+    (master, recovery): (&str, Option<&recovery::RecoverySettings>),
+    app: &SparkApplication,
+    submission_id: String,
+) -> SubmissionOutcome {
+    let plan = match build_submission(app, master, recovery) {
         Ok(plan) => plan,
         Err(error) => {
-            ctx.metrics.submission(outcome::REJECTED);
+            metrics.submission(outcome::REJECTED);
             warn!(kind = error.kind(), error = %error_chain(&error), "cannot build the submission");
             return SubmissionOutcome::Rejected {
                 submission_id,
@@ -604,9 +623,9 @@ async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) ->
         }
     };
     let request = plan.into_request();
-    match ctx.submitter.submit(&request).await {
+    match submitter.submit(&request).await {
         Ok(response) => {
-            ctx.metrics.submission(if response.duplicate_submission {
+            metrics.submission(if response.duplicate_submission {
                 outcome::DUPLICATE
             } else {
                 outcome::CREATED
@@ -624,7 +643,7 @@ async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) ->
             }
         }
         Err(error) => {
-            ctx.metrics.submission(if error.retryable() {
+            metrics.submission(if error.retryable() {
                 outcome::UNAVAILABLE
             } else {
                 outcome::REJECTED
@@ -707,6 +726,18 @@ async fn record_event(
     reason: &'static str,
     message: String,
 ) {
+    publish_event(&ctx.recorder, app, event_type, reason, message).await;
+}
+
+/// Publishes one of the state machine's events about `app`, logging a failure; shared with the
+/// scale benchmark's polling operator.
+pub async fn publish_event(
+    recorder: &Recorder,
+    app: &SparkApplication,
+    event_type: EventType,
+    reason: &'static str,
+    message: String,
+) {
     let event = Event {
         type_: match event_type {
             EventType::Normal => KubeEventType::Normal,
@@ -717,7 +748,7 @@ async fn record_event(
         note: Some(message),
         secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
+    if let Err(error) = recorder.publish(&event, &app.object_ref(&())).await {
         warn!(reason, error = %error_chain(&error), "cannot record an event");
     }
 }

@@ -45,10 +45,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::api::{Api, PostParams};
 use kubesim::{Cluster, ClusterConfig};
 use operator::crd::SparkApplication;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
-};
+use operator::sandbox::certs::Ca;
 use serde_json::json;
 use submitter::client::{ClientConfig, SubmitterClient};
 
@@ -183,47 +180,20 @@ struct Pki {
 }
 
 fn pki(dir: &Path) -> anyhow::Result<Pki> {
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "scale bench ca");
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
-    let leaf = |sans: Vec<SanType>, usage| -> anyhow::Result<(String, String)> {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.subject_alt_names = sans;
-        params.extended_key_usages = vec![usage];
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
-    };
-    let server = leaf(
-        vec![
-            SanType::DnsName("localhost".try_into()?),
-            SanType::IpAddress("127.0.0.1".parse()?),
-        ],
-        ExtendedKeyUsagePurpose::ServerAuth,
-    )?;
-    let client = leaf(
-        vec![SanType::DnsName(OPERATOR_IDENTITY.try_into()?)],
-        ExtendedKeyUsagePurpose::ClientAuth,
-    )?;
+    let ca = Ca::new("scale bench ca")?;
+    let server = ca.server()?;
+    let client = ca.client(OPERATOR_IDENTITY)?;
     let write = |name: &str, text: &str| -> anyhow::Result<PathBuf> {
         let path = dir.join(name);
         std::fs::write(&path, text)?;
         Ok(path)
     };
     Ok(Pki {
-        ca: write("ca.crt", &issuer.pem())?,
-        server_cert: write("tls.crt", &server.0)?,
-        server_key: write("tls.key", &server.1)?,
-        client_cert: write("operator.crt", &client.0)?,
-        client_key: write("operator.key", &client.1)?,
+        ca: write("ca.crt", &ca.pem())?,
+        server_cert: write("tls.crt", &server.cert)?,
+        server_key: write("tls.key", &server.key)?,
+        client_cert: write("operator.crt", &client.cert)?,
+        client_key: write("operator.key", &client.key)?,
         policy: write(
             "policy.yaml",
             &format!(

@@ -19,17 +19,14 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
-use kube::{Client, Resource, ResourceExt};
-use kube_runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
-use operator::argv::build_args;
+use kube::{Client, ResourceExt};
+use kube_runtime::events::{Recorder, Reporter};
 use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
-use operator::metrics::{Metrics, outcome};
-use operator::reconciler::{Health, error_chain, observe, rank};
-use operator::state_machine::{
-    Action, AppView, EventType, Observed, Settings, SubmissionOutcome, decide,
-};
+use operator::metrics::Metrics;
+use operator::reconciler::{Health, error_chain, observe, publish_event, rank, send_submission};
+use operator::state_machine::{Action, AppView, Observed, Settings, SubmissionOutcome, decide};
 use submitter::client::{ClientConfig, SubmitterClient};
 use tracing::warn;
 
@@ -292,19 +289,7 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
                     reason,
                     message,
                 } => {
-                    let event = Event {
-                        type_: match event_type {
-                            EventType::Normal => KubeEventType::Normal,
-                            EventType::Warning => KubeEventType::Warning,
-                        },
-                        reason: reason.to_owned(),
-                        note: Some(message),
-                        action: reason.to_owned(),
-                        secondary: None,
-                    };
-                    if let Err(error) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
-                        warn!(error = %error_chain(&error), "cannot record an event");
-                    }
+                    publish_event(&ctx.recorder, &app, event_type, reason, message).await;
                 }
                 Action::DeleteApplication => {
                     let params = DeleteParams {
@@ -334,42 +319,12 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
 }
 
 async fn submit(ctx: &Ctx, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
-    let plan = match build_args(app, &ctx.master) {
-        Ok(plan) => plan,
-        Err(error) => {
-            ctx.metrics.submission(outcome::REJECTED);
-            return SubmissionOutcome::Rejected {
-                submission_id,
-                message: error_chain(&error),
-                retryable: false,
-            };
-        }
-    };
-    match ctx.submitter.submit(&plan.into_request()).await {
-        Ok(response) => {
-            ctx.metrics.submission(if response.duplicate_submission {
-                outcome::DUPLICATE
-            } else {
-                outcome::CREATED
-            });
-            SubmissionOutcome::Accepted {
-                submission_id: response.submission_id,
-                driver_pod_name: response.driver_pod_name,
-                spark_app_id: response.spark_app_id,
-            }
-        }
-        Err(error) => {
-            ctx.metrics.submission(if error.retryable() {
-                outcome::UNAVAILABLE
-            } else {
-                outcome::REJECTED
-            });
-            warn!(kind = error.kind(), error = %error_chain(&error), "submission failed");
-            SubmissionOutcome::Rejected {
-                submission_id,
-                message: error_chain(&error),
-                retryable: error.retryable(),
-            }
-        }
-    }
+    send_submission(
+        &ctx.submitter,
+        &ctx.metrics,
+        (&ctx.master, None),
+        app,
+        submission_id,
+    )
+    .await
 }
