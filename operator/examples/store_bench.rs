@@ -16,10 +16,11 @@
 //! Prints markdown tables (milliseconds; ops/s is completed calls over wall time) with kube/redis
 //! ratios, and whether Redis meets the target of store operations under 1 ms.
 
+use sandbox::redis::RedisServer;
 use std::future::Future;
-use std::net::{TcpListener, TcpStream};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -340,54 +341,6 @@ async fn measure<S: ProgressStore + Clone + 'static>(
     })
 }
 
-/// A `redis-server` child process on a loopback port, killed when dropped.
-struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl RedisServer {
-    /// Starts one, retrying on another port if the chosen one was taken in between.
-    fn start(binary: &Path) -> anyhow::Result<Self> {
-        let mut last = None;
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let mut child = Command::new(binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("spawning {}", binary.display()))?;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Ok(Self { child, port });
-                }
-                if let Some(status) = child.try_wait()? {
-                    last = Some(anyhow::anyhow!("redis-server exited with {status}"));
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        Err(last.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 async fn run_kube(args: &Args) -> anyhow::Result<Report> {
     let cluster = Cluster::start(ClusterConfig::default())
         .await
@@ -409,7 +362,8 @@ async fn run_redis(args: &Args) -> Result<Report, Skipped> {
         backend: Backend::Redis,
         reason,
     };
-    let server = RedisServer::start(&args.redis_server).map_err(|e| skipped(format!("{e:#}")))?;
+    let server =
+        RedisServer::start_binary(&args.redis_server).map_err(|e| skipped(format!("{e:#}")))?;
     let store = RedisStore::connect(&server.url())
         .await
         .map_err(|e| skipped(format!("connecting: {e}")))?;

@@ -17,7 +17,7 @@
 mod template;
 
 use serde_json::Value;
-use submitter::api::SubmitRequest;
+use submission::api::SubmitRequest;
 use thiserror::Error;
 
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};

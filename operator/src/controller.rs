@@ -26,7 +26,7 @@ use kube_runtime::controller::Controller;
 use kube_runtime::events::{Recorder, Reporter};
 use kube_runtime::reflector;
 use kube_runtime::watcher::{self, Event as WatchEvent};
-use submitter::client::{ClientConfig, NewClientError, SubmitterClient};
+use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tracing::{info, warn};

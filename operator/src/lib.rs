@@ -44,10 +44,3 @@ pub mod metrics;
 
 /// `operator agent`: the recovery agent sidecar (restore, heartbeat, loopback marker API).
 pub mod agent;
-
-/// The whole stack on this machine (kubesim, submitter over mTLS, operator, agents) for the demo
-/// and the end-to-end tests.
-pub mod sandbox;
-
-/// `operator demo`: a recovery-enabled application whose driver is killed mid-run, narrated.
-pub mod demo;

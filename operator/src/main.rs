@@ -1,6 +1,5 @@
 //! The operator binary: `crd` prints the CRD, `run` runs the controller, `agent` is the recovery
-//! agent sidecar, `demo` runs a fenced restart end to end on kubesim. `staged-driver` (hidden) is
-//! the simulated driver the demo and the tests run.
+//! agent sidecar. (The demo and the simulated driver are the `sandbox` package's, not shipped.)
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,7 +15,7 @@ use operator::metrics::Metrics;
 use operator::reconciler::Health;
 use operator::recovery::{RecoverySettings, StoreKind};
 use operator::state_machine::Settings;
-use submitter::client::ClientConfig;
+use submitter_client::ClientConfig;
 
 /// SparkApplication operator.
 #[derive(Debug, Parser)]
@@ -34,20 +33,7 @@ enum Command {
     Run(Box<RunArgs>),
     /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1.
     Agent(operator::agent::AgentArgs),
-    /// Run a recovery-enabled application on an embedded kubesim, kill its driver mid-run and
-    /// show the fenced restart resume from the next stage; the last line is a JSON summary.
-    Demo(operator::demo::DemoArgs),
-    /// The simulated staged driver (tests/programs/staged_driver.rs); Spark's driver arguments
-    /// after `--` are ignored.
-    #[command(hide = true)]
-    StagedDriver {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        spark_args: Vec<String>,
-    },
 }
-
-#[path = "../../tests/programs/staged_driver.rs"]
-mod staged_driver;
 
 #[derive(Debug, Args)]
 struct RunArgs {
@@ -185,17 +171,6 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(run(*args))?;
         }
-        Command::StagedDriver { .. } => return Ok(staged_driver::main()),
-        Command::Demo(args) => {
-            init_tracing_stderr("warn");
-            let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
-            let summary = runtime
-                .block_on(operator::demo::run(args, std::io::stdout()))
-                .context("the demo failed")?;
-            if summary["state"] != "COMPLETED" {
-                anyhow::bail!("the demo's application ended {}", summary["state"]);
-            }
-        }
         Command::Agent(args) => {
             init_tracing();
             // One thread is plenty for a sidecar that answers one driver.
@@ -209,17 +184,6 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// Logs to standard error at `default` unless `RUST_LOG` says otherwise (the demo keeps standard
-/// output for its narration).
-fn init_tracing_stderr(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 fn init_tracing() {

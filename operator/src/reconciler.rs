@@ -20,7 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use kube_runtime::controller::Action as ControllerAction;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube_runtime::reflector::Store;
-use submitter::client::SubmitterClient;
+use submitter_client::SubmitterClient;
 use thiserror::Error;
 use tracing::{debug, info, instrument, warn};
 

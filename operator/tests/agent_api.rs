@@ -618,16 +618,15 @@ async fn commits_are_store_unavailable_while_redis_is_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_commit_lands_once_redis_is_back() {
     bounded(async {
-        let (server, store) = redis().await;
-        let port = server.port;
+        let (mut server, store) = redis().await;
         let a = app("redis-back");
         let agent = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
         commit_ok(agent.port, 0, 1, &payload(1)).await;
 
-        drop(server);
+        server.kill();
         assert_eq!(commit(agent.port, 2, &payload(2)).await.status, 503);
         // The same address comes back (empty: this test only needs the connection back).
-        let _restarted = redis_on(port);
+        server.restart().expect("redis-server restarts on its port");
         eventually("a retried commit lands after redis is back", || async {
             commit(agent.port, 2, &payload(2)).await.status == 200
         })
@@ -636,27 +635,6 @@ async fn a_retried_commit_lands_once_redis_is_back() {
         agent.stop().await;
     })
     .await;
-}
-
-/// A `redis-server` on a given loopback port, killed when dropped.
-struct RedisOnPort(Child);
-
-impl Drop for RedisOnPort {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn redis_on(port: u16) -> RedisOnPort {
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    RedisOnPort(child)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
 };
-use submitter::api::SubmitRequest;
-use submitter::client::{ClientConfig, SubmitterClient};
+use submission::api::SubmitRequest;
+use submitter_client::{ClientConfig, SubmitterClient};
 
 const CLIENT_IDENTITY: &str = "bench.spark.svc";
 

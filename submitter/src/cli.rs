@@ -4,7 +4,7 @@
 
 use thiserror::Error;
 
-use crate::api::{ClientAction, DriverPhase};
+use submission::api::{ClientAction, DriverPhase};
 
 /// The confs whose files are read on the client's machine and sent inline (the server cannot
 /// read the client's files).

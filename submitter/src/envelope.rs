@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::api::{ErrorCode, ErrorResponse};
 use crate::policy::PolicyError;
+use submission::api::{ErrorCode, ErrorResponse};
 
 /// The request body limit of the contract's service (413 beyond it).
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -303,12 +303,12 @@ fn sniff_submission_id(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::SubmitRequest;
     use axum::body::Body;
     use axum::extract::DefaultBodyLimit;
     use axum::routing::post;
     use http_body_util::BodyExt;
     use serde_json::{Value, json};
+    use submission::api::SubmitRequest;
     use tower::ServiceExt;
 
     const SUBMIT: &str = "/api/v1/spark-submit";

@@ -39,12 +39,12 @@ struct ClientArgs {
 }
 
 impl ClientArgs {
-    fn client(&self) -> anyhow::Result<submitter::client::SubmitterClient> {
-        let mut config = submitter::client::ClientConfig::new(self.url.clone());
+    fn client(&self) -> anyhow::Result<submitter_client::SubmitterClient> {
+        let mut config = submitter_client::ClientConfig::new(self.url.clone());
         config.ca.clone_from(&self.ca);
         config.cert.clone_from(&self.cert);
         config.key.clone_from(&self.key);
-        Ok(submitter::client::SubmitterClient::new(config)?)
+        Ok(submitter_client::SubmitterClient::new(config)?)
     }
 }
 
@@ -143,7 +143,7 @@ async fn submit(
     let submission_id = submission_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // First, before anything can fail: a caller that retries must reuse this id.
     eprintln!("submission-id: {submission_id}");
-    let request = submitter::api::SubmitRequest {
+    let request = submission::api::SubmitRequest {
         submission_id,
         spark_submit_args: extracted.args,
         driver_pod_template,
@@ -164,9 +164,9 @@ async fn submit(
 /// One look-up; `Err` carries the exit code for a failed one (2 for an unknown driver: a
 /// client keeping ids resubmits, as for a lost pod).
 async fn lookup(
-    client: &submitter::client::SubmitterClient,
+    client: &submitter_client::SubmitterClient,
     driver: &str,
-) -> Result<submitter::api::DriverStatus, (u8, String)> {
+) -> Result<submission::api::DriverStatus, (u8, String)> {
     let (namespace, pod) = submitter::cli::parse_driver_ref(driver)
         .map_err(|error| (LOOKUP_FAILED, error.to_string()))?;
     client
@@ -174,7 +174,7 @@ async fn lookup(
         .await
         .map_err(|error| {
             let code = match error.code() {
-                Some(submitter::api::ErrorCode::NotFound) => 2,
+                Some(submission::api::ErrorCode::NotFound) => 2,
                 _ => LOOKUP_FAILED,
             };
             (code, error_chain(&error))
@@ -268,7 +268,7 @@ fn main() -> anyhow::Result<ExitCode> {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             });
-            let result = submitter::render::render(
+            let result = submission::render::render(
                 &spark_submit_args,
                 read(&driver_template).as_ref(),
                 read(&executor_template).as_ref(),

@@ -14,7 +14,6 @@
 pub mod execute;
 pub mod inflight;
 pub mod metrics;
-pub mod plan;
 pub mod serve;
 pub mod sweep;
 
@@ -36,11 +35,11 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span, info, instrument, warn};
 
-use crate::api::{ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse};
-use crate::builder::{self, BuildError, DriverObjects};
 use crate::envelope::{self, ApiError, ApiJson, BODY_LIMIT_BYTES, handle_layer_error, rfc3339};
 use crate::policy::Policy;
 use crate::tls::PeerIdentity;
+use submission::api::{ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse};
+use submission::builder::{self, BuildError, DriverObjects};
 
 use execute::{Failure, KubeApi, Submission, SubmitDriverError, Submitted};
 use inflight::{InFlight, Key, TaskFailure};
@@ -374,7 +373,7 @@ fn success(
             .pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str)
             .map_or_else(|| rfc3339(now), str::to_owned),
-        spark_app_id: label(crate::objects::labels::SPARK_APP_ID)
+        spark_app_id: label(submission::meta::labels::SPARK_APP_ID)
             .map_or_else(|| built.identity.app_id.clone(), str::to_owned),
         driver_pod_name: built.identity.driver_pod_name.clone(),
         driver_pod_uid: submitted.pod_uid().to_owned(),

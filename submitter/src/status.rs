@@ -1,7 +1,7 @@
 //! Status look-ups for clients that keep ids: `GET /api/v1/spark-submit/{submission_id}` and
 //! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them.
 //!
-//! Both answer identity plus the driver state of [`crate::api::observe`] (the driver
+//! Both answer identity plus the driver state of [`submission::api::observe`] (the driver
 //! container's status, not the pod phase) and the client action of the seed's table. They read
 //! only the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
 //! anything is served, retried forever), never the API server: a fleet of orchestrators polling
@@ -34,13 +34,15 @@ use thiserror::Error;
 use tokio::sync::broadcast::error::RecvError;
 use tracing::{info, instrument, warn};
 
-use crate::api::{DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH, observe};
 use crate::envelope::{self, ApiError};
-use crate::objects::{annotations, labels};
 use crate::policy::PolicyError;
 use crate::service::sweep::WatchCaches;
 use crate::service::{Access, AppState, INSECURE_DEV_IDENTITY};
 use crate::tls::PeerIdentity;
+use submission::api::{
+    DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH, observe,
+};
+use submission::meta::{annotations, labels};
 
 /// Why a look-up has no status to answer.
 #[derive(Debug, Error)]

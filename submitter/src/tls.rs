@@ -20,7 +20,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,11 +29,8 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -41,18 +38,17 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{info, warn};
 
+pub use submitter_client::pem::{
+    ReadPemError, certificates_from_pem, crypto_provider, private_key_from_pem, read_certificates,
+    read_file, read_private_key,
+};
+
 /// How often, at most, the certificate files are re-read.
 pub const DEFAULT_RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), so it is not retried in a
 /// tight loop.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
-
-/// The crypto provider used for every config we build. Explicit rather than the process
-/// default, which panics if two providers are compiled in.
-pub fn crypto_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 /// Where the service's TLS material lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,80 +70,6 @@ pub enum ClientAuth {
     /// A client without a certificate gets through with no identity (the policy then answers
     /// 401); a client with an invalid certificate is still refused.
     Optional,
-}
-
-/// Why a PEM file could not be read.
-#[derive(Debug, Error)]
-pub enum ReadPemError {
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot parse PEM in {path}")]
-    Parse {
-        path: PathBuf,
-        #[source]
-        source: rustls_pki_types::pem::Error,
-    },
-    #[error("no certificate found in {path}")]
-    NoCertificate { path: PathBuf },
-}
-
-impl ReadPemError {
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ReadPemError::Read { .. } => "read",
-            ReadPemError::Parse { .. } => "parse",
-            ReadPemError::NoCertificate { .. } => "no_certificate",
-        }
-    }
-}
-
-/// Reads every certificate of a PEM file (a chain or a CA bundle).
-pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, ReadPemError> {
-    let bytes = read(path)?;
-    certificates_from_pem(path, &bytes)
-}
-
-/// Reads the first private key of a PEM file.
-pub fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, ReadPemError> {
-    let bytes = read(path)?;
-    private_key_from_pem(path, &bytes)
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, ReadPemError> {
-    std::fs::read(path).map_err(|source| ReadPemError::Read {
-        path: path.to_owned(),
-        source,
-    })
-}
-
-fn certificates_from_pem(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<Vec<CertificateDer<'static>>, ReadPemError> {
-    let certificates = CertificateDer::pem_slice_iter(bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| ReadPemError::Parse {
-            path: path.to_owned(),
-            source,
-        })?;
-    if certificates.is_empty() {
-        return Err(ReadPemError::NoCertificate {
-            path: path.to_owned(),
-        });
-    }
-    Ok(certificates)
-}
-
-fn private_key_from_pem(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, ReadPemError> {
-    PrivateKeyDer::from_pem_slice(bytes).map_err(|source| ReadPemError::Parse {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// Why a server TLS config could not be built.
@@ -196,9 +118,9 @@ struct Material {
 impl Material {
     fn read(files: &TlsFiles) -> Result<Material, LoadTlsError> {
         Ok(Material {
-            cert: read(&files.cert).map_err(LoadTlsError::LoadCertificate)?,
-            key: read(&files.key).map_err(LoadTlsError::LoadKey)?,
-            client_ca: read(&files.client_ca).map_err(LoadTlsError::LoadClientCa)?,
+            cert: read_file(&files.cert).map_err(LoadTlsError::LoadCertificate)?,
+            key: read_file(&files.key).map_err(LoadTlsError::LoadKey)?,
+            client_ca: read_file(&files.client_ca).map_err(LoadTlsError::LoadClientCa)?,
         })
     }
 
@@ -606,11 +528,5 @@ mod tests {
         };
         let error = ReloadingTlsConfig::new(files, ClientAuth::Required).unwrap_err();
         assert_eq!(error.kind(), "load_certificate");
-    }
-
-    #[test]
-    fn pem_without_certificates_is_refused() {
-        let error = certificates_from_pem(Path::new("x"), b"hello").unwrap_err();
-        assert_eq!(error.kind(), "no_certificate");
     }
 }

@@ -15,10 +15,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 use service_support::{Ca, Dir, start, tls};
-use submitter::api::{ClientAction, DriverPhase, ErrorCode, SubmitRequest, SubmitResponse};
-use submitter::client::{ClientConfig, SubmitterClient};
+use submission::api::{ClientAction, DriverPhase, ErrorCode, SubmitRequest, SubmitResponse};
 use submitter::envelope::{ApiError, ApiJson, router_fallbacks};
 use submitter::tls::ClientAuth;
+use submitter_client::{ClientConfig, SubmitterClient};
 
 /// What the scripted server answers, in order; the last entry repeats.
 #[derive(Clone)]
@@ -302,7 +302,7 @@ async fn unknown_submission_is_a_not_found_rejection_echoing_the_id() {
     let h = harness(vec![Step::Created], 3).await;
     let error = h.client.submission_status("a b/c").await.unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::NotFound));
-    let submitter::client::SubmitError::Rejected { submission_id, .. } = error else {
+    let submitter_client::SubmitError::Rejected { submission_id, .. } = error else {
         unreachable!()
     };
     assert_eq!(submission_id, "a b/c");

@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use kubesim::{Cluster, ClusterConfig};
 use serde::Serialize;
 use serde_json::{Value, json};
-use submitter::api::{
+use submission::api::{
     ClientAction, ContainerState, DriverPhase, DriverStatus, ErrorCode, ErrorResponse, PodPhase,
     SubmitRequest, SubmitResponse,
 };

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::{Value, json};
+use submission::builder::DriverObjects;
 use submit_support::{TestApp, args, built, request, send};
-use submitter::builder::DriverObjects;
 use submitter::service::ServiceConfig;
 
 /// Short, so that a `delayMs` fault of a second is a timeout for us.

@@ -8,10 +8,10 @@ mod submit_support;
 use std::time::Duration;
 
 use service_support::{Ca, Dir, start, tls};
+use submission::api::{ErrorCode, SubmitRequest};
 use submit_support::{TESTER, TestApp, args, built};
-use submitter::api::{ErrorCode, SubmitRequest};
-use submitter::client::{ClientConfig, SubmitterClient};
 use submitter::tls::ClientAuth;
+use submitter_client::{ClientConfig, SubmitterClient};
 
 fn client(
     addr: std::net::SocketAddr,

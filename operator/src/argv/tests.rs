@@ -202,9 +202,9 @@ fn accepted_apps() -> Vec<(&'static str, SparkApplication)> {
 fn every_built_argv_is_accepted_by_the_submitter() {
     for (case, app) in accepted_apps() {
         let plan = build_args(&app, MASTER).unwrap_or_else(|e| panic!("{case}: {e}"));
-        submitter::argv::parse(&plan.args)
+        submission::argv::parse(&plan.args)
             .unwrap_or_else(|e| panic!("{case}: submitter refused {:?}: {e}", plan.args));
-        submitter::builder::build_from_argv(
+        submission::builder::build_from_argv(
             &plan.args,
             Some(&plan.driver_pod_template),
             Some(&plan.executor_pod_template),
@@ -220,7 +220,7 @@ fn every_built_argv_is_accepted_by_the_submitter() {
 fn driver_pod_built_by_the_submitter_carries_annotations_labels_and_owner() {
     let (_, app) = accepted_apps().swap_remove(3);
     let plan = build_args(&app, MASTER).unwrap();
-    let objects = submitter::builder::build_from_argv(
+    let objects = submission::builder::build_from_argv(
         &plan.args,
         Some(&plan.driver_pod_template),
         Some(&plan.executor_pod_template),

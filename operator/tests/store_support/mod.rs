@@ -1,10 +1,8 @@
 //! Shared by the store tests: one conformance suite every backend must pass, and a real
-//! `redis-server` on a free loopback port that is killed when dropped.
+//! `redis-server` on a free loopback port that is killed when dropped (the sandbox's launcher).
 
 #![allow(dead_code, unused_macros, unused_imports)] // each test crate uses a different part of this module
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -23,52 +21,7 @@ pub async fn bounded<F: std::future::Future>(f: F) -> F::Output {
         .expect("test body finished within 60s")
 }
 
-/// A `redis-server` child process on a loopback port.
-pub struct RedisServer {
-    child: Child,
-    pub port: u16,
-}
-
-impl RedisServer {
-    /// Starts one, retrying on another port if the chosen one was taken in between.
-    pub fn start() -> anyhow::Result<Self> {
-        let mut last = None;
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let mut child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Ok(Self { child, port });
-                }
-                if let Some(status) = child.try_wait()? {
-                    last = Some(anyhow::anyhow!("redis-server exited with {status}"));
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        Err(last.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use sandbox::redis::RedisServer;
 
 /// The latest marker's sequence number (backends expose only the latest marker, so the suites
 /// check histories through `latest` and the counts `prune` reports).

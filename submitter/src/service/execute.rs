@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use thiserror::Error;
 use tracing::{info, warn};
 
-use super::plan::{self, Decision, Effect, Found, classify};
+use submission::plan::{self, Decision, Effect, Found, classify};
 
 /// Extra rounds of observe → decide → execute, beyond one per object, before giving up on a
 /// cluster that keeps changing. A replica racing another on the same submission can lose one
@@ -368,7 +368,7 @@ fn to_value(object: DynamicObject) -> Value {
 /// The `ownerReferences` Spark gives dependents: the pod as controller.
 fn owner_references(pod_name: &str, pod_uid: &str) -> Value {
     let mut probe = [json!({"kind": "ConfigMap", "metadata": {}})];
-    crate::objects::attach_owner(&mut probe, pod_name, pod_uid);
+    submission::meta::attach_owner(&mut probe, pod_name, pod_uid);
     probe[0]["metadata"]["ownerReferences"].take()
 }
 

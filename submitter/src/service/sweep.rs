@@ -32,9 +32,9 @@ use tokio::sync::broadcast;
 
 use super::inflight::InFlight;
 use super::metrics::Metrics;
-use crate::objects::{annotations, labels};
 use crate::status::index::{Index, KeyFn};
 use crate::status::record;
+use submission::meta::{annotations, labels};
 
 /// Default grace period before an ownerless ConfigMap without pod is removed.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
@@ -123,7 +123,8 @@ fn maybe_succeeded(pod: &Pod) -> bool {
 fn driver_succeeded(pod: &Pod) -> bool {
     maybe_succeeded(pod)
         && serde_json::to_value(pod).is_ok_and(|value| {
-            crate::api::observe(Some(&value), false).phase == crate::api::DriverPhase::Succeeded
+            submission::api::observe(Some(&value), false).phase
+                == submission::api::DriverPhase::Succeeded
         })
 }
 
@@ -142,7 +143,7 @@ fn trim_pod(pod: &mut Pod) {
                     .env
                     .map(|env| {
                         env.into_iter()
-                            .filter(|var| var.name == crate::api::DRIVER_BIND_ADDRESS_ENV)
+                            .filter(|var| var.name == submission::api::DRIVER_BIND_ADDRESS_ENV)
                             .collect::<Vec<_>>()
                     })
                     .filter(|env| !env.is_empty()),
@@ -494,9 +495,13 @@ mod tests {
         .unwrap();
         let mut trimmed = whole.clone();
         trim_pod(&mut trimmed);
-        let observe = |p: &Pod| crate::api::observe(Some(&serde_json::to_value(p).unwrap()), false);
+        let observe =
+            |p: &Pod| submission::api::observe(Some(&serde_json::to_value(p).unwrap()), false);
         assert_eq!(observe(&trimmed), observe(&whole));
-        assert_eq!(observe(&trimmed).phase, crate::api::DriverPhase::Succeeded);
+        assert_eq!(
+            observe(&trimmed).phase,
+            submission::api::DriverPhase::Succeeded
+        );
         assert!(trimmed.spec.as_ref().unwrap().volumes.is_none());
         assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
         let now = k8s_openapi::jiff::Timestamp::now();

@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
 
-use crate::api::{DriverIdentity, DriverObservation, DriverPhase, DriverStatus, observe};
-use crate::naming::SubmissionId;
-use crate::objects::{annotations, labels};
+use submission::api::{DriverIdentity, DriverObservation, DriverPhase, DriverStatus, observe};
+use submission::meta::{annotations, labels};
+use submission::naming::SubmissionId;
 
 /// Name prefix of records; the rest is the submission id's label digest (deterministic, so a
 /// second write of the same record is an `AlreadyExists`, never a second record).
@@ -233,8 +233,8 @@ pub fn status(record: &Record) -> DriverStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ClientAction, DRIVER_CONTAINER_NAME};
     use serde_json::json;
+    use submission::api::{ClientAction, DRIVER_CONTAINER_NAME};
 
     const HOUR: Duration = Duration::from_secs(3600);
 

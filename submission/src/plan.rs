@@ -21,7 +21,7 @@
 
 use serde_json::Value;
 
-use crate::objects::annotations;
+use crate::meta::annotations;
 
 /// What a GET found for one object, as far as a submission is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]

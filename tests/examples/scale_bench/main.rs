@@ -45,9 +45,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::api::{Api, PostParams};
 use kubesim::{Cluster, ClusterConfig};
 use operator::crd::SparkApplication;
-use operator::sandbox::certs::Ca;
+use sandbox::certs::Ca;
 use serde_json::json;
-use submitter::client::{ClientConfig, SubmitterClient};
+use submitter_client::{ClientConfig, SubmitterClient};
 
 use report::Figures;
 use track::Tracker;

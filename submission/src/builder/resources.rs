@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 use super::pod::{POD_TEMPLATE_KEY, SPARK_CONF_FILE, pod_template_config_map_name};
 use super::{Plan, conf_keys, java};
 use crate::conf::{SparkConf, keys};
+use crate::meta::{annotations, labels};
 use crate::naming::SubmissionId;
-use crate::objects::{annotations, labels};
 
 /// The resolved spark.properties entries: the submission's SparkConf with the submit time,
 /// then what the feature steps add (later entries replace earlier ones).

@@ -19,8 +19,8 @@ pub use error::{BuildError, ErrorCode};
 
 use crate::argv::{self, resource::java_trim};
 use crate::conf::{SparkConf, Submission};
+use crate::meta::labels;
 use crate::naming::{self, SubmissionId};
-use crate::objects::labels;
 use crate::template;
 
 /// The Spark release whose behaviour the builder reproduces (the `spark-version` label).
@@ -120,7 +120,7 @@ pub struct Identity {
 
 /// The built objects, in Spark's creation order: the Pod first, then Service, NetworkPolicy,
 /// PersistentVolumeClaims, executor pod-template ConfigMap, spark-conf ConfigMap. Dependents
-/// carry no ownerReferences yet (see `objects::attach_owner`).
+/// carry no ownerReferences yet (see `meta::attach_owner`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriverObjects {
     pub objects: Vec<Value>,

@@ -1,4 +1,4 @@
-//! `operator demo`, the README's main command, run as a user runs it: the binary, its narration on
+//! `sandbox demo`, the README's main command, run as a user runs it: the binary, its narration on
 //! standard output and the JSON summary on the last line.
 
 use std::process::{Command, Stdio};
@@ -8,7 +8,7 @@ use serde_json::Value;
 
 #[test]
 fn the_demo_kills_the_driver_mid_run_and_the_rerun_resumes_after_the_last_commit() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_operator"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
         .args(["demo", "--stages", "5", "--stage-millis", "500"])
         .args(["--kill-after-stage", "2", "--timeout-seconds", "90"])
         .stdout(Stdio::piped())
@@ -51,7 +51,7 @@ fn the_demo_kills_the_driver_mid_run_and_the_rerun_resumes_after_the_last_commit
 
 #[test]
 fn the_demo_refuses_a_kill_point_past_the_last_stage() {
-    let output = Command::new(env!("CARGO_BIN_EXE_operator"))
+    let output = Command::new(env!("CARGO_BIN_EXE_sandbox"))
         .args(["demo", "--stages", "3", "--kill-after-stage", "3"])
         .output()
         .unwrap();

@@ -14,7 +14,7 @@ use operator::controller::{RunConfig, run};
 use operator::crd::{ApplicationStateType, SparkApplication};
 use operator::leader::{LeaderConfig, run_elected};
 use operator::reconciler::Health;
-use operator::sandbox::{Sandbox, SandboxConfig};
+use sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -65,7 +65,7 @@ fn init_tracing() {
 impl Env {
     pub async fn start() -> Env {
         init_tracing();
-        let config = SandboxConfig::new(env!("CARGO_BIN_EXE_operator").into());
+        let config = SandboxConfig::new(env!("CARGO_BIN_EXE_sandbox").into());
         Env {
             sandbox: Sandbox::start(config).await.unwrap(),
         }

@@ -1,11 +1,11 @@
-//! `operator demo`: the fenced restart, end to end, on this machine with nothing to install.
+//! `sandbox demo`: the fenced restart, end to end, on this machine with nothing to install.
 //!
-//! It starts the [`sandbox`](crate::sandbox) (kubesim, the submitter over mTLS, the operator with
+//! It starts the [`Sandbox`](crate::Sandbox) (kubesim, the submitter over mTLS, the operator with
 //! the Kubernetes state store), submits a recovery-enabled staged application, kills its driver
 //! in the middle of a stage once some stages are committed, and narrates as it happens: the
 //! operator's events (the fence, the resubmission), the drivers' own lines (restore point, stages,
 //! commits) and status changes. The last line of standard output is one JSON object
-//! ([`crate::sandbox::summary`]) with `recoveryMillis` added: kill to the new driver's restore.
+//! ([`crate::summary`]) with `recoveryMillis` added: kill to the new driver's restore.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
+use operator::crd::{ApplicationStateType, SparkApplication};
 use serde_json::Value;
 
-use crate::crd::{ApplicationStateType, SparkApplication};
-use crate::sandbox::{
+use crate::{
     NAMESPACE, Sandbox, SandboxConfig, StagedApp, StagedRun, StartOperatorError, StartSandboxError,
     summary,
 };

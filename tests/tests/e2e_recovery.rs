@@ -5,7 +5,6 @@
 //! happened.
 
 mod e2e_support;
-mod store_support;
 
 use std::time::Duration;
 
@@ -14,17 +13,17 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use operator::crd::{ApplicationStateType, SparkApplication};
 use operator::recovery::StoreKind;
-use operator::sandbox::{NAMESPACE, OperatorHandle, Sandbox, SandboxConfig, StagedApp, StagedRun};
 use operator::state_machine::reasons;
+use sandbox::{NAMESPACE, OperatorHandle, Sandbox, SandboxConfig, StagedApp, StagedRun};
 
 use e2e_support::wait_within;
-use store_support::RedisServer;
+use sandbox::redis::RedisServer;
 
 /// Longest one scenario waits for a condition (drivers are real processes on 2 shared cores).
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn sandbox(store: StoreKind, heartbeat_timeout_seconds: i64) -> (Sandbox, OperatorHandle) {
-    let mut config = SandboxConfig::new(env!("CARGO_BIN_EXE_operator").into());
+    let mut config = SandboxConfig::new(env!("CARGO_BIN_EXE_sandbox").into());
     config.store = store;
     config.heartbeat_timeout_seconds = heartbeat_timeout_seconds;
     config.agent_heartbeat_millis = 300;

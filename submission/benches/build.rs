@@ -46,7 +46,7 @@ fn in_process() -> Duration {
     let args = argv("k8s://http://127.0.0.1:6443", "default");
     let run = |i: usize| {
         let id = format!("bench-{i}");
-        let built = submitter::builder::build_from_argv(&args, None, None, &id, 0, "root")
+        let built = submission::builder::build_from_argv(&args, None, None, &id, 0, "root")
             .expect("the bench case builds");
         std::hint::black_box(built);
     };

@@ -16,6 +16,9 @@
 //! The retry decision is pure ([`next_delay`], [`should_retry`]); jitter and sleep are injected
 //! ([`SubmitterClient::with_jitter`], [`SubmitterClient::with_sleep`]) so tests run without a clock.
 
+/// PEM files of TLS material and the crypto provider, shared with the service.
+pub mod pem;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -35,10 +38,10 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{debug, info};
 
-use crate::api::{
+use crate::pem::{ReadPemError, crypto_provider, read_certificates, read_private_key};
+use submission::api::{
     DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse,
 };
-use crate::tls::{ReadPemError, crypto_provider, read_certificates, read_private_key};
 
 /// Largest response body read, as the Go client's `maxResponseBodySizeBytes`.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use submitter::builder::{self, BuildError, BuildInput};
-use submitter::conf::Submission;
-use submitter::naming::SubmissionId;
-use submitter::objects::{annotations, attach_owner, labels};
-use submitter::template::{self, TemplateRole};
+use submission::builder::{self, BuildError, BuildInput};
+use submission::conf::Submission;
+use submission::meta::{annotations, attach_owner, labels};
+use submission::naming::SubmissionId;
+use submission::template::{self, TemplateRole};
 
 #[derive(Debug, Deserialize)]
 struct Case {
@@ -108,7 +108,7 @@ fn build(case: &Case, golden: &Golden) -> Result<builder::DriverObjects, BuildEr
     let argv = builder_argv(&golden.argv);
     let id: SubmissionId = format!("corpus-{}", case.name).parse().expect("valid id");
     let parsed =
-        submitter::argv::parse(&argv).map_err(|source| BuildError::ParseArgs { source })?;
+        submission::argv::parse(&argv).map_err(|source| BuildError::ParseArgs { source })?;
     let submission = Submission::from_args(&parsed);
     builder::build(&BuildInput {
         submission: &submission,

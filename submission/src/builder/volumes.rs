@@ -241,7 +241,7 @@ pub(crate) fn driver_volumes(
                     for (k, v) in labels {
                         claim_labels.insert(k.clone(), json!(v));
                     }
-                    claim_labels.insert(crate::objects::labels::SPARK_APP_ID.into(), json!(app_id));
+                    claim_labels.insert(crate::meta::labels::SPARK_APP_ID.into(), json!(app_id));
                     let mut metadata = Map::new();
                     metadata.insert("name".into(), json!(claim_name));
                     metadata.insert("labels".into(), Value::Object(claim_labels));

@@ -1,7 +1,7 @@
-//! `operator staged-driver`: a simulated Spark driver for the fenced-restart tests and the demo.
+//! `sandbox staged-driver`: a simulated Spark driver for the fenced-restart tests and the demo.
 //!
-//! It lives with the tests but is compiled into the operator binary as a hidden subcommand, so
-//! `cargo run -p operator -- demo` has it without building anything else.
+//! A subcommand of the `sandbox` binary, so `cargo run -p sandbox -- demo` has it without
+//! building anything else.
 //!
 //! It does what a real driver using the recovery agent does, without Spark: restore the latest
 //! marker from the agent, run the stages after it one by one, and after each stage commit a marker

@@ -19,15 +19,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, ResourceExt};
-use kube_runtime::events::{Recorder, Reporter};
 use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
 use operator::metrics::Metrics;
 use operator::reconciler::{Health, error_chain, observe, publish_event, rank, send_submission};
 use operator::state_machine::{Action, AppView, Observed, Settings, SubmissionOutcome, decide};
-use submitter::client::{ClientConfig, SubmitterClient};
+use submitter_client::{ClientConfig, SubmitterClient};
 use tracing::warn;
 
 /// Same bound on decide → execute rounds per app per tick as the real reconciler.

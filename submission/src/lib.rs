@@ -1,0 +1,34 @@
+//! The Spark submission model, pure: a `spark-submit` command line and optional pod templates in,
+//! the Kubernetes objects Spark itself would create out, plus the rules that decide what a
+//! submission must do given what exists, and which state a driver pod is in. No I/O, no clock,
+//! no async: the service (`submitter`) and the operator are the shells around it.
+
+/// Byte strings (`1g`, `1500m`) as Spark reads them.
+pub mod size;
+
+/// The argument vector: Spark's grammar, then what the submitter refuses.
+pub mod argv;
+
+/// The resulting SparkConf with Spark's precedence, and values derived from it.
+pub mod conf;
+
+/// Spark's naming rules, with the submission id in place of Spark's randomness.
+pub mod naming;
+
+/// Pod templates: validation and the choice of the Spark container.
+pub mod template;
+
+/// Label, annotation and container names, spelled once, and the ownership of dependents.
+pub mod meta;
+
+/// From a submission to the driver's Kubernetes objects.
+pub mod builder;
+
+/// `submitter render`: the objects as one `v1` List, or the contract's error body.
+pub mod render;
+
+/// What a submission must do given what already exists (observe → decide).
+pub mod plan;
+
+/// Wire types of the REST contract and the driver status table.
+pub mod api;
