@@ -659,7 +659,7 @@ fn parse_yaml_or_json(body: &Bytes) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
-    serde_yaml::from_slice::<Value>(body)
+    yaml_serde::from_slice::<Value>(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 

@@ -166,7 +166,7 @@ fn decode_body(body: &[u8]) -> serde_json::Value {
         return serde_json::Value::Null;
     }
     serde_json::from_slice(body)
-        .or_else(|_| serde_yaml::from_slice(body))
+        .or_else(|_| yaml_serde::from_slice(body))
         .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()))
 }
 

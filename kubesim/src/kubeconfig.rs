@@ -42,7 +42,7 @@ mod tests {
     #[test]
     fn kubeconfig_is_valid_yaml_naming_the_server() {
         let text = super::render("http://127.0.0.1:1234");
-        let v: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
+        let v: serde_json::Value = yaml_serde::from_str(&text).expect("yaml");
         assert_eq!(
             v["clusters"][0]["cluster"]["server"],
             "http://127.0.0.1:1234"
@@ -55,7 +55,7 @@ mod tests {
     fn kubeconfig_with_token_carries_it_verbatim() {
         let token = "kubesim-node/n: 1#x/default/p";
         let text = super::render_with_token("http://127.0.0.1:1234", Some(token));
-        let v: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
+        let v: serde_json::Value = yaml_serde::from_str(&text).expect("yaml");
         assert_eq!(v["users"][0]["user"]["token"], token);
     }
 }

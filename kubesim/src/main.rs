@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
                 Some(path) => {
                     let text = std::fs::read_to_string(path)
                         .with_context(|| format!("reading {}", path.display()))?;
-                    serde_yaml::from_str(&text)
+                    yaml_serde::from_str(&text)
                         .with_context(|| format!("parsing {}", path.display()))?
                 }
                 None => ClusterConfig::default(),

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
+use submission::error_chain::ErrorChain;
 
 use tokio::net::TcpListener;
 use tracing::{error, info, warn};
@@ -179,21 +180,6 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// An error and its sources, `a: b: c`, for logs.
-pub(crate) struct Chain<'a>(pub &'a dyn std::error::Error);
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(e) = source {
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        Ok(())
-    }
-}
-
 /// Binds the marker API on 127.0.0.1:`port` (0 picks a free port); never on another interface.
 pub async fn bind(port: u16) -> Result<TcpListener, AgentError> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
@@ -259,7 +245,7 @@ where
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(source))) => {
-            warn!(error = %Chain(&source), "marker API server failed at shutdown")
+            warn!(error = %ErrorChain(&source), "marker API server failed at shutdown")
         }
         Ok(Err(join)) => warn!(error = %join, "marker API server task failed at shutdown"),
         Err(_elapsed) => {
@@ -309,14 +295,14 @@ async fn restore<S: ProgressStore>(
         match tokio::time::timeout(shared.store_timeout, store.latest(&shared.app)).await {
             Ok(Ok(marker)) => return Ok(marker),
             Ok(Err(source)) if !state::restore_retryable(&source) => {
-                error!(app = %shared.app, kind = source.kind(), error = %Chain(&source), "cannot restore the latest marker");
+                error!(app = %shared.app, kind = source.kind(), error = %ErrorChain(&source), "cannot restore the latest marker");
                 return Err(AgentError::Restore {
                     app: shared.app.clone(),
                     source,
                 });
             }
             Ok(Err(e)) => {
-                warn!(app = %shared.app, attempt, kind = e.kind(), error = %Chain(&e), "reading the latest marker failed; retrying");
+                warn!(app = %shared.app, attempt, kind = e.kind(), error = %ErrorChain(&e), "reading the latest marker failed; retrying");
             }
             Err(_elapsed) => {
                 warn!(app = %shared.app, attempt, "reading the latest marker timed out; retrying");
@@ -335,7 +321,7 @@ async fn connect_redis(url: String, timeout: Duration) -> Result<RedisStore, Age
             Ok(Ok(store)) => return Ok(store),
             Ok(Err(source @ ConnectError::Url(_))) => return Err(AgentError::RedisUrl { source }),
             Ok(Err(e)) => {
-                warn!(attempt, kind = e.kind(), error = %Chain(&e), "connecting to redis failed; retrying");
+                warn!(attempt, kind = e.kind(), error = %ErrorChain(&e), "connecting to redis failed; retrying");
             }
             Err(_elapsed) => warn!(attempt, "connecting to redis timed out; retrying"),
         }

@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use submission::error_chain::error_chain;
 
 use axum::Router;
 use axum::extract::State;
@@ -36,9 +37,7 @@ use crate::metrics::Metrics;
 use crate::progress_store::AnyStore;
 use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
-use crate::reconciler::{
-    Context, Health, WatchHealth, error_chain, error_policy, observe, reconcile,
-};
+use crate::reconciler::{Context, Health, WatchHealth, error_policy, observe, reconcile};
 use crate::recovery::StoreKind;
 use crate::state_machine::Settings;
 

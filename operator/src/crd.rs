@@ -26,7 +26,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum CrdError {
     #[error("cannot render the CustomResourceDefinition as YAML")]
-    Render(#[source] serde_yaml::Error),
+    Render(#[source] yaml_serde::Error),
 }
 
 impl CrdError {
@@ -40,7 +40,7 @@ impl CrdError {
 
 /// The CustomResourceDefinition as YAML, exactly as committed.
 pub fn crd_yaml() -> Result<String, CrdError> {
-    serde_yaml::to_string(&SparkApplication::crd()).map_err(CrdError::Render)
+    yaml_serde::to_string(&SparkApplication::crd()).map_err(CrdError::Render)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Label, annotation and container names the operator writes or reads, spelled once. The
+//! Label, annotation and container names the operator writes or reads, spelled once (Spark's own
+//! come from the submission model). The
 //! `sparkoperator.k8s.io/*` keys are the widely used operator's, so tools built for it (dashboards,
 //! `kubectl get pods -l ...`) keep working.
 
@@ -15,14 +16,11 @@ pub const SUBMISSION_ID: &str = "sparkoperator.k8s.io/submission-id";
 /// otherwise manage the pods as workloads of their own.
 pub const KUEUE_PREFIX: &str = "kueue.x-k8s.io/";
 
-/// The driver container, as Spark names it.
-pub const DRIVER_CONTAINER: &str = "spark-kubernetes-driver";
-
-/// The executor container, as Spark 3+ names it.
-pub const EXECUTOR_CONTAINER: &str = "spark-kubernetes-executor";
-
-/// The executor container, as Spark 2 named it; still recognised in user templates.
-pub const LEGACY_EXECUTOR_CONTAINER: &str = "executor";
+/// Spark's container names, spelled in the submission model.
+pub use submission::meta::containers::{
+    DRIVER as DRIVER_CONTAINER, EXECUTOR as EXECUTOR_CONTAINER,
+    LEGACY_EXECUTOR as LEGACY_EXECUTOR_CONTAINER,
+};
 
 /// Volumes with this prefix are Spark local directories, passed as `spark.kubernetes.*.volumes`
 /// confs rather than through the pod template (Spark must know them to use them as scratch).

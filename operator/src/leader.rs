@@ -21,7 +21,8 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use crate::controller::{self, RunConfig, RunError};
-use crate::reconciler::{Health, error_chain};
+use crate::reconciler::Health;
+use submission::error_chain::error_chain;
 
 /// Where the lease lives and who we are.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ fn committed_crd_matches_the_types() {
 
 #[test]
 fn crd_has_the_printer_columns_of_kubectl_get() {
-    let crd: serde_json::Value = serde_yaml::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
+    let crd: serde_json::Value = yaml_serde::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
     let version = &crd["spec"]["versions"][0];
     let columns: Vec<(&str, &str)> = version["additionalPrinterColumns"]
         .as_array()
@@ -46,7 +46,7 @@ fn crd_has_the_printer_columns_of_kubectl_get() {
 
 #[test]
 fn crd_keeps_the_template_schemaless_and_the_required_fields_of_v1beta2() {
-    let crd: serde_json::Value = serde_yaml::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
+    let crd: serde_json::Value = yaml_serde::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
     let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     let mut required: Vec<&str> = spec["required"]
         .as_array()

@@ -15,9 +15,7 @@ mod status;
 
 pub use code::{ErrorCode, UnknownErrorCode};
 pub use status::{
-    ClientAction, ContainerState, DRIVER_BIND_ADDRESS_ENV, DRIVER_CONTAINER_NAME, DriverIdentity,
-    DriverObservation, DriverPhase, DriverStatus, PodPhase, classify, driver_container_name,
-    observe,
+    ClientAction, ContainerState, DriverIdentity, DriverPhase, DriverStatus, PodPhase,
 };
 
 /// The submission route; the Go client also probes it with a GET to wait for the service.

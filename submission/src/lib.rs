@@ -30,5 +30,11 @@ pub mod render;
 /// What a submission must do given what already exists (observe → decide).
 pub mod plan;
 
+/// The driver-state rule: which container is the driver, and what state it is in.
+pub mod driver;
+
 /// Wire types of the REST contract and the driver status table.
 pub mod api;
+
+/// An error and its causes on one line, for logs and error bodies.
+pub mod error_chain;

@@ -1,4 +1,5 @@
-//! Label and annotation keys, spelled once, and the ownership of the driver's dependents.
+//! Label, annotation and container names, spelled once, and the ownership of the driver's
+//! dependents.
 
 use serde_json::{Value, json};
 
@@ -19,6 +20,19 @@ pub mod labels {
     pub const RECORD_DRIVER_SUCCEEDED: &str = "driver-succeeded";
     /// Labels a driver may not set itself (`KubernetesDriverConf.labels`).
     pub const RESERVED: [&str; 4] = [SPARK_VERSION, SPARK_APP_ID, SPARK_APP_NAME, SPARK_ROLE];
+}
+
+/// Spark's container names and the env var that marks its driver container.
+pub mod containers {
+    /// The driver container, as Spark names it (`Constants.DEFAULT_DRIVER_CONTAINER_NAME`).
+    pub const DRIVER: &str = "spark-kubernetes-driver";
+    /// The executor container, as Spark 3+ names it.
+    pub const EXECUTOR: &str = "spark-kubernetes-executor";
+    /// The executor container, as Spark 2 named it; still recognised in user templates.
+    pub const LEGACY_EXECUTOR: &str = "executor";
+    /// The env var Spark's `BasicDriverFeatureStep` sets on the driver container only, whatever a
+    /// template named that container: it marks the driver in a pod.
+    pub const DRIVER_BIND_ADDRESS_ENV: &str = "SPARK_DRIVER_BIND_ADDRESS";
 }
 
 /// Our annotations.

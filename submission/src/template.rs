@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 /// The container name Spark gives the driver container when the template names none.
-pub const DEFAULT_DRIVER_CONTAINER_NAME: &str = "spark-kubernetes-driver";
+pub use crate::meta::containers::DRIVER as DEFAULT_DRIVER_CONTAINER_NAME;
 
 /// Which template a problem was found in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl SparkPod {
 
 /// Reads a template file's text (YAML, or JSON, which is YAML) into the JSON the builder takes.
 pub fn from_yaml(text: &str, role: TemplateRole) -> Result<Value, TemplateError> {
-    serde_yaml::from_str(text).map_err(|e| TemplateError::Unparseable {
+    yaml_serde::from_str(text).map_err(|e| TemplateError::Unparseable {
         role,
         reason: e.to_string(),
     })

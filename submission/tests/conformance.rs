@@ -311,7 +311,7 @@ fn normalise(object: &mut Value, names: &BTreeSet<String>, ours: bool) {
             data.insert("spark.properties".into(), Value::Object(normalised));
         }
         if let Some(Value::String(text)) = data.get("podspec-configmap-key") {
-            let parsed: Value = serde_yaml::from_str(text).unwrap_or(Value::Null);
+            let parsed: Value = yaml_serde::from_str(text).unwrap_or(Value::Null);
             data.insert("podspec-configmap-key".into(), parsed);
         }
     }
@@ -426,7 +426,7 @@ fn compare_objects(golden: &Golden, built: builder::DriverObjects) -> Vec<String
 #[test]
 fn builder_matches_real_spark_on_the_corpus() {
     let dir = corpus_dir();
-    let cases: Vec<Case> = serde_yaml::from_str(
+    let cases: Vec<Case> = yaml_serde::from_str(
         &std::fs::read_to_string(dir.join("cases.yaml")).expect("tests/corpus/cases.yaml"),
     )
     .expect("cases.yaml parses");

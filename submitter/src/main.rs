@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use submission::error_chain::error_chain;
 
 use clap::{Parser, Subcommand};
 
@@ -120,7 +121,7 @@ fn read(path: &Option<PathBuf>) -> Option<Result<String, String>> {
 fn read_template(path: &str) -> anyhow::Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read pod template {path}: {e}"))?;
-    serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("pod template {path} is not YAML: {e}"))
+    yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("pod template {path} is not YAML: {e}"))
 }
 
 async fn submit(
@@ -179,17 +180,6 @@ async fn lookup(
             };
             (code, error_chain(&error))
         })
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn status(client: &ClientArgs, driver: &str) -> anyhow::Result<ExitCode> {

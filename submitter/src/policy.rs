@@ -86,7 +86,7 @@ pub enum LoadPolicyError {
     #[error("policy is not valid YAML of the expected shape")]
     Parse {
         #[source]
-        source: serde_yaml::Error,
+        source: yaml_serde::Error,
     },
     #[error("client entry {index}: {reason}")]
     Invalid { index: usize, reason: String },
@@ -148,7 +148,7 @@ impl Policy {
     /// Parses and validates policy YAML.
     pub fn parse(text: &str) -> Result<Policy, LoadPolicyError> {
         let file: PolicyFile =
-            serde_yaml::from_str(text).map_err(|source| LoadPolicyError::Parse { source })?;
+            yaml_serde::from_str(text).map_err(|source| LoadPolicyError::Parse { source })?;
         let rules = file
             .clients
             .into_iter()

@@ -20,6 +20,7 @@ pub mod sweep;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use submission::error_chain::error_chain;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, State};
@@ -211,7 +212,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
         Ok(()) => Ok(Json(json!({"status": "ready"}))),
         Err(error) => Err(ApiError::new(
             ErrorCode::SubmitterOverloaded,
-            format!("Kubernetes API server unreachable: {}", chain(&error)),
+            format!("Kubernetes API server unreachable: {}", error_chain(&error)),
         )),
     }
 }
@@ -299,7 +300,7 @@ fn authorize(
 
 /// The HTTP answer for a submission that did not complete.
 fn submit_error(error: &SubmitDriverError) -> ApiError {
-    let detail = chain(error);
+    let detail = error_chain(error);
     match error {
         SubmitDriverError::ConflictingObject { kind, name, .. } => ApiError::new(
             ErrorCode::DriverPodAlreadyExists,
@@ -334,18 +335,6 @@ fn submit_error(error: &SubmitDriverError) -> ApiError {
             }
         }
     }
-}
-
-/// An error and its sources, joined with ": ", for logs (never for a 5xx body).
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn success(
@@ -540,7 +529,7 @@ async fn submit(
             let error = match failure.as_ref() {
                 TaskFailure::Failed(failure) => {
                     warn!(kind = failure.error.kind(), rolled_back = failure.rolled_back,
-                        error = %chain(&failure.error), "submission failed");
+                        error = %error_chain(&failure.error), "submission failed");
                     submit_error(&failure.error)
                 }
                 TaskFailure::Lost => ApiError::new(

@@ -39,9 +39,8 @@ use crate::policy::PolicyError;
 use crate::service::sweep::WatchCaches;
 use crate::service::{Access, AppState, INSECURE_DEV_IDENTITY};
 use crate::tls::PeerIdentity;
-use submission::api::{
-    DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH, observe,
-};
+use submission::api::{DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH};
+use submission::driver::observe_driver;
 use submission::meta::{annotations, labels};
 
 /// Why a look-up has no status to answer.
@@ -238,8 +237,6 @@ pub(crate) fn retained(caches: &WatchCaches, key: &str) -> Vec<record::Record> {
 
 /// A cached pod's status: identity from its metadata, state from its driver container.
 pub fn pod_status(pod: &Pod) -> DriverStatus {
-    // observe() reads the JSON shape; a typed Pod always serialises.
-    let value = serde_json::to_value(pod).unwrap_or_default();
     let meta = &pod.metadata;
     DriverStatus::new(
         DriverIdentity {
@@ -258,7 +255,7 @@ pub fn pod_status(pod: &Pod) -> DriverStatus {
                 .cloned()
                 .unwrap_or_default(),
         },
-        observe(Some(&value), false),
+        observe_driver(pod),
     )
 }
 
@@ -290,8 +287,7 @@ pub async fn record_success(
     pod: &Pod,
     retention: Duration,
 ) -> Result<bool, RecordError> {
-    let value = serde_json::to_value(pod).unwrap_or_default();
-    let Some(record) = record::for_pod(&value, Timestamp::now(), retention) else {
+    let Some(record) = record::for_pod(pod, Timestamp::now(), retention) else {
         return Ok(false);
     };
     let Some(cm) = record::build(&record) else {

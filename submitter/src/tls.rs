@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use submission::error_chain::error_chain;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
@@ -452,18 +453,6 @@ impl Connection {
             tracing::debug!(%remote, %error, "connection ended with an error");
         }
     }
-}
-
-/// An error and its sources, joined with ": ", for one log field.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

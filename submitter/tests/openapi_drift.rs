@@ -39,7 +39,7 @@ const METHODS: [Method; 5] = [
 
 fn document() -> Value {
     let text = std::fs::read_to_string(DOCUMENT).expect("openapi/spark-submit.yaml is readable");
-    serde_yaml::from_str(&text).expect("openapi/spark-submit.yaml is YAML")
+    yaml_serde::from_str(&text).expect("openapi/spark-submit.yaml is YAML")
 }
 
 /// Follows a local `$ref` (`#/components/...`), repeatedly.

@@ -362,7 +362,7 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     // The process is handed a kubeconfig naming kubesim and a token naming its node and pod.
     let path = kubeconfig_seen_by(&api, "agent").await;
     let text = std::fs::read_to_string(&path).unwrap();
-    let kubeconfig: Value = serde_yaml::from_str(&text).unwrap();
+    let kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
     assert_eq!(
         kubeconfig["clusters"][0]["cluster"]["server"],
         sim.cluster.url

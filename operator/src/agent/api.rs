@@ -3,6 +3,7 @@
 //! code-to-status mapping lives in [`status_of`] only.
 
 use std::sync::Arc;
+use submission::error_chain::ErrorChain;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -15,7 +16,7 @@ use serde_json::json;
 use tracing::{error, info, instrument, warn};
 
 use super::state::{CommitError, CommitRequest, ErrorBody, ErrorCode};
-use super::{Chain, Shared, now_ms};
+use super::{Shared, now_ms};
 use crate::progress_store::ProgressStore;
 
 /// The startup probe.
@@ -95,10 +96,10 @@ async fn commit_marker<S: ProgressStore>(
                     );
                 }
                 CommitError::Store { seq, .. } => {
-                    warn!(seq, error = %Chain(&e), "commit failed in the store; the driver may retry");
+                    warn!(seq, error = %ErrorChain(&e), "commit failed in the store; the driver may retry");
                 }
                 CommitError::Corrupt { seq, .. } => {
-                    error!(seq, error = %Chain(&e), "commit failed: stored progress is unreadable");
+                    error!(seq, error = %ErrorChain(&e), "commit failed: stored progress is unreadable");
                 }
                 _ => info!(kind = e.kind(), error = %e, "commit refused"),
             }

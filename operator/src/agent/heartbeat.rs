@@ -3,12 +3,13 @@
 //! and timeouts are logged and retried at the next beat.
 
 use std::time::Duration;
+use submission::error_chain::ErrorChain;
 
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, warn};
 
 use super::state::HeartbeatOutcome;
-use super::{Chain, Shared, now_ms};
+use super::{Shared, now_ms};
 use crate::progress_store::ProgressStore;
 
 /// Beats every `interval` until the agent is fenced.
@@ -49,7 +50,7 @@ pub(super) async fn run<S: ProgressStore>(shared: &Shared<S>, store: &S, interva
                 return;
             }
             (Some(HeartbeatOutcome::Retry), Ok(Err(e))) => {
-                warn!(app = %shared.app, kind = e.kind(), error = %Chain(&e), "heartbeat failed; retrying");
+                warn!(app = %shared.app, kind = e.kind(), error = %ErrorChain(&e), "heartbeat failed; retrying");
             }
             (Some(HeartbeatOutcome::Retry), _) => {
                 warn!(app = %shared.app, timeout_ms = shared.store_timeout.as_millis() as u64, "heartbeat timed out; retrying");

@@ -97,7 +97,7 @@ executor:
 "#;
 
 fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
+    yaml_serde::from_str(text).unwrap()
 }
 
 fn merge(base: &mut Value, extra: Value) {

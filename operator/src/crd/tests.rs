@@ -51,7 +51,7 @@ status:
 
 #[test]
 fn object_of_the_widely_used_operator_reads_and_new_is_its_empty_state() {
-    let app: SparkApplication = serde_yaml::from_str(KUBEFLOW_APP).unwrap();
+    let app: SparkApplication = yaml_serde::from_str(KUBEFLOW_APP).unwrap();
     assert_eq!(app.spec.app_type, SparkApplicationType::Scala);
     assert_eq!(app.spec.mode, Some(DeployMode::Cluster));
     let policy = app.spec.restart_policy.as_ref().unwrap();

@@ -1,23 +1,20 @@
 //! From cached pods to what `decide` reads: which pod is the application's driver, and what its
 //! driver container is doing. Pure: the caller hands in the pods it took from the cache.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::Pod;
+use submission::api::DriverPhase as Phase;
+use submission::driver::observe_driver as observe_driver_container;
+use submission::meta::labels::{DRIVER_ROLE, SPARK_APP_ID as SPARK_APP_SELECTOR, SPARK_ROLE};
 
 use crate::crd::{FailureReason, SparkApplication};
 use crate::labels;
 use crate::state_machine::{DriverPhase, ObservedDriver};
 
-/// The label Spark puts the application id in, on every pod of the application.
-pub const SPARK_APP_SELECTOR: &str = "spark-app-selector";
-
-/// The label Spark puts the pod's role (`driver`/`executor`) in.
-pub const SPARK_ROLE: &str = "spark-role";
-
 /// The selector of the pod watch: drivers we launched, nothing else (executors are many and the
 /// reconciler never looks at them).
 pub fn driver_pod_selector() -> String {
     format!(
-        "{}=true,{SPARK_ROLE}=driver",
+        "{}=true,{SPARK_ROLE}={DRIVER_ROLE}",
         labels::LAUNCHED_BY_SPARK_OPERATOR
     )
 }
@@ -90,64 +87,29 @@ pub fn observe_driver(pod: &Pod, app_uid: &str) -> ObservedDriver {
     }
 }
 
-/// The driver's phase from the driver container's state: a sidecar keeps a pod Running after the
-/// driver has exited, so the pod phase alone would hide completion.
+/// The driver's phase for `decide`, from the one driver-state rule (the driver container's
+/// state, not the pod phase: a sidecar keeps a pod Running after the driver has exited).
 pub fn driver_phase(pod: &Pod) -> DriverPhase {
-    let status = pod.status.as_ref();
-    let pod_phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    let pod_reason = status.and_then(|s| s.reason.as_deref());
-    let pod_message = status.and_then(|s| s.message.clone()).unwrap_or_default();
-    let container = status
-        .and_then(|s| s.container_statuses.as_deref())
-        .and_then(|statuses| driver_container(statuses));
-    let state = container.and_then(|c| c.state.as_ref());
-    if let Some(terminated) = state.and_then(|s| s.terminated.as_ref()) {
-        if terminated.exit_code == 0 {
-            return DriverPhase::Succeeded;
-        }
-        return DriverPhase::Failed {
-            exit_code: Some(terminated.exit_code),
-            reason: FailureReason::of_failed_pod(pod_reason, terminated.reason.as_deref()),
-            message: terminated.message.clone().unwrap_or_default(),
-        };
+    let observed = observe_driver_container(pod);
+    match observed.phase {
+        Phase::Succeeded => DriverPhase::Succeeded,
+        Phase::Failed => DriverPhase::Failed {
+            exit_code: observed.exit_code,
+            reason: FailureReason::of_failed_pod(
+                observed.pod_reason.as_deref(),
+                observed.container_reason.as_deref(),
+            ),
+            message: observed.message().unwrap_or_default().to_owned(),
+        },
+        Phase::Unknown => DriverPhase::Unknown,
+        Phase::Running => DriverPhase::Running {
+            ready: observed.ready,
+            started_at: observed.started_at,
+        },
+        Phase::Pending => DriverPhase::Pending {
+            waiting_reason: observed.container_reason,
+        },
     }
-    // The pod may fail without the container ever terminating (eviction, admission).
-    match pod_phase {
-        "Failed" => {
-            return DriverPhase::Failed {
-                exit_code: None,
-                reason: FailureReason::of_failed_pod(pod_reason, None),
-                message: pod_message,
-            };
-        }
-        "Succeeded" => return DriverPhase::Succeeded,
-        "Unknown" => return DriverPhase::Unknown,
-        _ => {}
-    }
-    if let Some(running) = state.and_then(|s| s.running.as_ref()) {
-        let ready = status
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        return DriverPhase::Running {
-            ready,
-            started_at: running.started_at.as_ref().map(|t| t.0),
-        };
-    }
-    DriverPhase::Pending {
-        waiting_reason: state
-            .and_then(|s| s.waiting.as_ref())
-            .and_then(|w| w.reason.clone()),
-    }
-}
-
-/// The driver container's status: Spark's name, else the only container's.
-fn driver_container(statuses: &[ContainerStatus]) -> Option<&ContainerStatus> {
-    statuses
-        .iter()
-        .find(|c| c.name == labels::DRIVER_CONTAINER)
-        .or_else(|| (statuses.len() == 1).then(|| &statuses[0]))
 }
 
 #[cfg(test)]

@@ -116,14 +116,7 @@ impl BuildError {
 
     /// The message for the error body: this error and its causes, joined by `: `.
     pub fn message(&self) -> String {
-        let mut message = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        message
+        crate::error_chain::error_chain(self)
     }
 }
 

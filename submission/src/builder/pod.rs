@@ -137,8 +137,10 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
         conf.with_prefix(conf_keys::DRIVER_ENV)
             .map(|(k, v)| env(k, v)),
     );
-    envs.push(json!({"name": "SPARK_DRIVER_BIND_ADDRESS",
-        "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}}));
+    envs.push(
+        json!({"name": crate::meta::containers::DRIVER_BIND_ADDRESS_ENV,
+        "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}}),
+    );
     append(&mut container, "env", envs);
     {
         let resources = object(&mut container, "resources");

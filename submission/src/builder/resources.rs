@@ -122,7 +122,7 @@ pub(crate) fn network_policy(plan: &Plan<'_>) -> Value {
 /// file's bytes; the wire carries JSON, so the same template is written back as YAML.
 pub(crate) fn pod_template_config_map(plan: &Plan<'_>, template: &Value) -> Value {
     // A JSON value always serialises to YAML; JSON text (also valid YAML) is the fallback.
-    let text = serde_yaml::to_string(template).unwrap_or_else(|_| template.to_string());
+    let text = yaml_serde::to_string(template).unwrap_or_else(|_| template.to_string());
     json!({
         "apiVersion": "v1",
         "data": {POD_TEMPLATE_KEY: text},

@@ -122,10 +122,7 @@ fn maybe_succeeded(pod: &Pod) -> bool {
 
 fn driver_succeeded(pod: &Pod) -> bool {
     maybe_succeeded(pod)
-        && serde_json::to_value(pod).is_ok_and(|value| {
-            submission::api::observe(Some(&value), false).phase
-                == submission::api::DriverPhase::Succeeded
-        })
+        && submission::driver::observe_driver(pod).phase == submission::api::DriverPhase::Succeeded
 }
 
 /// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
@@ -143,7 +140,9 @@ fn trim_pod(pod: &mut Pod) {
                     .env
                     .map(|env| {
                         env.into_iter()
-                            .filter(|var| var.name == submission::api::DRIVER_BIND_ADDRESS_ENV)
+                            .filter(|var| {
+                                var.name == submission::meta::containers::DRIVER_BIND_ADDRESS_ENV
+                            })
                             .collect::<Vec<_>>()
                     })
                     .filter(|env| !env.is_empty()),
@@ -495,8 +494,7 @@ mod tests {
         .unwrap();
         let mut trimmed = whole.clone();
         trim_pod(&mut trimmed);
-        let observe =
-            |p: &Pod| submission::api::observe(Some(&serde_json::to_value(p).unwrap()), false);
+        let observe = |p: &Pod| submission::driver::observe_driver(p);
         assert_eq!(observe(&trimmed), observe(&whole));
         assert_eq!(
             observe(&trimmed).phase,
@@ -506,8 +504,7 @@ mod tests {
         assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
         let now = k8s_openapi::jiff::Timestamp::now();
         let day = Duration::from_secs(86_400);
-        let record_of =
-            |p: &Pod| crate::status::record::for_pod(&serde_json::to_value(p).unwrap(), now, day);
+        let record_of = |p: &Pod| crate::status::record::for_pod(p, now, day);
         assert!(record_of(&whole).is_some());
         assert_eq!(record_of(&trimmed), record_of(&whole));
     }

@@ -13,11 +13,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
 
-use submission::api::{DriverIdentity, DriverObservation, DriverPhase, DriverStatus, observe};
+use submission::api::{DriverIdentity, DriverPhase, DriverStatus};
+use submission::driver::{DriverObservation, observe_driver};
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
@@ -123,46 +124,37 @@ fn signed(duration: Duration) -> SignedDuration {
     SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX)
 }
 
-/// The record to write for a driver pod (a JSON pod as the watch cache holds it), or `None`
-/// when there is nothing to retain: the driver has not succeeded, the pod is not one of our
-/// submissions, or the window would already be over at `now` (an old success seen at start-up).
-pub fn for_pod(pod: &serde_json::Value, now: Timestamp, retention: Duration) -> Option<Record> {
-    let observation = observe(Some(pod), false);
+/// The record to write for a driver pod, or `None` when there is nothing to retain: the driver
+/// has not succeeded, the pod is not one of our submissions, or the window would already be over
+/// at `now` (an old success seen at start-up).
+pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record> {
+    let observation = observe_driver(pod);
     if observation.phase != DriverPhase::Succeeded {
         return None;
     }
-    let meta = pod.get("metadata")?;
-    let text = |pointer: &str| {
-        meta.pointer(pointer)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
+    let meta = &pod.metadata;
     let submission_id = meta
-        .get("annotations")?
+        .annotations
+        .as_ref()?
         .get(annotations::SUBMISSION_ID)?
-        .as_str()?
-        .to_owned();
+        .clone();
     // The container's finish time when reported, else now: the window starts at the success.
-    let finished_at = observation
-        .finished_at
-        .as_deref()
-        .and_then(|at| at.parse::<Timestamp>().ok())
-        .unwrap_or(now);
+    let finished_at = observation.finished_at.unwrap_or(now);
     let retain_until = finished_at.checked_add(signed(retention)).ok()?;
     if retain_until <= now {
         return None;
     }
     Some(Record {
         submission_id,
-        namespace: text("/namespace")?,
-        pod: text("/name")?,
-        uid: text("/uid").unwrap_or_default(),
+        namespace: meta.namespace.clone()?,
+        pod: meta.name.clone()?,
+        uid: meta.uid.clone().unwrap_or_default(),
         spark_app_id: meta
-            .get("labels")
+            .labels
+            .as_ref()
             .and_then(|labels| labels.get(labels::SPARK_APP_ID))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+            .cloned()
+            .unwrap_or_default(),
         finished_at,
         retain_until,
     })
@@ -209,8 +201,7 @@ pub fn build(record: &Record) -> Option<ConfigMap> {
 
 /// The status answer for a driver whose pod is gone but whose success was retained.
 pub fn status(record: &Record) -> DriverStatus {
-    let observation = observe(None, true);
-    DriverStatus::new(
+    let mut status = DriverStatus::new(
         DriverIdentity {
             submission_id: Some(record.submission_id.clone()),
             namespace: record.namespace.clone(),
@@ -218,23 +209,23 @@ pub fn status(record: &Record) -> DriverStatus {
             driver_pod_uid: record.uid.clone(),
             spark_app_id: record.spark_app_id.clone(),
         },
-        DriverObservation {
-            reason: Some("SucceededAndRetained".into()),
-            message: Some(format!(
-                "the driver pod is gone; its success is retained until {}",
-                record.retain_until
-            )),
-            finished_at: Some(record.finished_at.to_string()),
-            ..observation
-        },
-    )
+        DriverObservation::absent(true),
+    );
+    status.reason = Some("SucceededAndRetained".into());
+    status.message = Some(format!(
+        "the driver pod is gone; its success is retained until {}",
+        record.retain_until
+    ));
+    status.finished_at = Some(record.finished_at.to_string());
+    status
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-    use submission::api::{ClientAction, DRIVER_CONTAINER_NAME};
+    use submission::api::ClientAction;
+    use submission::meta::containers::DRIVER as DRIVER_CONTAINER_NAME;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -242,7 +233,11 @@ mod tests {
         text.parse().unwrap()
     }
 
-    fn pod(exit_code: Option<i64>) -> serde_json::Value {
+    fn pod(exit_code: Option<i64>) -> Pod {
+        serde_json::from_value(pod_json(exit_code)).unwrap()
+    }
+
+    fn pod_json(exit_code: Option<i64>) -> serde_json::Value {
         let state = match exit_code {
             Some(code) => {
                 json!({"terminated": {"exitCode": code, "finishedAt": "2026-01-01T00:10:00Z"}})
@@ -255,8 +250,10 @@ mod tests {
                 "annotations": {"spark-submitter.io/submission-id": "sub-1"}},
             "spec": {"containers": [{"name": DRIVER_CONTAINER_NAME}, {"name": "sidecar"}]},
             "status": {"phase": "Running", "containerStatuses": [
-                {"name": DRIVER_CONTAINER_NAME, "state": state},
-                {"name": "sidecar", "state": {"running": {}}}]}
+                {"name": DRIVER_CONTAINER_NAME, "state": state, "image": "i", "imageID": "",
+                 "ready": false, "restartCount": 0},
+                {"name": "sidecar", "state": {"running": {}}, "image": "i", "imageID": "",
+                 "ready": true, "restartCount": 0}]}
         })
     }
 
@@ -290,7 +287,7 @@ mod tests {
         assert_eq!(for_pod(&pod(None), now, HOUR), None);
         assert_eq!(for_pod(&pod(Some(1)), now, HOUR), None);
         let mut foreign = pod(Some(0));
-        foreign["metadata"]["annotations"] = json!({});
+        foreign.metadata.annotations = None;
         assert_eq!(for_pod(&foreign, now, HOUR), None);
         assert_eq!(
             for_pod(&pod(Some(0)), at("2026-01-02T00:00:00Z"), HOUR),

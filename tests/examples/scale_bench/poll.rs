@@ -25,8 +25,9 @@ use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
 use operator::metrics::Metrics;
-use operator::reconciler::{Health, error_chain, observe, publish_event, rank, send_submission};
+use operator::reconciler::{Health, observe, publish_event, rank, send_submission};
 use operator::state_machine::{Action, AppView, Observed, Settings, SubmissionOutcome, decide};
+use submission::error_chain::error_chain;
 use submitter_client::{ClientConfig, SubmitterClient};
 use tracing::warn;
 
