@@ -127,7 +127,7 @@ fn driver_succeeded(pod: &Pod) -> bool {
 
 /// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
 /// identity metadata, the containers' names (and the env var that marks Spark's container),
-/// and the phase and container states. A whole driver pod is ~28 KiB in memory; this keeps the
+/// and the phase, Ready condition and container states. A whole driver pod is ~28 KiB in memory; this keeps the
 /// cache's cost per driver small, so memory follows the load, not the cluster's history.
 fn trim_pod(pod: &mut Pod) {
     use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
@@ -158,6 +158,13 @@ fn trim_pod(pod: &mut Pod) {
     if let Some(status) = pod.status.as_mut() {
         *status = PodStatus {
             phase: status.phase.take(),
+            // Readiness is part of what the driver-state rule reports.
+            conditions: status.conditions.take().map(|conditions| {
+                conditions
+                    .into_iter()
+                    .filter(|c| c.type_ == "Ready")
+                    .collect()
+            }),
             reason: status.reason.take(),
             message: status.message.take(),
             container_statuses: status.container_statuses.take().map(|statuses| {
