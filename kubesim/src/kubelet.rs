@@ -1362,7 +1362,6 @@ impl Kubelet {
             return;
         };
         let probes = probe::probes_of(spec);
-        let has_startup = probes.iter().any(|p| p.kind == probe::ProbeKind::Startup);
         let target = probe::Target {
             pod_ip: e.ip.clone(),
             net: self.config.network.clone(),
@@ -1373,7 +1372,7 @@ impl Kubelet {
         };
         for p in probes {
             let is_startup = p.kind == probe::ProbeKind::Startup;
-            if startup != is_startup && !(startup && !has_startup) {
+            if startup != is_startup {
                 continue;
             }
             if startup && is_startup && p.check == probe::Check::Unsupported {

@@ -313,7 +313,9 @@ fn target_ref(ns: &str, b: &Backend) -> Value {
 /// The `Endpoints` object of a Service with a selector: backends grouped into subsets by their
 /// resolved ports; terminating pods left out, unready ones under `notReadyAddresses`.
 pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
-    let mut groups: BTreeMap<Vec<(String, u16)>, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    // Resolved ports → (ready addresses, unready addresses).
+    type Subsets = BTreeMap<Vec<(String, u16)>, (Vec<Value>, Vec<Value>)>;
+    let mut groups = Subsets::new();
     let mut backends: Vec<&Backend> = entry.backends.iter().filter(|b| !b.terminating).collect();
     backends.sort_by_key(|b| b.ip);
     for b in backends {

@@ -43,8 +43,8 @@ async fn log_line(api: &Api<Pod>, pod: &str, prefix: &str) -> String {
     eventually(60, || async {
         let logs = api.logs(pod, &LogParams::default()).await.ok()?;
         logs.lines()
-            .filter(|l| l.starts_with(prefix))
-            .last()
+            .rev()
+            .find(|l| l.starts_with(prefix))
             .map(str::to_string)
     })
     .await
