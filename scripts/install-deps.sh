@@ -6,6 +6,8 @@ set -euo pipefail
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# kubesim's pod network: `ip` configures the namespaces' bridge and veth pairs.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== apt-get install ${need_apt[*]}"
   apt-get update -qq

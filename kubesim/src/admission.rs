@@ -511,6 +511,7 @@ fn qos_class(pod: &Value) -> &'static str {
 
 fn default_service(obj: &mut Value, current: Option<&Value>) {
     let name = meta::name(obj).to_string();
+    let ns = meta::meta_str(obj, "namespace").to_string();
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -523,7 +524,7 @@ fn default_service(obj: &mut Value, current: Option<&Value>) {
         .and_then(|c| c.pointer("/spec/clusterIP"))
         .cloned()
         .or_else(|| spec.get("clusterIP").cloned())
-        .unwrap_or_else(|| json!(cluster_ip_for(&name)));
+        .unwrap_or_else(|| json!(cluster_ip_for(&ns, &name)));
     spec.insert("clusterIP".into(), ip.clone());
     spec.insert("clusterIPs".into(), json!([ip]));
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
@@ -539,12 +540,11 @@ fn default_service(obj: &mut Value, current: Option<&Value>) {
     }
 }
 
-// A stable address per name inside 10.96.0.0/12; collisions are harmless in a simulator.
-fn cluster_ip_for(name: &str) -> String {
-    let h = name.bytes().fold(2_166_136_261u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(16_777_619)
-    });
-    format!("10.96.{}.{}", (h >> 8) % 256, (h % 254) + 1)
+// A stable address per name inside the Service network (the store moves a taken one on).
+fn cluster_ip_for(ns: &str, name: &str) -> String {
+    crate::net::addr::service_ip(ns, name, &|_| false)
+        .map(|ip| ip.to_string())
+        .unwrap_or_default()
 }
 
 fn default_secret(obj: &mut Value) {

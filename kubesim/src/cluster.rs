@@ -11,6 +11,8 @@ use serde_json::json;
 use crate::api::{self, AppState};
 use crate::control::Control;
 use crate::kubelet::{ImageCommand, Kubelet, KubeletConfig};
+use crate::net::addr::{KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT, NODE_IP};
+use crate::net::{ClusterNet, NetError, NetworkMode};
 use crate::store::{Store, WriteOpts};
 
 /// How to run a cluster (the YAML of `kubesim serve --config`).
@@ -31,6 +33,9 @@ pub struct ClusterConfig {
     pub bookmark_millis: u64,
     /// Kubelet step (scheduling and start-up delay), in milliseconds.
     pub tick_millis: u64,
+    /// `pod` (default): each pod has its own network namespace and address (needs root);
+    /// `host`: pods share the host's network, as before pods had their own.
+    pub network: NetworkMode,
 }
 
 impl Default for ClusterConfig {
@@ -44,6 +49,7 @@ impl Default for ClusterConfig {
             history: 100_000,
             bookmark_millis: 1_000,
             tick_millis: kubelet.tick.as_millis() as u64,
+            network: NetworkMode::default(),
         }
     }
 }
@@ -65,6 +71,12 @@ pub enum StartError {
     /// The built-in namespaces could not be created.
     #[error("cannot create namespace {0}")]
     Bootstrap(String),
+    /// The pods' network could not be set up.
+    #[error("cannot set up the pods' network")]
+    Network(#[source] NetError),
+    /// The Service proxy could not start.
+    #[error("cannot start the Service proxy")]
+    Proxy(#[source] std::io::Error),
     /// The kube-rs client could not be configured.
     #[error("cannot build a client for {url}")]
     Client {
@@ -82,6 +94,8 @@ impl StartError {
             Self::Bind { .. } => "bind",
             Self::WorkDir(_) => "work_dir",
             Self::Bootstrap(_) => "bootstrap",
+            Self::Network(_) => "network",
+            Self::Proxy(_) => "proxy",
             Self::Client { .. } => "client",
         }
     }
@@ -99,6 +113,9 @@ pub struct Cluster {
     pub control: Arc<Control>,
     /// The kubelet.
     pub kubelet: Arc<Kubelet>,
+    /// The pods' network (`None` with `network: host`).
+    pub net: Option<Arc<ClusterNet>>,
+    proxy: Option<tokio::task::JoinHandle<()>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     _work_dir: Option<tempfile::TempDir>,
 }
@@ -132,9 +149,26 @@ impl Cluster {
             source,
         })?;
         let url = format!("http://{addr}");
+        let net = match config.network {
+            NetworkMode::Pod => Some(Arc::new(ClusterNet::create().map_err(StartError::Network)?)),
+            NetworkMode::Host => None,
+        };
         let store = Store::new(config.history);
         bootstrap(&store)?;
+        let api_endpoint = match net {
+            Some(_) => NODE_IP.to_string(),
+            None => crate::kubelet::HOST_IP.to_string(),
+        };
+        bootstrap_kubernetes_service(&store, &api_endpoint, addr.port())?;
         crate::gc::start(store.clone());
+        let services = crate::services::start(store.clone());
+        let proxy = match &net {
+            Some(net) => Some(
+                crate::net::proxy::start(net.clone(), services.clone(), addr)
+                    .map_err(StartError::Proxy)?,
+            ),
+            None => None,
+        };
         let kubelet = Kubelet::start(
             store.clone(),
             KubeletConfig {
@@ -143,6 +177,10 @@ impl Cluster {
                 work_dir,
                 tick: Duration::from_millis(config.tick_millis.max(1)),
                 api_url: Some(url.clone()),
+                network: net.clone(),
+                services: Some(services),
+                // Hook: the API server's CA once kubesim serves HTTPS.
+                ca_pem: None,
             },
         );
         let control = Arc::new(Control::default());
@@ -170,6 +208,8 @@ impl Cluster {
             store,
             control,
             kubelet,
+            net,
+            proxy,
             shutdown: Some(tx),
             _work_dir: temp,
         })
@@ -200,12 +240,91 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Opens a TCP connection to `addr` as seen from inside the cluster (from the node): a pod
+    /// IP, a ClusterIP. With `network: host` it is an ordinary connection.
+    pub async fn connect(&self, addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+        match &self.net {
+            Some(net) => net.connect(addr).await,
+            None => tokio::net::TcpStream::connect(addr).await,
+        }
+    }
+
+    /// A port-forward: a listener on 127.0.0.1 (ephemeral port) in the host's namespace whose
+    /// connections are relayed to `addr` inside the cluster; it lives as long as the returned
+    /// task does (abort it to stop).
+    pub async fn port_forward(
+        &self,
+        addr: SocketAddr,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
+        let local = listener.local_addr()?;
+        let net = self.net.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let net = net.clone();
+                tokio::spawn(async move {
+                    let server = match &net {
+                        Some(net) => net.connect(addr).await,
+                        None => tokio::net::TcpStream::connect(addr).await,
+                    };
+                    if let Ok(mut server) = server {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Ok((local, task))
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        self.kubelet.shutdown();
+        if let Some(p) = self.proxy.take() {
+            p.abort();
+        }
+        if let Some(net) = &self.net {
+            net.shutdown();
+        }
     }
+}
+
+/// `default/kubernetes`: the API server as pods reach it, at 198.19.0.1:443, with its endpoint
+/// where the API server listens as the node sees it.
+fn bootstrap_kubernetes_service(
+    store: &Arc<Store>,
+    endpoint_ip: &str,
+    api_port: u16,
+) -> Result<(), StartError> {
+    let registry = store.registry();
+    let fail = || StartError::Bootstrap("default/kubernetes".into());
+    let svc_rt = registry.find("", "v1", "services").ok_or_else(fail)?;
+    let ep_rt = registry.find("", "v1", "endpoints").ok_or_else(fail)?;
+    let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "labels": labels},
+        "spec": {"clusterIP": KUBERNETES_SERVICE_IP.to_string(), "type": "ClusterIP",
+                 "ports": [{"name": "https", "port": KUBERNETES_SERVICE_PORT,
+                            "protocol": "TCP", "targetPort": api_port}]},
+    });
+    store
+        .create(&svc_rt, "default", svc, &WriteOpts::default())
+        .map_err(|_| fail())?;
+    let ep = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": endpoint_ip}],
+                     "ports": [{"name": "https", "port": api_port, "protocol": "TCP"}]}],
+    });
+    store
+        .create(&ep_rt, "default", ep, &WriteOpts::default())
+        .map_err(|_| fail())?;
+    Ok(())
 }
 
 /// The namespaces every cluster starts with, and their default service accounts.

@@ -7,9 +7,11 @@
 //! process exits, and writes what they render. One task does all of it, one tick at a time, so
 //! a pod's changes within a tick become a single status write.
 
+mod atomic;
 mod env;
 mod machine;
 mod phase;
+mod probe;
 mod process;
 mod volumes;
 
@@ -30,14 +32,23 @@ pub use machine::{EXIT_CODE, NEVER_START, RUN_SECONDS};
 pub use phase::{Phase, pod_phase};
 
 use crate::api_error::ApiError;
+use crate::net::addr::NODE_IP;
+use crate::net::names::{PodHosts, hosts_file, resolv_conf, service_env};
+use crate::net::ns::FileView;
+use crate::net::{ClusterNet, PodNet};
 use crate::resources::{NameRule, ResourceType};
+use crate::services::ServiceTable;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 use crate::{kubeconfig, meta, node_token};
 use machine::{Action, Behaviour, CRef, Machine, Section, Signal, StartFailure};
 use process::ProcHandle;
 
-/// The address of every simulated node (and so every pod's `hostIP`).
+/// The address of every simulated node (and so every pod's `hostIP`) when pods share the host's
+/// network; with their own network the node is [`NODE_IP`].
 pub const HOST_IP: &str = "127.0.0.1";
+
+/// Where a container finds its service-account token, `ca.crt` and `namespace`.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// How the kubelet runs.
 #[derive(Debug, Clone)]
@@ -54,6 +65,13 @@ pub struct KubeletConfig {
     /// The API server's URL (`http://127.0.0.1:PORT`): real processes get a kubeconfig naming
     /// it. `None` (a kubelet without a server) writes no kubeconfig.
     pub api_url: Option<String>,
+    /// The cluster network; `None` runs every pod in the host's network (`network: host`).
+    pub network: Option<Arc<ClusterNet>>,
+    /// The Services and their endpoints (hosts files); `None` without a Service controller.
+    pub services: Option<tokio::sync::watch::Receiver<Arc<ServiceTable>>>,
+    /// The CA certificate (PEM) that signs the API server's certificate, written as `ca.crt`
+    /// into every service-account volume. `None` while kubesim serves plain HTTP: no `ca.crt`.
+    pub ca_pem: Option<String>,
 }
 
 impl Default for KubeletConfig {
@@ -64,6 +82,9 @@ impl Default for KubeletConfig {
             work_dir: std::env::temp_dir().join(format!("kubesim-{}", std::process::id())),
             tick: Duration::from_millis(20),
             api_url: None,
+            network: None,
+            services: None,
+            ca_pem: None,
         }
     }
 }
@@ -126,10 +147,12 @@ enum Msg {
         instance: u64,
         code: i32,
     },
-    ProbePassed {
+    Probe {
         uid: String,
         cref: CRef,
         instance: u64,
+        kind: probe::ProbeKind,
+        report: probe::Report,
     },
 }
 
@@ -158,6 +181,15 @@ struct PodEntry {
     machine: Machine,
     procs: HashMap<CRef, ProcHandle>,
     ip: String,
+    /// The pod's own network namespace (real-process pods with their own network).
+    net: Option<PodNet>,
+    /// The resolved environment of each running container (exec probes run with it).
+    envs: HashMap<CRef, Vec<(String, String)>>,
+    /// Events recorded so far, by (reason, message, fieldPath): name and count, so a repeated
+    /// event is counted as the kubelet's recorder does, not written again.
+    events: HashMap<(String, String, String), (String, i64)>,
+    /// Whether a ConfigMap or Secret the pod mounts changed since its volumes were written.
+    volumes_stale: bool,
     start_time: String,
     /// What we last wrote, to skip writes that would change nothing.
     last_written: Option<Value>,
@@ -180,7 +212,8 @@ struct State {
     /// Pods removed from the API while their node was partitioned: their processes keep
     /// running (the node has not heard of the removal) until the node heals.
     orphans: Vec<PodEntry>,
-    next_ip: u32,
+    /// The Service table the hosts files were last written from.
+    hosts_version: Option<Arc<ServiceTable>>,
 }
 
 /// The simulated nodes' scheduler and kubelet.
@@ -196,6 +229,8 @@ pub struct Kubelet {
     state: Mutex<State>,
     wake: Notify,
     msgs: mpsc::UnboundedSender<Msg>,
+    /// Set by [`Kubelet::shutdown`]: the controller loop ends.
+    stopped: AtomicBool,
 }
 
 /// The core v1 type `plural`, from the store's registry (or built in, should a registry lack it).
@@ -214,10 +249,6 @@ fn core_type(store: &Store, plural: &str, kind: &str, namespaced: bool) -> Arc<R
             name_rule: NameRule::Subdomain,
         })
     })
-}
-
-fn pod_ip(n: u32) -> String {
-    format!("10.244.{}.{}", (n / 254) % 256, n % 254 + 1)
 }
 
 /// Merges the kubelet's part of the status into the current one: its fields replace, its
@@ -406,6 +437,7 @@ impl Kubelet {
             rt: tokio::runtime::Handle::current(),
             wake: Notify::new(),
             msgs: tx,
+            stopped: AtomicBool::new(false),
         });
         for name in &kubelet.config.nodes {
             match kubelet.store.create(
@@ -420,10 +452,10 @@ impl Kubelet {
                 Err(e) => tracing::error!(node = %name, error = %e, "could not create node"),
             }
         }
-        match kubelet
-            .store
-            .subscribe(&|g, p, _ns| g.is_empty() && p == "pods", WatchFrom::Now)
-        {
+        match kubelet.store.subscribe(
+            &|g, p, _ns| g.is_empty() && matches!(p, "pods" | "configmaps" | "secrets"),
+            WatchFrom::Now,
+        ) {
             Ok(sub) => {
                 let me = kubelet.clone();
                 kubelet.rt.spawn(async move { me.run(sub, rx).await });
@@ -609,16 +641,20 @@ impl Kubelet {
         mut rx: mpsc::UnboundedReceiver<Msg>,
     ) {
         for ev in std::mem::take(&mut sub.replay) {
-            self.on_event(&ev);
+            if ev.plural == "pods" {
+                self.on_event(&ev);
+            }
         }
         let mut interval = tokio::time::interval(self.config.tick);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        while !self.stopped.load(Ordering::Acquire) {
             tokio::select! {
                 r = sub.live.recv() => match r {
                     Ok(ev) => {
                         if ev.group.is_empty() && ev.plural == "pods" {
                             self.on_event(&ev);
+                        } else if ev.kind != EventType::Deleted {
+                            self.on_object_changed(&ev);
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
@@ -630,6 +666,17 @@ impl Kubelet {
                 Some(m) = rx.recv() => self.on_msg(m),
                 _ = interval.tick() => self.tick(),
                 () = self.wake.notified() => self.tick(),
+            }
+        }
+    }
+
+    /// A ConfigMap or Secret changed: the pods that mount it get their volumes rewritten.
+    fn on_object_changed(&self, ev: &Event) {
+        let name = meta::name(&ev.object);
+        let mut st = lock(&self.state);
+        for e in st.pods.values_mut() {
+            if e.ns == ev.namespace && e.root.is_some() && volumes::uses(&e.pod, &ev.plural, name) {
+                e.volumes_stale = true;
             }
         }
     }
@@ -683,6 +730,10 @@ impl Kubelet {
             st.unscheduled.remove(&key);
         }
         if let Some(e) = st.pods.get_mut(&uid) {
+            if e.root.is_some() && e.pod.get("metadata") != pod.get("metadata") {
+                // Labels and annotations reach downward API volumes.
+                e.volumes_stale = true;
+            }
             e.pod = pod.clone();
             e.delete_requested |= meta::is_deleting(pod);
             return;
@@ -695,7 +746,16 @@ impl Kubelet {
         if matches!(phase, Some("Succeeded" | "Failed")) {
             return;
         }
-        st.next_ip = st.next_ip.wrapping_add(1);
+        let ip = match &self.config.network {
+            Some(net) => match net.allocate() {
+                Some(ip) => ip.to_string(),
+                None => {
+                    tracing::error!(pod = %key.1, ns = %key.0, "no pod address is free");
+                    return;
+                }
+            },
+            None => HOST_IP.to_string(),
+        };
         let machine = Machine::new(
             pod,
             &|image| self.image_command(image).is_some(),
@@ -712,7 +772,11 @@ impl Kubelet {
             pod: pod.clone(),
             machine,
             procs: HashMap::new(),
-            ip: pod_ip(st.next_ip),
+            ip,
+            net: None,
+            envs: HashMap::new(),
+            events: HashMap::new(),
+            volumes_stale: false,
             start_time: meta::now_rfc3339(),
             last_written: None,
             mount_event_sent: false,
@@ -755,6 +819,11 @@ impl Kubelet {
     fn dispose(&self, names: &HashMap<(String, String), String>, e: PodEntry) {
         for h in e.procs.values() {
             h.kill_now();
+        }
+        // The namespace goes once the killed processes have left it; the address is free now
+        // (the pool hands it out again only after every other one).
+        if let (Some(net), Ok(ip)) = (&self.config.network, e.ip.parse()) {
+            net.release(ip);
         }
         if e.root.is_none() {
             return;
@@ -816,13 +885,19 @@ impl Kubelet {
                     e.machine.on_process_exit(cref, instance, code, now);
                 }
             }
-            Msg::ProbePassed {
+            Msg::Probe {
                 uid,
                 cref,
                 instance,
+                kind,
+                report,
             } => {
-                if let Some(e) = st.pods.get_mut(&uid) {
-                    e.machine.on_probe_passed(cref, instance);
+                if let Some(e) = st.pods.get_mut(&uid)
+                    && e.machine
+                        .container(cref)
+                        .is_some_and(|c| c.instance == instance)
+                {
+                    self.on_probe(e, cref, instance, kind, report, now);
                 }
             }
         }
@@ -833,6 +908,7 @@ impl Kubelet {
         let now_str = meta::now_rfc3339();
         let mut guard = lock(&self.state);
         self.schedule(&mut guard);
+        self.refresh_worlds(&mut guard);
         let State { pods, orphans, .. } = &mut *guard;
         for e in pods.values_mut() {
             let healthy = self
@@ -857,7 +933,9 @@ impl Kubelet {
                 continue;
             }
             if e.machine.take_changed() {
-                let ours = e.machine.render(&e.uid, &e.ip, &e.start_time);
+                let ours = e
+                    .machine
+                    .render(&e.uid, &e.ip, self.host_ip(), &e.start_time);
                 if e.last_written.as_ref() != Some(&ours) {
                     match self.write_status(e, &ours, &now_str) {
                         Ok(()) => e.last_written = Some(ours),
@@ -983,7 +1061,7 @@ impl Kubelet {
         if let Some((_, message)) = volumes::missing_volume(&e.pod, &exists) {
             if !e.mount_event_sent {
                 e.mount_event_sent = true;
-                self.record_event(e, "FailedMount", &message);
+                self.record_event(e, "Warning", "FailedMount", &message, None);
             }
             return false;
         }
@@ -994,42 +1072,101 @@ impl Kubelet {
             let lookup = |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name);
             let addrs = env::PodAddrs {
                 pod_ip: &e.ip,
-                host_ip: HOST_IP,
+                host_ip: self.host_ip(),
             };
             let made = self
                 .clear_pod_dir(orphans, &e.ns, &e.name, &dir)
-                .and_then(|()| volumes::materialise(&e.pod, &dir, &lookup, addrs));
-            match made {
-                Ok(root) => e.root = Some(root),
+                .and_then(|()| volumes::materialise(&e.pod, &dir, &lookup, addrs))
+                .and_then(|root| self.write_pod_world(e, &dir).map(|()| root));
+            let root = match made {
+                Ok(root) => root,
                 Err(err) => {
                     if !e.materialise_failed {
                         e.materialise_failed = true;
                         tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not materialise pod volumes");
                         let msg = format!("MountVolume.SetUp failed: {err}");
-                        self.record_event(e, "FailedMount", &msg);
+                        self.record_event(e, "Warning", "FailedMount", &msg, None);
                     }
                     return false;
                 }
+            };
+            // The sandbox (the pod's network) comes after the volumes, as on a kubelet.
+            if let Some(net) = &self.config.network
+                && e.net.is_none()
+            {
+                match net.pod(e.ip.parse().unwrap_or(NODE_IP)) {
+                    Ok(n) => e.net = Some(n),
+                    Err(err) => {
+                        tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not create the pod's network");
+                        if !e.materialise_failed {
+                            e.materialise_failed = true;
+                            let msg =
+                                format!("Failed to create pod sandbox: {}", error_chain(&err));
+                            self.record_event(e, "Warning", "FailedCreatePodSandBox", &msg, None);
+                        }
+                        return false;
+                    }
+                }
             }
+            e.root = Some(root);
         }
         true
     }
 
-    fn record_event(&self, e: &PodEntry, reason: &str, message: &str) {
+    /// Records an event about the pod (or one of its containers, by `fieldPath`); a repeat of
+    /// the same event raises its count, as the kubelet's recorder does.
+    fn record_event(
+        &self,
+        e: &mut PodEntry,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        field_path: Option<&str>,
+    ) {
         let now = meta::now_rfc3339();
+        let key = (
+            reason.to_string(),
+            message.to_string(),
+            field_path.unwrap_or("").to_string(),
+        );
+        if let Some((name, count)) = e.events.get_mut(&key) {
+            *count += 1;
+            let count = *count;
+            let bumped = self.store.modify(
+                &self.events_rt,
+                &e.ns,
+                name,
+                Part::Main,
+                &WriteOpts::default(),
+                |cur| {
+                    let mut next = cur.clone();
+                    next["count"] = json!(count);
+                    next["lastTimestamp"] = json!(now);
+                    Ok(next)
+                },
+            );
+            if bumped.is_ok() {
+                return;
+            }
+        }
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
+        let name = format!("{}.{nanos:x}", e.name);
+        let mut involved = json!({"apiVersion": "v1", "kind": "Pod", "name": e.name,
+                                  "namespace": e.ns, "uid": e.uid});
+        if let Some(f) = field_path {
+            involved["fieldPath"] = json!(f);
+        }
         let event = json!({
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": format!("{}.{nanos:x}", e.name), "namespace": e.ns},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": e.name,
-                               "namespace": e.ns, "uid": e.uid},
+            "metadata": {"name": name, "namespace": e.ns},
+            "involvedObject": involved,
             "reason": reason,
             "message": message,
-            "type": "Warning",
+            "type": kind,
             "source": {"component": "kubelet", "host": e.node},
             "firstTimestamp": now,
             "lastTimestamp": now,
@@ -1037,11 +1174,225 @@ impl Kubelet {
             "reportingComponent": "kubelet",
             "reportingInstance": e.node,
         });
-        if let Err(err) = self
+        match self
             .store
             .create(&self.events_rt, &e.ns, event, &WriteOpts::default())
         {
-            tracing::debug!(pod = %e.name, error = %err, "could not record event");
+            Ok(_) => {
+                e.events.insert(key, (name, 1));
+            }
+            Err(err) => tracing::debug!(pod = %e.name, error = %err, "could not record event"),
+        }
+    }
+
+    /// The nodes' address as pods see it.
+    fn host_ip(&self) -> &'static str {
+        if self.config.network.is_some() {
+            NODE_IP_STR
+        } else {
+            HOST_IP
+        }
+    }
+
+    /// The URL a pod's processes reach the API server at: the `kubernetes` Service with their
+    /// own network, kubesim's own address without.
+    fn in_cluster_url(&self) -> Option<String> {
+        let url = self.config.api_url.as_ref()?;
+        if self.config.network.is_none() {
+            return Some(url.clone());
+        }
+        let scheme = url.split("://").next().unwrap_or("http");
+        Some(format!(
+            "{scheme}://{}:{}",
+            crate::net::addr::KUBERNETES_SERVICE_IP,
+            crate::net::addr::KUBERNETES_SERVICE_PORT
+        ))
+    }
+
+    /// Writes the files a pod's processes see at their real paths (`/etc/hosts`,
+    /// `/etc/resolv.conf`, `/etc/hostname`, the service-account volume) under `<dir>/world/`.
+    fn write_pod_world(&self, e: &PodEntry, dir: &std::path::Path) -> std::io::Result<()> {
+        if self.config.network.is_none() {
+            return Ok(());
+        }
+        let world = dir.join("world");
+        std::fs::create_dir_all(&world)?;
+        let records = self
+            .config
+            .services
+            .as_ref()
+            .map(|s| s.borrow().records())
+            .unwrap_or_default();
+        let hosts = PodHosts::of(&e.pod, &e.ip);
+        std::fs::write(world.join("hosts"), hosts_file(&hosts, &records))?;
+        std::fs::write(world.join("resolv.conf"), resolv_conf(&e.ns))?;
+        std::fs::write(world.join("hostname"), format!("{}\n", hosts.hostname))?;
+        if let Some(files) = self.service_account_files(e) {
+            atomic::write(&world.join("secrets/kubernetes.io/serviceaccount"), &files)?;
+        }
+        Ok(())
+    }
+
+    /// The service-account volume's files, `None` when the pod or its service account turns
+    /// automounting off.
+    fn service_account_files(&self, e: &PodEntry) -> Option<atomic::Files> {
+        let sa = e
+            .pod
+            .pointer("/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let automount = e
+            .pod
+            .pointer("/spec/automountServiceAccountToken")
+            .and_then(Value::as_bool)
+            .or_else(|| {
+                self.store
+                    .get_raw("", "serviceaccounts", &e.ns, sa)?
+                    .get("automountServiceAccountToken")?
+                    .as_bool()
+            })
+            .unwrap_or(true);
+        if !automount {
+            return None;
+        }
+        let mut files = atomic::Files::new();
+        files.insert(
+            "token".into(),
+            service_account_token(&e.node, &e.ns, &e.name).into_bytes(),
+        );
+        files.insert("namespace".into(), e.ns.clone().into_bytes());
+        if let Some(ca) = &self.config.ca_pem {
+            files.insert("ca.crt".into(), ca.clone().into_bytes());
+        }
+        Some(files)
+    }
+
+    /// Keeps what running pods see up to date: hosts files when Services change, mounted
+    /// ConfigMaps and Secrets when they do.
+    fn refresh_worlds(&self, st: &mut State) {
+        let table = self.config.services.as_ref().map(|s| s.borrow().clone());
+        let hosts_changed = match (&table, &st.hosts_version) {
+            (Some(t), Some(old)) => !Arc::ptr_eq(t, old),
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let records = match (&table, hosts_changed && self.config.network.is_some()) {
+            (Some(t), true) => Some(t.records()),
+            _ => None,
+        };
+        if hosts_changed {
+            st.hosts_version = table;
+        }
+        for e in st.pods.values_mut() {
+            let Some(dir) = e.root.as_ref().and_then(|r| r.parent()).map(PathBuf::from) else {
+                continue;
+            };
+            if let Some(records) = &records {
+                let text = hosts_file(&PodHosts::of(&e.pod, &e.ip), records);
+                // In place: the file is bind-mounted, so it must stay the same file.
+                if let Err(err) = write_in_place(&dir.join("world/hosts"), text.as_bytes()) {
+                    tracing::debug!(pod = %e.name, error = %err, "could not update the hosts file");
+                }
+            }
+            if std::mem::take(&mut e.volumes_stale) {
+                let lookup = |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name);
+                let addrs = env::PodAddrs {
+                    pod_ip: &e.ip,
+                    host_ip: self.host_ip(),
+                };
+                if let Err(err) = volumes::refresh(&e.pod, &dir, &lookup, addrs) {
+                    tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not update pod volumes");
+                }
+            }
+        }
+    }
+
+    /// A probe worker's report.
+    fn on_probe(
+        &self,
+        e: &mut PodEntry,
+        cref: CRef,
+        instance: u64,
+        kind: probe::ProbeKind,
+        report: probe::Report,
+        now: SystemTime,
+    ) {
+        let Some(c) = e.machine.container(cref) else {
+            return;
+        };
+        let name = c.name.clone();
+        let field = format!(
+            "spec.{}{{{name}}}",
+            match cref.section {
+                Section::Init => "initContainers",
+                Section::Main => "containers",
+            }
+        );
+        match (kind, report) {
+            (_, probe::Report::Failed(text)) => {
+                let msg = format!("{} probe failed: {text}", kind.word());
+                self.record_event(e, "Warning", "Unhealthy", &msg, Some(&field));
+            }
+            (probe::ProbeKind::Startup, probe::Report::Result(true)) => {
+                e.machine.on_probe_passed(cref, instance);
+                self.start_probes(e, cref, instance, false);
+            }
+            (probe::ProbeKind::Readiness, probe::Report::Result(ready)) => {
+                e.machine.on_readiness(cref, instance, ready);
+            }
+            (probe::ProbeKind::Startup | probe::ProbeKind::Liveness, probe::Report::Result(_)) => {
+                let msg = format!(
+                    "Container {name} failed {} probe, will be restarted",
+                    kind.word().to_ascii_lowercase()
+                );
+                self.record_event(e, "Normal", "Killing", &msg, Some(&field));
+                if let Some(Action::Stop { cref, signal }) = e.machine.on_unhealthy(cref, instance)
+                {
+                    stop(e, cref, signal, &self.rt);
+                }
+                let _ = now;
+            }
+        }
+    }
+
+    /// Starts the probe workers of a running instance: its startup probe alone (`startup`), or
+    /// its readiness and liveness probes (none until a startup probe has passed).
+    fn start_probes(&self, e: &mut PodEntry, cref: CRef, instance: u64, startup: bool) {
+        let (Some(spec), Some(handle)) = (container_spec(&e.pod, cref), e.procs.get(&cref)) else {
+            return;
+        };
+        let probes = probe::probes_of(spec);
+        let target = probe::Target {
+            pod_ip: e.ip.clone(),
+            net: self.config.network.clone(),
+            pid: handle.pid,
+            env: e.envs.get(&cref).cloned().unwrap_or_default(),
+            cwd: e.root.clone().unwrap_or_else(std::env::temp_dir),
+            exited: handle.exited_flag(),
+        };
+        for p in probes {
+            let is_startup = p.kind == probe::ProbeKind::Startup;
+            if startup != is_startup {
+                continue;
+            }
+            if startup && is_startup && p.check == probe::Check::Unsupported {
+                // A probe kubesim cannot run must not hold the container forever.
+                e.machine.on_probe_passed(cref, instance);
+                continue;
+            }
+            let tx = self.msgs.clone();
+            let uid = e.uid.clone();
+            let kind = p.kind;
+            self.rt
+                .spawn(probe::run_worker(p, target.clone(), move |report| {
+                    let _ = tx.send(Msg::Probe {
+                        uid: uid.clone(),
+                        cref,
+                        instance,
+                        kind,
+                        report,
+                    });
+                }));
         }
     }
 
@@ -1073,9 +1424,20 @@ impl Kubelet {
         let mut base: Vec<(String, String)> = image_cmd.env.clone().into_iter().collect();
         base.push(("HOSTNAME".into(), e.name.clone()));
         base.push(("KUBESIM_POD_ROOT".into(), root.display().to_string()));
-        if let Some(url) = &self.config.api_url {
-            let token = node_token::for_pod(&e.node, &e.ns, &e.name);
-            match write_pod_kubeconfig(&root, url, &token) {
+        // The Services as they are when the container starts, as the kubelet sets them.
+        let links = e
+            .pod
+            .pointer("/spec/enableServiceLinks")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        base.extend(service_env(
+            &e.ns,
+            links,
+            &self.store.all_of("", "services"),
+        ));
+        if let Some(url) = self.in_cluster_url() {
+            let token = service_account_token(&e.node, &e.ns, &e.name);
+            match write_pod_kubeconfig(&root, &url, &token) {
                 // The image's env may name another kubeconfig; it wins, as it would over any
                 // default. Only one entry per name, so the container's env replaces the winner.
                 Ok(path) if !image_cmd.env.contains_key(KUBECONFIG) => {
@@ -1093,7 +1455,7 @@ impl Kubelet {
         let lookup = |plural: &str, obj: &str| self.store.get_raw("", plural, &e.ns, obj);
         let addrs = env::PodAddrs {
             pod_ip: &e.ip,
-            host_ip: HOST_IP,
+            host_ip: self.host_ip(),
         };
         let vars = match env::resolve_env(&e.pod, &c, &base, &lookup, addrs) {
             Ok(v) => v,
@@ -1102,17 +1464,22 @@ impl Kubelet {
         let argv = env::command_line(&c, &image_cmd.command, &vars);
         let spec = process::SpawnSpec {
             argv,
-            env: vars,
-            cwd: root,
+            env: vars.clone(),
+            cwd: root.clone(),
             log: self.log_path(&e.ns, &e.name, &name),
         };
         let tx = self.msgs.clone();
         let uid = e.uid.clone();
-        let exit_uid = uid.clone();
-        let spawned = process::spawn(spec, &self.rt, move |code| {
+        let view = root.parent().map(|dir| self.file_view(e, dir));
+        let net = &e.net;
+        let launch = |cmd: &mut tokio::process::Command| match (net, &view) {
+            (Some(net), Some(view)) => net.spawn(view, &self.rt, cmd),
+            _ => cmd.spawn(),
+        };
+        let spawned = process::spawn(spec, &self.rt, launch, move |code| {
             // The controller is gone only when kubesim shuts down; the exit no longer matters.
             let _ = tx.send(Msg::Exited {
-                uid: exit_uid,
+                uid,
                 cref,
                 instance,
                 code,
@@ -1121,31 +1488,12 @@ impl Kubelet {
         match spawned {
             Ok(handle) => {
                 tracing::debug!(pod = %e.name, container = %name, pid = handle.pid, "started process");
-                if e.machine.container(cref).is_some_and(|c| c.needs_probe) {
-                    match process::startup_probe(&c) {
-                        Some(probe) => {
-                            let tx = self.msgs.clone();
-                            process::poll_probe(
-                                probe,
-                                self.config.tick.max(Duration::from_millis(50)),
-                                handle.exited_flag(),
-                                &self.rt,
-                                move || {
-                                    let _ = tx.send(Msg::ProbePassed {
-                                        uid,
-                                        cref,
-                                        instance,
-                                    });
-                                },
-                            );
-                        }
-                        // A probe kubesim cannot evaluate must not hold the pod forever.
-                        None => e.machine.on_probe_passed(cref, instance),
-                    }
-                }
                 if let Some(old) = e.procs.insert(cref, handle) {
                     old.kill_now();
                 }
+                e.envs.insert(cref, vars);
+                let startup = e.machine.container(cref).is_some_and(|c| c.needs_probe);
+                self.start_probes(e, cref, instance, startup);
             }
             Err(err) => fail(
                 e,
@@ -1153,4 +1501,83 @@ impl Kubelet {
             ),
         }
     }
+
+    /// The bind mounts of a container of the pod whose folder is `dir`.
+    fn file_view(&self, e: &PodEntry, dir: &std::path::Path) -> FileView {
+        let world = dir.join("world");
+        let mut binds = Vec::new();
+        for (file, target) in [
+            ("hosts", "/etc/hosts"),
+            ("resolv.conf", "/etc/resolv.conf"),
+            ("hostname", "/etc/hostname"),
+        ] {
+            // A bind mount needs something to mount on; a host without the file keeps none.
+            if std::path::Path::new(target).exists() {
+                binds.push((world.join(file), PathBuf::from(target)));
+            }
+        }
+        let secrets = world.join("secrets");
+        if secrets.exists() && ensure_mount_point(SECRETS_MOUNT_POINT).is_ok() {
+            binds.push((secrets, PathBuf::from(SECRETS_MOUNT_POINT)));
+        }
+        FileView {
+            binds,
+            hostname: PodHosts::of(&e.pod, &e.ip).hostname.to_string(),
+        }
+    }
+
+    /// Stops every pod's processes and lets their networks go (the cluster is shutting down).
+    pub fn shutdown(&self) {
+        let mut st = lock(&self.state);
+        let pods: Vec<PodEntry> = st.pods.drain().map(|(_, e)| e).collect();
+        let orphans = std::mem::take(&mut st.orphans);
+        let names = std::mem::take(&mut st.names);
+        for e in pods.into_iter().chain(orphans) {
+            self.dispose(&names, e);
+        }
+        self.stopped.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// `198.18.0.1` as text.
+const NODE_IP_STR: &str = "198.18.0.1";
+
+/// Where the service-account volume is mounted: `/var/run/secrets`, so the pod sees
+/// `kubernetes.io/serviceaccount/{token,ca.crt,namespace}` below it and nothing of the host's.
+const SECRETS_MOUNT_POINT: &str = "/var/run/secrets";
+
+/// A bind mount needs a folder to mount on: the one thing kubesim may add to the host is this
+/// empty folder, and only when the host has none.
+fn ensure_mount_point(path: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)
+}
+
+/// The token a pod's processes present (the service-account token file and their kubeconfig).
+///
+/// Hook: until kubesim issues service-account tokens (RBAC), this is the node token, which
+/// names the node so a node partition cuts the pod's processes off.
+fn service_account_token(node: &str, ns: &str, pod: &str) -> String {
+    node_token::for_pod(node, ns, pod)
+}
+
+/// Rewrites `path` keeping its inode (a bind mount holds the inode, not the name).
+fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(bytes)?;
+    f.set_len(bytes.len() as u64)?;
+    Ok(())
+}
+
+/// An error with its causes, for event messages.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
 }

@@ -15,10 +15,12 @@ pub mod gc;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod meta;
+pub mod net;
 pub mod node_token;
 pub mod patch;
 pub mod resources;
 pub mod selector;
+pub mod services;
 pub mod store;
 
 pub use cluster::{Cluster, ClusterConfig, StartError};

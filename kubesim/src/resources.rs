@@ -194,6 +194,16 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
             Subdomain,
         ),
         builtin(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            true,
+            false,
+            &[],
+            Subdomain,
+        ),
+        builtin(
             "coordination.k8s.io",
             "v1",
             "leases",

@@ -323,8 +323,19 @@ impl Store {
             // Status belongs to controllers: the API server resets it on create.
             o.remove("status");
         }
+        let is_service = rt.group.is_empty() && rt.plural == "services";
+        let wants_ip = is_service
+            && obj
+                .pointer("/spec/clusterIP")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
         admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
         let name = meta::name(&obj).to_string();
+        if wants_ip {
+            // Admission hashed the name into the Service network; a ClusterIP another Service
+            // already has moves on to the next free one, so the proxy never confuses two.
+            inner.assign_cluster_ip(rt, ns, &name, &mut obj)?;
+        }
         if inner.object(rt, ns, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
         }
@@ -502,6 +513,34 @@ impl Inner {
             .get(&type_key(rt))
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
             .map(|o| &**o)
+    }
+
+    fn assign_cluster_ip(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let ips: std::collections::HashSet<&str> = self
+            .objects
+            .get(&type_key(rt))
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter_map(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str))
+            .collect();
+        let ip =
+            crate::net::addr::service_ip(ns, name, &|ip| ips.contains(ip.to_string().as_str()))
+                .ok_or_else(|| {
+                    ApiError::internal(
+                        "failed to allocate a ClusterIP: the Service network is full",
+                    )
+                })?;
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("clusterIP".into(), json!(ip.to_string()));
+            spec.insert("clusterIPs".into(), json!([ip.to_string()]));
+        }
+        Ok(())
     }
 
     fn exists(&self, group: &str, plural: &str, ns: &str, name: &str) -> bool {

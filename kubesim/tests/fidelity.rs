@@ -9,4 +9,5 @@ mod fidelity {
     pub mod pods;
     pub mod support;
     pub mod watch;
+    pub mod world;
 }

@@ -217,6 +217,10 @@ impl Sandbox {
                 (DRIVER_IMAGE.to_owned(), image(&["staged-driver", "--"])),
             ]),
             work_dir: Some(dir.path().join("kubesim")),
+            // The agent's startup probe names host 127.0.0.1, which a kubelet sends to the node,
+            // not the pod: until the agent is probed as a kubelet probes it (issue 11, item 1),
+            // the sandbox keeps pods on the host's network.
+            network: kubesim::net::NetworkMode::Host,
             ..ClusterConfig::default()
         })
         .await

@@ -118,6 +118,9 @@ pub enum StopMode {
     Delete,
     /// A native sidecar whose pod is done: reported as a clean exit (0, `Completed`).
     SidecarDone,
+    /// A liveness or startup probe gave up: the real exit code is reported and the restart
+    /// policy decides what follows.
+    Unhealthy,
 }
 
 /// Container state.
@@ -169,13 +172,23 @@ pub struct Container {
     pub backoff_until: Option<SystemTime>,
     /// Whether `started` waits for the shell to report a passing startup probe.
     pub needs_probe: bool,
+    /// Whether readiness waits for the shell to report a passing readiness probe.
+    pub has_readiness: bool,
+    /// What the readiness probe last said about the running instance.
+    pub probe_ready: bool,
     /// Log lines of a scripted container's current instance.
     pub log: Vec<String>,
     restarts_before_start: u32,
 }
 
 impl Container {
-    fn new(name: &str, image: &str, kind: Kind, behaviour: Behaviour, needs_probe: bool) -> Self {
+    fn new(
+        name: &str,
+        image: &str,
+        kind: Kind,
+        behaviour: Behaviour,
+        (needs_probe, has_readiness): (bool, bool),
+    ) -> Self {
         Self {
             name: name.to_string(),
             image: image.to_string(),
@@ -190,6 +203,8 @@ impl Container {
             instance: 0,
             backoff_until: None,
             needs_probe: needs_probe && behaviour == Behaviour::Process,
+            has_readiness: has_readiness && behaviour == Behaviour::Process,
+            probe_ready: false,
             log: Vec::new(),
             restarts_before_start: 0,
         }
@@ -207,7 +222,9 @@ impl Container {
     fn is_ready(&self) -> bool {
         match (&self.state, self.kind) {
             (State::Terminated(t), Kind::Init) => t.exit_code == 0,
-            (State::Running { started, .. }, Kind::Sidecar | Kind::Regular) => *started,
+            (State::Running { started, .. }, Kind::Sidecar | Kind::Regular) => {
+                *started && (!self.has_readiness || self.probe_ready)
+            }
             _ => false,
         }
     }
@@ -312,11 +329,13 @@ pub fn scripted_behaviour(pod: &Value, container: &str, kind: Kind) -> Behaviour
     Behaviour::Scripted { run, exit_code }
 }
 
-/// Whether a container's startup probe needs the shell to poll it (HTTP or TCP).
-pub fn has_network_startup_probe(container: &Value) -> bool {
-    container
-        .get("startupProbe")
-        .is_some_and(|p| p.get("httpGet").is_some() || p.get("tcpSocket").is_some())
+/// Whether a container has a startup probe and a readiness probe (the shell runs them for real
+/// processes).
+pub fn probe_gates(container: &Value) -> (bool, bool) {
+    (
+        container.get("startupProbe").is_some(),
+        container.get("readinessProbe").is_some(),
+    )
 }
 
 /// Crash-loop back-off before restart number `restarts + 1`: none for the first restart, then
@@ -341,7 +360,7 @@ impl Machine {
             } else {
                 scripted_behaviour(pod, name, kind)
             };
-            Container::new(name, image, kind, behaviour, has_network_startup_probe(c))
+            Container::new(name, image, kind, behaviour, probe_gates(c))
         };
         let list = |field: &str| -> Vec<Value> {
             spec.get(field)
@@ -490,6 +509,7 @@ impl Machine {
         }
         c.instance += 1;
         c.backoff_until = None;
+        c.probe_ready = false;
         let (until, started) = match c.behaviour {
             Behaviour::Scripted { run, .. } => (run.map(|d| now + d), true),
             Behaviour::Process => (None, !c.needs_probe),
@@ -570,6 +590,37 @@ impl Machine {
             *started = true;
             self.changed = true;
         }
+    }
+
+    /// The readiness probe of a running instance changed its verdict.
+    pub fn on_readiness(&mut self, cref: CRef, instance: u64, ready: bool) {
+        let Some(c) = self.container_mut(cref) else {
+            return;
+        };
+        if c.instance == instance && c.is_running() && c.probe_ready != ready {
+            c.probe_ready = ready;
+            self.changed = true;
+        }
+    }
+
+    /// A liveness or startup probe gave up on a running instance: the kubelet stops it (the
+    /// restart policy then decides, as for any exit).
+    pub fn on_unhealthy(&mut self, cref: CRef, instance: u64) -> Option<Action> {
+        let c = self.container_mut(cref)?;
+        if c.instance != instance || c.behaviour != Behaviour::Process {
+            return None;
+        }
+        let State::Running { stopping, .. } = &mut c.state else {
+            return None;
+        };
+        if stopping.is_some() {
+            return None;
+        }
+        *stopping = Some(StopMode::Unhealthy);
+        Some(Action::Stop {
+            cref,
+            signal: Signal::Term,
+        })
     }
 
     /// The shell could not start a process it was asked to start.
@@ -910,7 +961,7 @@ impl Machine {
 
     /// The part of `status` the kubelet owns (conditions without transition times; the shell
     /// merges them into the current object).
-    pub fn render(&self, uid: &str, pod_ip: &str, start_time: &str) -> Value {
+    pub fn render(&self, uid: &str, pod_ip: &str, host_ip: &str, start_time: &str) -> Value {
         let (init, main) = self.container_statuses(uid);
         let phase = pod_phase(&self.spec, &main, &init, self.deleting && self.finished);
         let unready = |list: &[&Container]| -> Vec<String> {
@@ -972,8 +1023,8 @@ impl Machine {
                 ready_cond("ContainersReady"),
                 json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null}),
             ],
-            "hostIP": super::HOST_IP,
-            "hostIPs": [{"ip": super::HOST_IP}],
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip,
             "podIPs": [{"ip": pod_ip}],
             "startTime": start_time,
@@ -1189,7 +1240,7 @@ mod tests {
         );
         let mut m = scripted(&p);
         run(&mut m, 500);
-        let status = m.render("u", "10.244.0.1", "t");
+        let status = m.render("u", "198.18.0.2", "h", "t");
         assert_eq!(status["phase"], "Pending");
         assert_eq!(
             status["containerStatuses"][0]["state"]["waiting"]["reason"],
@@ -1276,7 +1327,7 @@ mod tests {
         let mut m = scripted(&p);
         m.step(at(0), true);
         assert!(m.init[0].is_running() && m.main[0].is_running());
-        let status = m.render("u", "ip", "t");
+        let status = m.render("u", "ip", "h", "t");
         assert_eq!(status["phase"], "Running");
         assert_eq!(status["conditions"][1]["status"], "True");
         assert_eq!(status["conditions"][2]["status"], "True");
@@ -1286,7 +1337,7 @@ mod tests {
         };
         assert_eq!((t.exit_code, t.reason), (0, "Completed"));
         assert!(m.is_finished());
-        let status = m.render("u", "ip", "t");
+        let status = m.render("u", "ip", "h", "t");
         assert_eq!(status["phase"], "Succeeded");
         assert_eq!(status["conditions"][2]["reason"], "PodCompleted");
     }
@@ -1349,7 +1400,7 @@ mod tests {
         m.begin_delete();
         m.step(at(10), true);
         assert!(m.removable());
-        let status = m.render("u", "ip", "t");
+        let status = m.render("u", "ip", "h", "t");
         assert_eq!(
             status["containerStatuses"][0]["state"]["terminated"]["exitCode"],
             137
@@ -1376,7 +1427,7 @@ mod tests {
         );
         m.on_process_exit(a, 1, 137, at(6));
         m.step(at(10), true);
-        let status = m.render("u", "ip", "t");
+        let status = m.render("u", "ip", "h", "t");
         assert_eq!(
             status["containerStatuses"][0]["state"]["terminated"]["exitCode"],
             42

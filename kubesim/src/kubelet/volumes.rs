@@ -7,6 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
+use super::atomic::{self, Files};
 use super::env::{Lookup, PodAddrs, field_ref, object_entries, object_key};
 
 /// The first volume that cannot be mounted: (volume name, Kubernetes' message).
@@ -92,43 +93,31 @@ pub fn safe_join(base: &Path, rel: &str) -> Option<PathBuf> {
     Some(out)
 }
 
-fn write_file(dir: &Path, rel: &str, bytes: &[u8]) -> io::Result<()> {
-    let path = safe_join(dir, rel).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("invalid path {rel:?}"))
-    })?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(path, bytes)
+fn put(files: &mut Files, rel: &str, bytes: Vec<u8>) {
+    files.insert(rel.trim_start_matches('/').to_string(), bytes);
 }
 
-/// Writes a ConfigMap's or Secret's keys into `dir`, honouring `items` (key → path).
-fn write_object(
-    dir: &Path,
-    plural: &str,
-    obj: &Value,
-    items: Option<&Vec<Value>>,
-) -> io::Result<()> {
+/// Adds a ConfigMap's or Secret's keys, honouring `items` (key → path).
+fn add_object(files: &mut Files, plural: &str, obj: &Value, items: Option<&Vec<Value>>) {
     match items {
         Some(items) => {
             for item in items {
                 let key = item.get("key").and_then(Value::as_str).unwrap_or("");
                 let path = item.get("path").and_then(Value::as_str).unwrap_or(key);
                 if let Some(bytes) = object_key(plural, obj, key) {
-                    write_file(dir, path, &bytes)?;
+                    put(files, path, bytes);
                 }
             }
         }
         None => {
             for (k, v) in object_entries(plural, obj) {
-                write_file(dir, &k, &v)?;
+                put(files, &k, v);
             }
         }
     }
-    Ok(())
 }
 
-fn write_downward(dir: &Path, pod: &Value, items: &[Value], addrs: PodAddrs<'_>) -> io::Result<()> {
+fn add_downward(files: &mut Files, pod: &Value, items: &[Value], addrs: PodAddrs<'_>) {
     for item in items {
         let path = item.get("path").and_then(Value::as_str).unwrap_or("");
         let field = item
@@ -136,16 +125,62 @@ fn write_downward(dir: &Path, pod: &Value, items: &[Value], addrs: PodAddrs<'_>)
             .and_then(Value::as_str)
             .unwrap_or("");
         if let Some(v) = field_ref(pod, field, addrs) {
-            write_file(dir, path, v.as_bytes())?;
+            put(files, path, v.into_bytes());
         }
     }
-    Ok(())
+}
+
+/// The files of a ConfigMap, Secret, downward API or projected volume as they are now; `None`
+/// for other volumes (emptyDir, hostPath), whose content is not the kubelet's.
+pub fn render(v: &Value, pod: &Value, lookup: Lookup<'_>, addrs: PodAddrs<'_>) -> Option<Files> {
+    let items = |src: &Value| src.get("items").and_then(Value::as_array).cloned();
+    let mut files = Files::new();
+    if let Some(cm) = v.get("configMap") {
+        let n = cm.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(obj) = lookup("configmaps", n) {
+            add_object(&mut files, "configmaps", &obj, items(cm).as_ref());
+        }
+    } else if let Some(s) = v.get("secret") {
+        let n = s.get("secretName").and_then(Value::as_str).unwrap_or("");
+        if let Some(obj) = lookup("secrets", n) {
+            add_object(&mut files, "secrets", &obj, items(s).as_ref());
+        }
+    } else if let Some(d) = v.pointer("/downwardAPI/items").and_then(Value::as_array) {
+        add_downward(&mut files, pod, d, addrs);
+    } else if let Some(sources) = v.pointer("/projected/sources").and_then(Value::as_array) {
+        for src in sources {
+            for (field, plural) in [("configMap", "configmaps"), ("secret", "secrets")] {
+                if let Some(s) = src.get(field) {
+                    let n = s.get("name").and_then(Value::as_str).unwrap_or("");
+                    if let Some(obj) = lookup(plural, n) {
+                        add_object(&mut files, plural, &obj, items(s).as_ref());
+                    }
+                }
+            }
+            if let Some(d) = src.pointer("/downwardAPI/items").and_then(Value::as_array) {
+                add_downward(&mut files, pod, d, addrs);
+            }
+        }
+    } else {
+        return None;
+    }
+    Some(files)
+}
+
+fn volume_dir(vol_root: &Path, name: &str) -> io::Result<PathBuf> {
+    safe_join(vol_root, name).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid volume name {name:?}"),
+        )
+    })
 }
 
 /// Creates `<pod_dir>/volumes/<volume>` for every volume and a symlink at
 /// `<pod_dir>/root/<mountPath>` (to `<volume>/<subPath>` when given) for every mount of every
 /// container; returns the root. The pod folder is recreated from scratch so a new pod with an
-/// old name never sees its predecessor's files.
+/// old name never sees its predecessor's files. ConfigMap, Secret, downward API and projected
+/// volumes are written as the kubelet's AtomicWriter writes them ([`atomic`]).
 pub fn materialise(
     pod: &Value,
     pod_dir: &Path,
@@ -162,51 +197,17 @@ pub fn materialise(
     std::fs::create_dir_all(pod_dir.join("logs"))?;
     for v in volumes(pod) {
         let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-        let dir = safe_join(&vol_root, name).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("invalid volume name {name:?}"),
-            )
-        })?;
+        let dir = volume_dir(&vol_root, name)?;
         if let Some(host) = v.pointer("/hostPath/path").and_then(Value::as_str) {
             // A hostPath volume is the host folder itself.
             std::os::unix::fs::symlink(host, &dir)?;
             continue;
         }
-        std::fs::create_dir_all(&dir)?;
-        let items = |src: &Value| src.get("items").and_then(Value::as_array).cloned();
-        if let Some(cm) = v.get("configMap") {
-            let n = cm.get("name").and_then(Value::as_str).unwrap_or("");
-            if let Some(obj) = lookup("configmaps", n) {
-                write_object(&dir, "configmaps", &obj, items(cm).as_ref())?;
+        match render(v, pod, lookup, addrs) {
+            Some(files) => {
+                atomic::write(&dir, &files)?;
             }
-        }
-        if let Some(s) = v.get("secret") {
-            let n = s.get("secretName").and_then(Value::as_str).unwrap_or("");
-            if let Some(obj) = lookup("secrets", n) {
-                write_object(&dir, "secrets", &obj, items(s).as_ref())?;
-            }
-        }
-        if let Some(d) = v.pointer("/downwardAPI/items").and_then(Value::as_array) {
-            write_downward(&dir, pod, d, addrs)?;
-        }
-        for src in v
-            .pointer("/projected/sources")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            for (field, plural) in [("configMap", "configmaps"), ("secret", "secrets")] {
-                if let Some(s) = src.get(field) {
-                    let n = s.get("name").and_then(Value::as_str).unwrap_or("");
-                    if let Some(obj) = lookup(plural, n) {
-                        write_object(&dir, plural, &obj, items(s).as_ref())?;
-                    }
-                }
-            }
-            if let Some(d) = src.pointer("/downwardAPI/items").and_then(Value::as_array) {
-                write_downward(&dir, pod, d, addrs)?;
-            }
+            None => std::fs::create_dir_all(&dir)?,
         }
     }
     for field in ["initContainers", "containers"] {
@@ -227,6 +228,34 @@ pub fn materialise(
         }
     }
     Ok(root)
+}
+
+/// Brings the pod's ConfigMap, Secret, downward API and projected volumes up to date (the
+/// kubelet's periodic sync); `true` when a volume changed.
+pub fn refresh(
+    pod: &Value,
+    pod_dir: &Path,
+    lookup: Lookup<'_>,
+    addrs: PodAddrs<'_>,
+) -> io::Result<bool> {
+    let vol_root = pod_dir.join("volumes");
+    let mut changed = false;
+    for v in volumes(pod) {
+        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(files) = render(v, pod, lookup, addrs) {
+            changed |= atomic::write(&volume_dir(&vol_root, name)?, &files)?;
+        }
+    }
+    Ok(changed)
+}
+
+/// Whether the pod mounts ConfigMap `configmaps`/`secrets` object `name` in a volume.
+pub fn uses(pod: &Value, plural: &str, name: &str) -> bool {
+    volumes(pod).any(|v| {
+        sources(v)
+            .iter()
+            .any(|(p, n, _)| *p == plural && *n == name)
+    })
 }
 
 fn mount(root: &Path, vol_root: &Path, m: &Value) -> io::Result<()> {

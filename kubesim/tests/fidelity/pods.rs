@@ -362,17 +362,27 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     // The process is handed a kubeconfig naming kubesim and a token naming its node and pod.
     let path = kubeconfig_seen_by(&api, "agent").await;
     let text = std::fs::read_to_string(&path).unwrap();
-    let kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
+    let mut kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
+    // Inside the pod, the API server is the `kubernetes` Service.
     assert_eq!(
         kubeconfig["clusters"][0]["cluster"]["server"],
-        sim.cluster.url
+        "http://198.19.0.1:443"
     );
     assert_eq!(
         kubeconfig["users"][0]["user"]["token"],
         format!("kubesim-node/{node}/default/agent")
     );
 
-    let agent: Api<Pod> = Api::namespaced(client_from_kubeconfig(&path).await, "default");
+    // The test speaks as the pod's process through a port-forward to that Service.
+    let (local, _forward) = sim
+        .cluster
+        .port_forward("198.19.0.1:443".parse().unwrap())
+        .await
+        .unwrap();
+    kubeconfig["clusters"][0]["cluster"]["server"] = json!(format!("http://{local}"));
+    let forwarded = path.with_file_name("forwarded-kubeconfig");
+    std::fs::write(&forwarded, yaml_serde::to_string(&kubeconfig).unwrap()).unwrap();
+    let agent: Api<Pod> = Api::namespaced(client_from_kubeconfig(&forwarded).await, "default");
     agent.get("agent").await.unwrap();
 
     sim.control("POST", &format!("/nodes/{node}/partition"), "")

@@ -1,0 +1,799 @@
+//! The Service controller: the endpoints and endpoint-slice controllers of a real cluster in one.
+//! It keeps `Endpoints` and `EndpointSlices` (discovery.k8s.io/v1) of every Service with a
+//! selector in step with the pods that match it, and publishes the [`ServiceTable`] the Service
+//! proxy and the kubelet's hosts files read. Like the other controllers it consumes the store's
+//! event log and writes through the store.
+//!
+//! Which pods back a Service, and on which port, is decided by [`service_entry`], a pure
+//! function.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+
+use crate::api_error::ApiError;
+use crate::meta;
+use crate::net::names::ServiceRecord;
+use crate::resources::ResourceType;
+use crate::store::{DeleteOpts, EventType, Part, Store, WatchFrom, WriteOpts};
+
+/// Label naming the Service of an EndpointSlice.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Label naming the controller that manages an EndpointSlice.
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+
+/// One port of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    /// `name` (may be empty when it is the only port).
+    pub name: String,
+    /// `port`.
+    pub port: u16,
+    /// `protocol` (`TCP`, `UDP`, `SCTP`).
+    pub protocol: String,
+}
+
+/// One backend of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    /// The pod's IP.
+    pub ip: Ipv4Addr,
+    /// Whether the pod is Ready.
+    pub ready: bool,
+    /// Whether the pod is being deleted.
+    pub terminating: bool,
+    /// Node of the pod.
+    pub node: String,
+    /// Pod name and uid.
+    pub pod: (String, String),
+    /// `spec.hostname` when `spec.subdomain` names this Service.
+    pub hostname: Option<String>,
+    /// Target port per Service port name (a named targetPort resolved against this pod).
+    pub ports: BTreeMap<String, u16>,
+}
+
+/// A Service as the proxy and the hosts files see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceEntry {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The ClusterIP; `None` for a headless Service.
+    pub cluster_ip: Option<Ipv4Addr>,
+    /// Ports.
+    pub ports: Vec<ServicePort>,
+    /// Backends (ready or not).
+    pub backends: Vec<Backend>,
+}
+
+impl ServiceEntry {
+    /// Ready backends of Service port `port` as (pod IP, target port).
+    pub fn ready_targets(&self, port: &ServicePort) -> Vec<(Ipv4Addr, u16)> {
+        self.backends
+            .iter()
+            .filter(|b| b.ready && !b.terminating)
+            .filter_map(|b| b.ports.get(&port.name).map(|p| (b.ip, *p)))
+            .collect()
+    }
+
+    /// How the Service's names resolve in a pod's hosts file.
+    pub fn record(&self) -> ServiceRecord {
+        let ready = || self.backends.iter().filter(|b| b.ready && !b.terminating);
+        let mut ips: Vec<Ipv4Addr> = match self.cluster_ip {
+            Some(ip) => vec![ip],
+            None => ready().map(|b| b.ip).collect(),
+        };
+        ips.dedup();
+        let hostnames = match self.cluster_ip {
+            Some(_) => Vec::new(),
+            None => ready()
+                .filter_map(|b| b.hostname.clone().map(|h| (b.ip, h)))
+                .collect(),
+        };
+        ServiceRecord {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            ips,
+            hostnames,
+        }
+    }
+}
+
+/// Every Service with its backends, as last computed.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceTable {
+    /// By (namespace, name).
+    pub services: BTreeMap<(String, String), ServiceEntry>,
+}
+
+impl ServiceTable {
+    /// The hosts-file records of every Service.
+    pub fn records(&self) -> Vec<ServiceRecord> {
+        self.services.values().map(ServiceEntry::record).collect()
+    }
+}
+
+fn port_u16(v: Option<&Value>) -> Option<u16> {
+    v.and_then(Value::as_u64)
+        .and_then(|n| u16::try_from(n).ok())
+}
+
+fn service_ports(svc: &Value) -> Vec<(ServicePort, Value)> {
+    svc.pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let port = port_u16(p.get("port"))?;
+            Some((
+                ServicePort {
+                    name: p.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                    port,
+                    protocol: p
+                        .get("protocol")
+                        .and_then(Value::as_str)
+                        .unwrap_or("TCP")
+                        .into(),
+                },
+                p.get("targetPort").cloned().unwrap_or_else(|| json!(port)),
+            ))
+        })
+        .collect()
+}
+
+/// A named targetPort resolved against the pod's container ports.
+fn resolve_target(pod: &Value, target: &Value) -> Option<u16> {
+    match target {
+        Value::Number(_) => port_u16(Some(target)),
+        Value::String(s) => s.parse().ok().or_else(|| {
+            pod.pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .flat_map(|c| {
+                    c.get("ports")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                })
+                .find(|p| p.get("name").and_then(Value::as_str) == Some(s.as_str()))
+                .and_then(|p| port_u16(p.get("containerPort")))
+        }),
+        _ => None,
+    }
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+}
+
+fn selector_matches(selector: &serde_json::Map<String, Value>, pod: &Value) -> bool {
+    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    selector
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// The entry of Service `svc` given the pods of its namespace (for a Service with a selector)
+/// or its Endpoints object (for one without, whose endpoints are someone else's).
+pub fn service_entry(svc: &Value, pods: &[&Value], endpoints: Option<&Value>) -> ServiceEntry {
+    let ports = service_ports(svc);
+    let cluster_ip = svc
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok());
+    let name = meta::name(svc).to_string();
+    let selector = svc
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|s| !s.is_empty());
+    let backends = match selector {
+        Some(sel) => pods
+            .iter()
+            .filter(|p| selector_matches(sel, p))
+            .filter(|p| {
+                !matches!(
+                    p.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                )
+            })
+            .filter_map(|p| {
+                let ip: Ipv4Addr = p
+                    .pointer("/status/podIP")
+                    .and_then(Value::as_str)?
+                    .parse()
+                    .ok()?;
+                let spec_str = |f: &str| p.pointer(&format!("/spec/{f}")).and_then(Value::as_str);
+                Some(Backend {
+                    ip,
+                    ready: is_ready(p),
+                    terminating: meta::is_deleting(p),
+                    node: spec_str("nodeName").unwrap_or("").into(),
+                    pod: (meta::name(p).into(), meta::uid(p).into()),
+                    hostname: spec_str("hostname")
+                        .filter(|_| spec_str("subdomain") == Some(name.as_str()))
+                        .map(str::to_string),
+                    ports: ports
+                        .iter()
+                        .filter_map(|(sp, target)| {
+                            resolve_target(p, target).map(|t| (sp.name.clone(), t))
+                        })
+                        .collect(),
+                })
+            })
+            .collect(),
+        None => endpoints.map(backends_of_endpoints).unwrap_or_default(),
+    };
+    ServiceEntry {
+        namespace: meta::meta_str(svc, "namespace").into(),
+        name,
+        cluster_ip,
+        ports: ports.into_iter().map(|(p, _)| p).collect(),
+        backends,
+    }
+}
+
+fn backends_of_endpoints(ep: &Value) -> Vec<Backend> {
+    let mut out = Vec::new();
+    for subset in ep
+        .get("subsets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let ports: BTreeMap<String, u16> = subset
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                Some((
+                    p.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    port_u16(p.get("port"))?,
+                ))
+            })
+            .collect();
+        for (field, ready) in [("addresses", true), ("notReadyAddresses", false)] {
+            for a in subset
+                .get(field)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(ip) = a
+                    .get("ip")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse().ok())
+                else {
+                    continue;
+                };
+                out.push(Backend {
+                    ip,
+                    ready,
+                    terminating: false,
+                    node: a
+                        .get("nodeName")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
+                    pod: Default::default(),
+                    hostname: a
+                        .get("hostname")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    ports: ports.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn target_ref(ns: &str, b: &Backend) -> Value {
+    json!({"kind": "Pod", "namespace": ns, "name": b.pod.0, "uid": b.pod.1})
+}
+
+/// The `Endpoints` object of a Service with a selector: backends grouped into subsets by their
+/// resolved ports; terminating pods left out, unready ones under `notReadyAddresses`.
+pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
+    // Resolved ports → (ready addresses, unready addresses).
+    type Subsets = BTreeMap<Vec<(String, u16)>, (Vec<Value>, Vec<Value>)>;
+    let mut groups = Subsets::new();
+    let mut backends: Vec<&Backend> = entry.backends.iter().filter(|b| !b.terminating).collect();
+    backends.sort_by_key(|b| b.ip);
+    for b in backends {
+        let key: Vec<(String, u16)> = b.ports.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        if key.is_empty() {
+            continue;
+        }
+        let mut addr = json!({"ip": b.ip.to_string(), "nodeName": b.node,
+                              "targetRef": target_ref(&entry.namespace, b)});
+        if let Some(h) = &b.hostname {
+            addr["hostname"] = json!(h);
+        }
+        let slot = groups.entry(key).or_default();
+        if b.ready {
+            slot.0.push(addr)
+        } else {
+            slot.1.push(addr)
+        }
+    }
+    let subsets: Vec<Value> = groups
+        .into_iter()
+        .map(|(ports, (ready, unready))| {
+            let ports: Vec<Value> = ports
+                .iter()
+                .map(|(name, port)| {
+                    let proto = entry
+                        .ports
+                        .iter()
+                        .find(|p| &p.name == name)
+                        .map(|p| p.protocol.as_str())
+                        .unwrap_or("TCP");
+                    let mut v = json!({"port": port, "protocol": proto});
+                    if !name.is_empty() {
+                        v["name"] = json!(name);
+                    }
+                    v
+                })
+                .collect();
+            let mut s = json!({"ports": ports});
+            if !ready.is_empty() {
+                s["addresses"] = json!(ready);
+            }
+            if !unready.is_empty() {
+                s["notReadyAddresses"] = json!(unready);
+            }
+            s
+        })
+        .collect();
+    let labels = svc
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut ep = json!({
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": entry.name, "namespace": entry.namespace, "labels": labels},
+    });
+    if !subsets.is_empty() {
+        ep["subsets"] = json!(subsets);
+    }
+    ep
+}
+
+/// The EndpointSlice of a Service with a selector (one slice: kubesim's Services stay far
+/// below the 100 endpoints a slice holds by default).
+pub fn endpoint_slice(svc: &Value, entry: &ServiceEntry) -> Value {
+    let mut labels = svc
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    labels.insert(SERVICE_NAME_LABEL.into(), json!(entry.name));
+    labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY));
+    let mut backends: Vec<&Backend> = entry.backends.iter().collect();
+    backends.sort_by_key(|b| b.ip);
+    let endpoints: Vec<Value> = backends
+        .iter()
+        .map(|b| {
+            let mut e = json!({
+                "addresses": [b.ip.to_string()],
+                "conditions": {"ready": b.ready && !b.terminating, "serving": b.ready,
+                               "terminating": b.terminating},
+                "nodeName": b.node,
+                "targetRef": target_ref(&entry.namespace, b),
+            });
+            if let Some(h) = &b.hostname {
+                e["hostname"] = json!(h);
+            }
+            e
+        })
+        .collect();
+    // A named targetPort may resolve differently per pod; the slice carries the first.
+    let ports: Vec<Value> = entry
+        .ports
+        .iter()
+        .filter_map(|p| {
+            let port = entry.backends.iter().find_map(|b| b.ports.get(&p.name))?;
+            Some(json!({"name": p.name, "port": port, "protocol": p.protocol}))
+        })
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": slice_name(svc),
+            "namespace": entry.namespace,
+            "labels": labels,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": entry.name,
+                                  "uid": meta::uid(svc), "controller": true,
+                                  "blockOwnerDeletion": true}],
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports,
+    })
+}
+
+/// `<service>-<5 characters>` like the controller's generated names, but stable per Service uid
+/// so kubesim finds its slice again without a list.
+fn slice_name(svc: &Value) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut h = meta::uid(svc)
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let mut suffix = String::new();
+    for _ in 0..5 {
+        suffix.push(char::from(ALPHABET[(h % ALPHABET.len() as u64) as usize]));
+        h /= ALPHABET.len() as u64;
+    }
+    let mut base = meta::name(svc).to_string();
+    base.truncate(57);
+    format!("{base}-{suffix}")
+}
+
+/// Starts the controller; the receiver sees each new table.
+pub fn start(store: Arc<Store>) -> watch::Receiver<Arc<ServiceTable>> {
+    let (tx, rx) = watch::channel(Arc::new(ServiceTable::default()));
+    let registry = store.registry();
+    let (Some(ep_rt), Some(slice_rt)) = (
+        registry.find("", "v1", "endpoints"),
+        registry.find("discovery.k8s.io", "v1", "endpointslices"),
+    ) else {
+        tracing::error!("endpoints types missing; the Service controller does not run");
+        return rx;
+    };
+    let mut c = Controller {
+        store,
+        ep_rt,
+        slice_rt,
+        services: HashMap::new(),
+        pods: HashMap::new(),
+        endpoints: HashMap::new(),
+        written: HashMap::new(),
+        table: ServiceTable::default(),
+        tx,
+    };
+    tokio::spawn(async move { c.run().await });
+    rx
+}
+
+type Key = (String, String);
+
+struct Controller {
+    store: Arc<Store>,
+    ep_rt: Arc<ResourceType>,
+    slice_rt: Arc<ResourceType>,
+    services: HashMap<Key, Arc<Value>>,
+    /// Pods by namespace, then name.
+    pods: HashMap<String, BTreeMap<String, Arc<Value>>>,
+    /// Endpoints objects of Services without a selector.
+    endpoints: HashMap<Key, Arc<Value>>,
+    /// What this controller last wrote per Service: (Endpoints, EndpointSlice).
+    written: HashMap<Key, (Value, Value)>,
+    table: ServiceTable,
+    tx: watch::Sender<Arc<ServiceTable>>,
+}
+
+impl Controller {
+    async fn run(&mut self) {
+        let scope = |g: &str, p: &str, _: &str| {
+            g.is_empty() && matches!(p, "services" | "pods" | "endpoints")
+        };
+        loop {
+            let sub = match self.store.subscribe(&scope, WatchFrom::Now) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "Service controller cannot subscribe");
+                    return;
+                }
+            };
+            self.services.clear();
+            self.pods.clear();
+            self.endpoints.clear();
+            let mut dirty: BTreeSet<String> = BTreeSet::new();
+            for ev in &sub.replay {
+                self.observe(ev.kind, &ev.plural, &ev.namespace, &ev.object, &mut dirty);
+            }
+            self.sync(&mut dirty);
+            let mut live = sub.live;
+            loop {
+                let first = live.recv().await;
+                let mut batch = vec![first];
+                // Take whatever else is queued, so a burst costs one pass per namespace.
+                while let Ok(ev) = live.try_recv() {
+                    batch.push(Ok(ev));
+                }
+                let mut lagged = false;
+                for r in batch {
+                    match r {
+                        Ok(ev) => {
+                            self.observe(ev.kind, &ev.plural, &ev.namespace, &ev.object, &mut dirty)
+                        }
+                        Err(RecvError::Lagged(n)) => {
+                            tracing::warn!(missed = n, "Service controller lagged; resyncing");
+                            lagged = true;
+                        }
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+                if lagged {
+                    break;
+                }
+                self.sync(&mut dirty);
+                // Pod status changes come in bursts; a short pause batches them.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    fn observe(
+        &mut self,
+        kind: EventType,
+        plural: &str,
+        ns: &str,
+        obj: &Arc<Value>,
+        dirty: &mut BTreeSet<String>,
+    ) {
+        let key = (ns.to_string(), meta::name(obj).to_string());
+        let deleted = kind == EventType::Deleted;
+        match plural {
+            "services" => {
+                if deleted {
+                    self.services.remove(&key);
+                } else {
+                    self.services.insert(key, obj.clone());
+                }
+            }
+            "pods" => {
+                let pods = self.pods.entry(ns.to_string()).or_default();
+                if deleted {
+                    pods.remove(&key.1);
+                } else {
+                    pods.insert(key.1, obj.clone());
+                }
+            }
+            _ => {
+                // Our own writes come back here; only others' Endpoints matter.
+                if deleted {
+                    self.endpoints.remove(&key);
+                } else {
+                    self.endpoints.insert(key, obj.clone());
+                }
+            }
+        }
+        dirty.insert(ns.to_string());
+    }
+
+    fn sync(&mut self, dirty: &mut BTreeSet<String>) {
+        if dirty.is_empty() {
+            return;
+        }
+        let mut changed = false;
+        for ns in std::mem::take(dirty) {
+            let owned: Vec<Arc<Value>> = self
+                .pods
+                .get(&ns)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            let pods: Vec<&Value> = owned.iter().map(|p| p.as_ref()).collect();
+            let mut keys: Vec<Key> = self
+                .services
+                .keys()
+                .filter(|k| k.0 == ns)
+                .cloned()
+                .collect();
+            keys.sort();
+            let mut seen = BTreeSet::new();
+            for key in keys {
+                let Some(svc) = self.services.get(&key).cloned() else {
+                    continue;
+                };
+                let entry =
+                    service_entry(&svc, &pods, self.endpoints.get(&key).map(|e| e.as_ref()));
+                let selector = svc
+                    .pointer("/spec/selector")
+                    .and_then(Value::as_object)
+                    .is_some_and(|s| !s.is_empty());
+                if selector {
+                    self.write(&key, &svc, &entry);
+                }
+                if self.table.services.get(&key) != Some(&entry) {
+                    self.table.services.insert(key.clone(), entry);
+                    changed = true;
+                }
+                seen.insert(key);
+            }
+            let gone: Vec<Key> = self
+                .table
+                .services
+                .keys()
+                .filter(|k| k.0 == ns && !seen.contains(*k))
+                .cloned()
+                .collect();
+            for key in gone {
+                self.table.services.remove(&key);
+                changed = true;
+                if self.written.remove(&key).is_some() {
+                    // The slice goes with its owner (garbage collector); the Endpoints object
+                    // has no owner and is removed by its controller, as here.
+                    match self
+                        .store
+                        .delete(&self.ep_rt, &key.0, &key.1, &DeleteOpts::default())
+                    {
+                        Ok(_) => {}
+                        Err(e) if e.code == 404 => {}
+                        Err(e) => {
+                            tracing::warn!(service = %key.1, ns = %key.0, error = %e, "could not delete endpoints")
+                        }
+                    }
+                }
+            }
+        }
+        if changed {
+            self.tx.send_replace(Arc::new(self.table.clone()));
+        }
+    }
+
+    fn write(&mut self, key: &Key, svc: &Value, entry: &ServiceEntry) {
+        let ep = endpoints_object(svc, entry);
+        let slice = endpoint_slice(svc, entry);
+        if self.written.get(key) == Some(&(ep.clone(), slice.clone())) {
+            return;
+        }
+        let ok = self.upsert(&self.ep_rt, &key.0, &key.1, &ep, &["subsets"])
+            && self.upsert(
+                &self.slice_rt,
+                &key.0,
+                &slice_name(svc),
+                &slice,
+                &["endpoints", "ports", "addressType"],
+            );
+        if ok {
+            self.written.insert(key.clone(), (ep, slice));
+        }
+    }
+
+    /// Creates `obj` or replaces the controller's fields (`fields` and labels) of the current one.
+    fn upsert(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        obj: &Value,
+        fields: &[&str],
+    ) -> bool {
+        let result = self
+            .store
+            .upsert(rt, ns, name, Part::Main, &WriteOpts::default(), |cur| {
+                let Some(cur) = cur else {
+                    return Ok(obj.clone());
+                };
+                let mut next = cur.clone();
+                for f in fields {
+                    match obj.get(*f) {
+                        Some(v) => next[*f] = v.clone(),
+                        None => {
+                            if let Some(o) = next.as_object_mut() {
+                                o.remove(*f);
+                            }
+                        }
+                    }
+                }
+                if let Some(labels) = obj.pointer("/metadata/labels") {
+                    next["metadata"]["labels"] = labels.clone();
+                }
+                Ok(next)
+            });
+        match result {
+            Ok(_) => true,
+            Err(ApiError {
+                code: 404 | 403, ..
+            }) => true,
+            Err(e) => {
+                tracing::warn!(name, ns, error = %e, "could not write endpoints");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ip: &str, ready: bool, labels: Value) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": labels},
+               "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]},
+               "status": {"phase": "Running", "podIP": ip,
+                          "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}})
+    }
+
+    fn svc(selector: Value, cluster_ip: &str) -> Value {
+        json!({"metadata": {"name": "web", "namespace": "ns", "uid": "svc-uid"},
+               "spec": {"clusterIP": cluster_ip, "selector": selector,
+                        "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"},
+                                  {"name": "raw", "port": 81, "targetPort": 9000, "protocol": "TCP"}]}})
+    }
+
+    #[test]
+    fn endpoints_follow_selector_readiness_and_named_ports() {
+        let a = pod("a", "198.18.0.2", true, json!({"app": "web"}));
+        let b = pod("b", "198.18.0.3", false, json!({"app": "web"}));
+        let other = pod("c", "198.18.0.4", true, json!({"app": "db"}));
+        let mut gone = pod("d", "198.18.0.5", true, json!({"app": "web"}));
+        gone["status"]["phase"] = json!("Succeeded");
+        let s = svc(json!({"app": "web"}), "198.19.1.2");
+        let entry = service_entry(&s, &[&a, &b, &other, &gone], None);
+        assert_eq!(entry.backends.len(), 2);
+        let http = &entry.ports[0];
+        assert_eq!(
+            entry.ready_targets(http),
+            vec![(Ipv4Addr::new(198, 18, 0, 2), 8080)]
+        );
+        assert_eq!(
+            entry.ready_targets(&entry.ports[1]),
+            vec![(Ipv4Addr::new(198, 18, 0, 2), 9000)]
+        );
+        let ep = endpoints_object(&s, &entry);
+        assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "198.18.0.2");
+        assert_eq!(ep["subsets"][0]["notReadyAddresses"][0]["ip"], "198.18.0.3");
+        assert_eq!(ep["subsets"][0]["addresses"][0]["targetRef"]["name"], "a");
+        let slice = endpoint_slice(&s, &entry);
+        assert_eq!(slice["metadata"]["labels"][SERVICE_NAME_LABEL], "web");
+        assert_eq!(slice["endpoints"][1]["conditions"]["ready"], false);
+        assert_eq!(
+            slice["ports"][0],
+            json!({"name": "http", "port": 8080, "protocol": "TCP"})
+        );
+        assert_eq!(slice["metadata"]["ownerReferences"][0]["uid"], "svc-uid");
+        assert!(
+            slice["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("web-") && n.len() == 9)
+        );
+        let rec = entry.record();
+        assert_eq!(rec.ips, vec![Ipv4Addr::new(198, 19, 1, 2)]);
+    }
+
+    #[test]
+    fn headless_services_resolve_to_ready_pods() {
+        let a = pod("a", "198.18.0.2", true, json!({"app": "web"}));
+        let b = pod("b", "198.18.0.3", false, json!({"app": "web"}));
+        let entry = service_entry(&svc(json!({"app": "web"}), "None"), &[&a, &b], None);
+        assert_eq!(entry.cluster_ip, None);
+        assert_eq!(entry.record().ips, vec![Ipv4Addr::new(198, 18, 0, 2)]);
+    }
+
+    #[test]
+    fn selectorless_services_take_their_endpoints_object() {
+        let s = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
+                       "spec": {"clusterIP": "198.19.0.1", "ports": [{"name": "https", "port": 443}]}});
+        let ep = json!({"subsets": [{"addresses": [{"ip": "198.18.0.1"}], "ports": [{"name": "https", "port": 6443}]}]});
+        let entry = service_entry(&s, &[], Some(&ep));
+        assert_eq!(
+            entry.ready_targets(&entry.ports[0]),
+            vec![(Ipv4Addr::new(198, 18, 0, 1), 6443)]
+        );
+    }
+}

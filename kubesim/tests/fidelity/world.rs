@@ -1,0 +1,259 @@
+//! The world a pod sees, with real processes: its own network and address, a Service in front of
+//! two replicas that listen on the same port, names resolved through the kubelet-managed hosts
+//! file, the service-account volume at its real path, probes from the node, and a Secret update
+//! reaching a running process.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kubesim::kubelet::ImageCommand;
+use kubesim::{Cluster, ClusterConfig};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::support::eventually;
+
+const REPLICA: &str = include_str!("programs/replica.py");
+
+fn create<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+/// A replica pod: the program above, its Secret mounted, probed on its pod IP (readiness) and
+/// inside its own namespaces (an exec startup probe reading a file only the pod has).
+fn replica(name: &str, app: &str, startup: Value) -> Pod {
+    create(json!({
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{
+            "name": "main", "image": "replica:1",
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "startupProbe": startup,
+            "readinessProbe": {"httpGet": {"port": "http", "path": "/healthz"}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "tls", "mountPath": "/etc/tls"}],
+        }],
+        "volumes": [{"name": "tls", "secret": {"secretName": "tls"}}]},
+    }))
+}
+
+async fn log_line(api: &Api<Pod>, pod: &str, prefix: &str) -> String {
+    eventually(60, || async {
+        let logs = api.logs(pod, &LogParams::default()).await.ok()?;
+        logs.lines()
+            .rev()
+            .find(|l| l.starts_with(prefix))
+            .map(str::to_string)
+    })
+    .await
+}
+
+fn pod_ip(p: &Pod) -> Ipv4Addr {
+    p.status
+        .as_ref()
+        .unwrap()
+        .pod_ip
+        .as_ref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn replicas_behind_a_service_live_in_their_own_network() {
+    let images = BTreeMap::from([(
+        "replica".to_string(),
+        ImageCommand {
+            command: vec!["python3".into(), "-u".into(), "-c".into(), REPLICA.into()],
+            env: BTreeMap::new(),
+        },
+    )]);
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+
+    secrets
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": "tls"}, "stringData": {"tls.crt": "one"}})),
+        )
+        .await
+        .unwrap();
+    // Created before the pods, so they get its variables.
+    let svc = services
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}})),
+        )
+        .await
+        .unwrap();
+    let cluster_ip: Ipv4Addr = svc.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
+    assert_eq!(cluster_ip.octets()[..2], [198, 19]);
+
+    let exec = json!({"exec": {"command": ["cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"]},
+                      "periodSeconds": 1, "failureThreshold": 30});
+    for name in ["web-a", "web-b"] {
+        pods.create(&pp, &replica(name, "web", exec.clone()))
+            .await
+            .unwrap();
+    }
+    // The same program probed on the node's loopback: a kubelet's probe never reaches the pod.
+    let loopback = json!({"httpGet": {"host": "127.0.0.1", "port": 8080, "path": "/healthz"},
+                          "periodSeconds": 1, "failureThreshold": 60});
+    pods.create(&pp, &replica("loopback", "other", loopback))
+        .await
+        .unwrap();
+
+    // The exec probe (inside the container) and the pod-IP readiness probe pass: both Ready.
+    let ready = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            eventually(60, || async {
+                let p = pods.get(name).await.ok()?;
+                let ready = p
+                    .status
+                    .as_ref()?
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                ready.then_some(p)
+            })
+            .await
+        }
+    };
+    let (a, b) = (ready("web-a").await, ready("web-b").await);
+    let (ip_a, ip_b) = (pod_ip(&a), pod_ip(&b));
+    assert_ne!(ip_a, ip_b);
+    for ip in [ip_a, ip_b] {
+        assert_eq!(ip.octets()[..2], [198, 18], "{ip}");
+    }
+
+    // Each resolves the Service name and reaches the other replica through it.
+    for (me, other) in [("web-a", "web-b"), ("web-b", "web-a")] {
+        let line = log_line(&pods, me, "resolved web").await;
+        assert_eq!(
+            line,
+            format!(
+                "resolved web -> {cluster_ip} (fqdn {cluster_ip}); peer through the Service: {other}"
+            )
+        );
+        assert_eq!(
+            log_line(&pods, me, "second listener:").await,
+            "second listener: Address already in use"
+        );
+        let node = pods.get(me).await.unwrap().spec.unwrap().node_name.unwrap();
+        assert_eq!(
+            log_line(&pods, me, "token:").await,
+            format!("token: kubesim-node/{node}/default/{me}")
+        );
+        assert_eq!(
+            log_line(&pods, me, "namespace:").await,
+            "namespace: default"
+        );
+        assert_eq!(
+            log_line(&pods, me, "service variable:").await,
+            format!("service variable: {cluster_ip} 198.19.0.1")
+        );
+    }
+
+    // The controller's Endpoints and EndpointSlice list both replicas.
+    let ep: Endpoints = Api::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap();
+    let mut ips: Vec<String> = ep.subsets.unwrap()[0]
+        .addresses
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|a| a.ip)
+        .collect();
+    ips.sort();
+    let mut want = vec![ip_a.to_string(), ip_b.to_string()];
+    want.sort();
+    assert_eq!(ips, want);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let listed = slices
+        .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].ports.as_ref().unwrap()[0].port, Some(8080));
+
+    // The test reaches a pod's port from inside the cluster network, and through a port-forward.
+    let mut s = cluster
+        .connect(SocketAddr::from((ip_a, 8080)))
+        .await
+        .unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.ends_with("web-a"), "{answer}");
+    let (local, _forward) = cluster
+        .port_forward(SocketAddr::from((cluster_ip, 80)))
+        .await
+        .unwrap();
+    let mut s = tokio::net::TcpStream::connect(local).await.unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.ends_with("web-a") || answer.ends_with("web-b"),
+        "{answer}"
+    );
+
+    // A rotated Secret reaches the running processes' mounted file.
+    assert_eq!(log_line(&pods, "web-a", "secret:").await, "secret: one");
+    secrets
+        .patch(
+            "tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": "two"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        eventually(30, || async {
+            let line = log_line(&pods, "web-a", "secret:").await;
+            (line != "secret: one").then_some(line)
+        })
+        .await,
+        "secret: two"
+    );
+
+    // The loopback probe went to the node, where nothing listens: a kubelet's event, no start.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let message = eventually(30, || async {
+        let list = events
+            .list(&ListParams::default().fields("involvedObject.name=loopback"))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("Unhealthy"))
+            .map(|e| (e.type_, e.message))
+    })
+    .await;
+    assert_eq!(
+        message,
+        (
+            Some("Warning".to_string()),
+            Some("Startup probe failed: Get \"http://127.0.0.1:8080/healthz\": dial tcp 127.0.0.1:8080: connect: connection refused".to_string())
+        )
+    );
+    let lp = pods.get("loopback").await.unwrap();
+    let status = &lp.status.unwrap().container_statuses.unwrap()[0];
+    assert_eq!((status.started, status.ready), (Some(false), false));
+}
