@@ -111,19 +111,40 @@ impl VolumeSpec {
 }
 
 /// `parseVolumesWithPrefix`: one spec per distinct `type.name`, in Spark's order, which is what
-/// three Scala collections make of it (see [`hash_order`]):
+/// Scala collections make of it (see [`hash_order`]):
 /// 1. the keys under `prefix` become an immutable `Map`; its keys are iterated;
 /// 2. each key's `(type, name)` goes into a `Set`, so the pairs come in order of first
 ///    appearance in that iteration (up to four) or in hash order of the tuples (five or more);
 /// 3. the specs built from the pairs are mapped into another `Set`, so up to four keep the
 ///    pairs' order and five or more come in hash order of `KubernetesVolumeSpec.hashCode`.
 ///
-/// One case is not reproduced: with at most four keys under `prefix` (step 1 keeps their order),
-/// Spark's order is that of `SparkConf`'s `ConcurrentHashMap`, whose table size depends on
-/// every other setting; we keep the conf's order there.
-pub(crate) fn parse(conf: &SparkConf, prefix: &str) -> Result<Vec<VolumeSpec>, BuildError> {
-    // SparkConf keys are unique, so this is already the map `getAllWithPrefix(..).toMap` makes.
-    let props: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
+/// Step 1 starts from `getAllWithPrefix`, whose order is that of a mutable hash set of all
+/// `spark_conf_size` settings; it shows only when at most four keys are under `prefix` (a
+/// `Map1`..`Map4` keeps it).
+pub(crate) fn parse(
+    conf: &SparkConf,
+    prefix: &str,
+    spark_conf_size: usize,
+) -> Result<Vec<VolumeSpec>, BuildError> {
+    // SparkConf keys are unique, so once ordered this is the map `getAllWithPrefix(..).toMap`
+    // makes.
+    let unordered: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
+    let entry_hashes: Vec<i32> = unordered
+        .iter()
+        .map(|(k, v)| {
+            hash_order::product_hash(
+                "Tuple2",
+                &[
+                    hash_order::string_hash(&format!("{prefix}{k}")),
+                    hash_order::string_hash(v),
+                ],
+            )
+        })
+        .collect();
+    let props: Vec<(&str, &str)> = hash_order::mutable_set_order(&entry_hashes, spark_conf_size)
+        .into_iter()
+        .map(|i| unordered[i])
+        .collect();
     let get = |key: &str| props.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
     let key_hashes: Vec<i32> = props
         .iter()
@@ -442,7 +463,7 @@ mod tests {
                 "5Gi",
             ),
         ]);
-        let specs = parse(&c, DRIVER_PREFIX).unwrap();
+        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
         // Spark's order for these twelve keys (see `volumes_come_in_sparks_order`).
         assert_eq!(names(&specs), ["p", "e", "n", "h"]);
         let built = driver_volumes(&specs, "app-1", "spark-x", false).unwrap();
@@ -562,13 +583,27 @@ mod tests {
             ),
         ];
         for (what, lines, expected) in cases {
-            let specs = parse(&driver_conf(lines), DRIVER_PREFIX).unwrap();
+            let specs = parse(&driver_conf(lines), DRIVER_PREFIX, 20).unwrap();
             assert_eq!(names(&specs), expected, "{what}");
         }
     }
 
     /// Corpus case `volumes-eight-mixed`: real spark-submit named p2's claim `-pvc-1` and p1's
     /// `-pvc-7`, and created them in that order.
+    /// With at most four keys the conf's own hash order shows, and it depends on how many
+    /// settings the whole conf has (corpus cases `volumes-two-empty-dirs-conf-hash-order` with
+    /// 11 and `volumes-two-empty-dirs-template-counts-in-conf-size` with 12).
+    #[test]
+    fn few_keys_come_in_the_order_of_sparks_conf_hash_set() {
+        let c = driver_conf(
+            "emptyDir.cache.mount.path=/cache
+             emptyDir.tmp.mount.path=/tmp",
+        );
+        let order = |size| names(&parse(&c, DRIVER_PREFIX, size).unwrap()).join(",");
+        assert_eq!(order(11), "tmp,cache");
+        assert_eq!(order(12), "cache,tmp");
+    }
+
     #[test]
     fn on_demand_claims_are_numbered_by_sparks_position() {
         let c = driver_conf(
@@ -596,7 +631,7 @@ mod tests {
              persistentVolumeClaim.p2.options.storageClass=standard
              persistentVolumeClaim.p2.options.sizeLimit=2Gi",
         );
-        let specs = parse(&c, DRIVER_PREFIX).unwrap();
+        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
         assert_eq!(
             names(&specs),
             ["n1", "p2", "h1", "e1", "e2", "n2", "h2", "p1"]
@@ -634,6 +669,7 @@ mod tests {
                  emptyDir.e.mount.path=/e",
             ),
             DRIVER_PREFIX,
+            20,
         )
         .unwrap();
         let hashes: Vec<(&str, i32)> = specs
@@ -661,6 +697,7 @@ mod tests {
                  persistentVolumeClaim.state.annotation.example.com/backup=daily",
             ),
             DRIVER_PREFIX,
+            20,
         )
         .unwrap();
         assert_eq!(state[0].scala_hash(), -1_398_178_696);
@@ -693,7 +730,7 @@ mod tests {
             let mut shuffled: Vec<(u32, &str)> = seed.into_iter().zip(lines).collect();
             shuffled.sort_by_key(|&(k, _)| k);
             let text: Vec<&str> = shuffled.into_iter().map(|(_, l)| l).collect();
-            let specs = parse(&driver_conf(&text.join("\n")), DRIVER_PREFIX).unwrap();
+            let specs = parse(&driver_conf(&text.join("\n")), DRIVER_PREFIX, 30).unwrap();
             proptest::prop_assert_eq!(
                 names(&specs),
                 ["scratch", "checkpoint", "reference", "shared", "host-logs"]
@@ -704,7 +741,7 @@ mod tests {
     #[test]
     fn bad_volume_confs_are_refused() {
         let kind = |pairs: &[(&str, &str)]| {
-            parse(&conf(pairs), DRIVER_PREFIX)
+            parse(&conf(pairs), DRIVER_PREFIX, pairs.len())
                 .and_then(|s| driver_volumes(&s, "p", "a", false).map(|_| ()))
                 .unwrap_err()
                 .kind()

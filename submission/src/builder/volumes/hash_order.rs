@@ -8,6 +8,10 @@
 //! order is a function of the hashes; elements whose 32-bit hashes are equal share a collision
 //! node and keep insertion order.
 //!
+//! Before that, `SparkConf.getAll` lists the settings through a `scala.collection.mutable.HashSet`
+//! of `(key, value)` tuples; that order only shows when at most four volume keys are set (a
+//! `Map1`..`Map4` keeps it), see [`mutable_set_order`].
+//!
 //! The hashes are Scala's own: `String.hashCode` for strings, `MurmurHash3.productHash` for case
 //! classes, tuples and `Some`, `MurmurHash3.mapHash` for maps (all read from scala-library
 //! 2.13.18, the one Spark 4.3 ships).
@@ -105,6 +109,35 @@ fn improve(hash: i32) -> u32 {
     h ^= h >> 14;
     h = h.wrapping_add(h << 4);
     h ^ (h >> 10)
+}
+
+/// `mutable.HashSet`'s default capacity and load factor (16, 0.75).
+const MUTABLE_INITIAL_BUCKETS: usize = 16;
+
+/// The iteration order, among themselves, of some elements of a `scala.collection.mutable.HashSet`
+/// that holds `set_size` elements in all: a permutation of `0..hashes.len()`.
+///
+/// That set spreads `h ^ (h >>> 16)` of each `##` over a table of buckets, keeps each bucket
+/// sorted by that value (as a signed int), and doubles the table when an addition would reach
+/// three quarters of it, so the table is the smallest power of two from 16 with `set_size` below
+/// three quarters of it, whatever the insertion order. Equal hashes keep insertion order, which
+/// here is the order given.
+pub(crate) fn mutable_set_order(hashes: &[i32], set_size: usize) -> Vec<usize> {
+    let mut buckets = MUTABLE_INITIAL_BUCKETS;
+    while set_size + 1 > buckets / 4 * 3 {
+        buckets *= 2;
+    }
+    let mask = (buckets - 1) as u32;
+    let mut order: Vec<(u32, i32, usize)> = hashes
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| {
+            let spread = (h as u32) ^ ((h as u32) >> 16);
+            (spread & mask, spread as i32, i)
+        })
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, _, i)| i).collect()
 }
 
 /// The iteration order of an immutable `Set` (or a `Map`'s keys) built by adding elements with
@@ -212,6 +245,19 @@ mod tests {
         };
         let hashes = [with(0, 4), with(5, 0), with(0, 1), with(31, 0), with(1, 0)];
         assert_eq!(immutable_order(&hashes), vec![4, 1, 3, 2, 0]);
+    }
+
+    #[test]
+    fn a_mutable_set_iterates_by_bucket_then_by_hash() {
+        // Spread values 0x11 and 0x21 share bucket 1 of 16 but not of 32; 0x05 is bucket 5.
+        let hashes = [0x21, 0x05, 0x11];
+        assert_eq!(mutable_set_order(&hashes, 11), vec![2, 0, 1]);
+        // With 12 elements in all the table has 32 buckets: 0x11 (17) comes after 0x05.
+        assert_eq!(mutable_set_order(&hashes, 12), vec![0, 1, 2]);
+        // Negative spread values sort first within a bucket, as signed ints.
+        // 0x8000_0000 spreads to 0x8000_8000: bucket 0, like 0x10.
+        let negative = [0x10, 0x8000_0000_u32 as i32];
+        assert_eq!(mutable_set_order(&negative, 4), vec![1, 0]);
     }
 
     #[test]
