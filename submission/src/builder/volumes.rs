@@ -131,15 +131,7 @@ pub(crate) fn parse(
     let unordered: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
     let entry_hashes: Vec<i32> = unordered
         .iter()
-        .map(|(k, v)| {
-            hash_order::product_hash(
-                "Tuple2",
-                &[
-                    hash_order::string_hash(&format!("{prefix}{k}")),
-                    hash_order::string_hash(v),
-                ],
-            )
-        })
+        .map(|(k, v)| hash_order::string_pair_hash(&format!("{prefix}{k}"), v))
         .collect();
     let props: Vec<(&str, &str)> = hash_order::mutable_set_order(&entry_hashes, spark_conf_size)
         .into_iter()
@@ -161,12 +153,7 @@ pub(crate) fn parse(
     }
     let pair_hashes: Vec<i32> = pairs
         .iter()
-        .map(|(t, n)| {
-            hash_order::product_hash(
-                "Tuple2",
-                &[hash_order::string_hash(t), hash_order::string_hash(n)],
-            )
-        })
+        .map(|(t, n)| hash_order::string_pair_hash(t, n))
         .collect();
     let seen: Vec<(&str, &str)> = hash_order::immutable_order(&pair_hashes)
         .into_iter()

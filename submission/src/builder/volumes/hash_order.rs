@@ -70,6 +70,11 @@ pub(crate) fn product_hash(prefix: &str, fields: &[i32]) -> i32 {
     finalize_hash(h, fields.len() as i32)
 }
 
+/// `(a, b).##` of two strings: a `Tuple2` is a two-field case class.
+pub(crate) fn string_pair_hash(a: &str, b: &str) -> i32 {
+    product_hash("Tuple2", &[string_hash(a), string_hash(b)])
+}
+
 /// `Option[A].##`: `None` is a case object (its name's hash), `Some` a one-field case class.
 pub(crate) fn option_hash(value: Option<i32>) -> i32 {
     match value {
@@ -93,7 +98,7 @@ pub(crate) fn bool_hash(value: bool) -> i32 {
 pub(crate) fn string_map_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> i32 {
     let (mut a, mut b, mut c, mut n) = (0i32, 0i32, 1i32, 0i32);
     for (key, value) in entries {
-        let h = product_hash("Tuple2", &[string_hash(key), string_hash(value)]);
+        let h = string_pair_hash(key, value);
         a = a.wrapping_add(h);
         b ^= h;
         c = c.wrapping_mul(h | 1);
