@@ -176,6 +176,9 @@ pub(crate) struct Plan<'a> {
     /// The driver's labels: custom ones, then Spark's four (`KubernetesDriverConf.labels`).
     pub driver_labels: Vec<(String, String)>,
     pub excluded_steps: Vec<String>,
+    /// How many settings Spark's `SparkConf` holds when the feature steps read it; the order of
+    /// its hash tables depends on it (see [`spark_conf_size`]).
+    pub spark_conf_size: usize,
 }
 
 impl Plan<'_> {
@@ -189,8 +192,9 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let sub = input.submission;
     let conf = &sub.conf;
     refuse_unsupported(conf)?;
+    let spark_conf_size = spark_conf_size(input);
     // Spark parses the executor volumes first, to fail before anything is created.
-    volumes::parse(conf, volumes::EXECUTOR_PREFIX)?;
+    volumes::parse(conf, volumes::EXECUTOR_PREFIX, spark_conf_size)?;
 
     let id = input.submission_id;
     let app_name = sub.app_name().to_owned();
@@ -251,6 +255,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
         connect_port,
         driver_labels,
         excluded_steps,
+        spark_conf_size,
     };
 
     let base = match input.driver_template {
@@ -290,6 +295,17 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
             namespace: plan.namespace,
         },
     })
+}
+
+/// The number of settings in Spark's `SparkConf` when `KubernetesClientApplication` starts: the
+/// submission's conf, plus `spark.app.submitTime` (which SparkSubmit sets; ours is added with
+/// the properties) and the template-file confs (Spark's templates are files; ours come inline).
+fn spark_conf_size(input: &BuildInput<'_>) -> usize {
+    let conf = &input.submission.conf;
+    conf.len()
+        + usize::from(!conf.contains(conf_keys::SUBMIT_TIME))
+        + usize::from(input.driver_template.is_some())
+        + usize::from(input.executor_template.is_some())
 }
 
 /// Confs whose Spark behaviour needs the client machine or user code, which a server does not

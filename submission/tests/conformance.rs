@@ -222,8 +222,9 @@ fn replace_tokens(value: &Value, pairs: &[(String, String)]) -> Value {
     serde_json::from_str(&text).expect("replacing hex tokens keeps JSON valid")
 }
 
-/// Names that come out of a hash map in Spark (driverEnv, secretKeyRef env, secret and volume
-/// names): their relative order is arbitrary, so runs of them are compared sorted.
+/// Names that come out of a hash map in Spark (driverEnv, secretKeyRef env, secret names): their
+/// relative order is not reproduced, so runs of them are compared sorted. `driver.volumes.*` is
+/// not among them: the builder reproduces Spark's volume order, which is compared as it is.
 fn hash_ordered_names(argv: &[String]) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for conf in argv.windows(2).filter(|w| w[0] == "--conf").map(|w| &w[1]) {
@@ -240,11 +241,6 @@ fn hash_ordered_names(argv: &[String]) -> BTreeSet<String> {
         }
         if let Some(name) = key.strip_prefix("spark.kubernetes.driver.secrets.") {
             names.insert(format!("{name}-volume"));
-        }
-        if let Some(rest) = key.strip_prefix("spark.kubernetes.driver.volumes.")
-            && let Some(name) = rest.split('.').nth(1)
-        {
-            names.insert(name.to_owned());
         }
     }
     names

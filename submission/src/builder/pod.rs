@@ -286,7 +286,7 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
 
     // MountVolumesFeatureStep.
     if plan.enabled(steps::MOUNT_VOLUMES) {
-        let specs = volumes::parse(conf, volumes::DRIVER_PREFIX)?;
+        let specs = volumes::parse(conf, volumes::DRIVER_PREFIX, plan.spark_conf_size)?;
         let read_write_once = conf.get_bool_or(conf_keys::LEGACY_READ_WRITE_ONCE, false)?;
         let built = volumes::driver_volumes(&specs, &plan.prefix, &plan.app_id, read_write_once)?;
         append(object(&mut pod, "spec"), "volumes", built.volumes);

@@ -1,6 +1,8 @@
 //! `spark.kubernetes.{driver,executor}.volumes.[type].[name].*` as `KubernetesVolumeUtils`
 //! parses them, and the volumes, mounts and on-demand claims `MountVolumesFeatureStep` makes.
 
+mod hash_order;
+
 use std::ops::Not;
 
 use serde_json::{Map, Value, json};
@@ -47,20 +49,116 @@ pub(crate) struct VolumeSpec {
     pub kind: VolumeKind,
 }
 
-/// `parseVolumesWithPrefix`: one spec per distinct `type.name`, in order of first appearance
-/// (Spark's is a hash set's order).
-pub(crate) fn parse(conf: &SparkConf, prefix: &str) -> Result<Vec<VolumeSpec>, BuildError> {
-    let props: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
-    let get = |key: &str| props.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| *v);
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    for (key, _) in &props {
-        let parts = java::split(key, '.');
+impl VolumeSpec {
+    /// Spark's `KubernetesVolumeSpec.hashCode` (a case class of strings, a boolean and the
+    /// type's own case class), which decides where the spec sits in a hash set.
+    fn scala_hash(&self) -> i32 {
+        use hash_order::{
+            bool_hash, option_hash, option_string_hash, product_hash, string_hash, string_map_hash,
+        };
+        let pairs = |v: &[(String, String)]| -> i32 {
+            string_map_hash(v.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        };
+        let conf = match &self.kind {
+            VolumeKind::HostPath {
+                path,
+                host_path_type,
+            } => product_hash(
+                "KubernetesHostPathVolumeConf",
+                &[string_hash(path), string_hash(host_path_type)],
+            ),
+            VolumeKind::Pvc {
+                claim_name,
+                storage_class,
+                size_limit,
+                labels,
+                annotations,
+            } => product_hash(
+                "KubernetesPVCVolumeConf",
+                &[
+                    string_hash(claim_name),
+                    option_string_hash(storage_class.as_deref()),
+                    option_string_hash(size_limit.as_deref()),
+                    // Spark always wraps both maps in `Some`, empty or not.
+                    option_hash(Some(pairs(labels))),
+                    option_hash(Some(pairs(annotations))),
+                ],
+            ),
+            VolumeKind::EmptyDir { medium, size_limit } => product_hash(
+                "KubernetesEmptyDirVolumeConf",
+                &[
+                    option_string_hash(medium.as_deref()),
+                    option_string_hash(size_limit.as_deref()),
+                ],
+            ),
+            VolumeKind::Nfs { path, server } => product_hash(
+                "KubernetesNFSVolumeConf",
+                &[string_hash(path), string_hash(server)],
+            ),
+        };
+        product_hash(
+            "KubernetesVolumeSpec",
+            &[
+                string_hash(&self.name),
+                string_hash(&self.mount_path),
+                string_hash(&self.sub_path),
+                string_hash(&self.sub_path_expr),
+                bool_hash(self.read_only),
+                conf,
+            ],
+        )
+    }
+}
+
+/// `parseVolumesWithPrefix`: one spec per distinct `type.name`, in Spark's order, which is what
+/// Scala collections make of it (see [`hash_order`]):
+/// 1. the keys under `prefix` become an immutable `Map`; its keys are iterated;
+/// 2. each key's `(type, name)` goes into a `Set`, so the pairs come in order of first
+///    appearance in that iteration (up to four) or in hash order of the tuples (five or more);
+/// 3. the specs built from the pairs are mapped into another `Set`, so up to four keep the
+///    pairs' order and five or more come in hash order of `KubernetesVolumeSpec.hashCode`.
+///
+/// Step 1 starts from `getAllWithPrefix`, whose order is that of a mutable hash set of all
+/// `spark_conf_size` settings; it shows only when at most four keys are under `prefix` (a
+/// `Map1`..`Map4` keeps it).
+pub(crate) fn parse(
+    conf: &SparkConf,
+    prefix: &str,
+    spark_conf_size: usize,
+) -> Result<Vec<VolumeSpec>, BuildError> {
+    // SparkConf keys are unique, so once ordered this is the map `getAllWithPrefix(..).toMap`
+    // makes.
+    let unordered: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
+    let entry_hashes: Vec<i32> = unordered
+        .iter()
+        .map(|(k, v)| hash_order::string_pair_hash(&format!("{prefix}{k}"), v))
+        .collect();
+    let props: Vec<(&str, &str)> = hash_order::mutable_set_order(&entry_hashes, spark_conf_size)
+        .into_iter()
+        .map(|i| unordered[i])
+        .collect();
+    let get = |key: &str| props.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let key_hashes: Vec<i32> = props
+        .iter()
+        .map(|(k, _)| hash_order::string_hash(k))
+        .collect();
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for i in hash_order::immutable_order(&key_hashes) {
+        let parts = java::split(props[i].0, '.');
         if let [volume_type, name, ..] = parts.as_slice()
-            && !seen.contains(&(volume_type, name))
+            && !pairs.contains(&(volume_type, name))
         {
-            seen.push((volume_type, name));
+            pairs.push((volume_type, name));
         }
     }
+    let pair_hashes: Vec<i32> = pairs
+        .iter()
+        .map(|(t, n)| hash_order::string_pair_hash(t, n))
+        .collect();
+    let seen: Vec<(&str, &str)> = hash_order::immutable_order(&pair_hashes)
+        .into_iter()
+        .map(|i| pairs[i])
+        .collect();
     let mut specs = Vec::with_capacity(seen.len());
     for (volume_type, name) in seen {
         let key = |suffix: &str| format!("{volume_type}.{name}.{suffix}");
@@ -157,7 +255,12 @@ pub(crate) fn parse(conf: &SparkConf, prefix: &str) -> Result<Vec<VolumeSpec>, B
             kind,
         });
     }
-    Ok(specs)
+    let spec_hashes: Vec<i32> = specs.iter().map(VolumeSpec::scala_hash).collect();
+    let mut slots: Vec<Option<VolumeSpec>> = specs.into_iter().map(Some).collect();
+    Ok(hash_order::immutable_order(&spec_hashes)
+        .into_iter()
+        .filter_map(|i| slots[i].take())
+        .collect())
 }
 
 /// `verifySize`: a bare number below 1024 bytes is most likely a missing unit.
@@ -347,29 +450,285 @@ mod tests {
                 "5Gi",
             ),
         ]);
-        let specs = parse(&c, DRIVER_PREFIX).unwrap();
-        assert_eq!(specs.len(), 4);
+        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
+        // Spark's order for these twelve keys (see `volumes_come_in_sparks_order`).
+        assert_eq!(names(&specs), ["p", "e", "n", "h"]);
         let built = driver_volumes(&specs, "app-1", "spark-x", false).unwrap();
         assert_eq!(
             built.volumes[0],
-            json!({"name": "h", "hostPath": {"path": "/host", "type": ""}})
+            json!({"name": "p", "persistentVolumeClaim": {"claimName": "app-1-driver-pvc-0", "readOnly": true}})
         );
         assert_eq!(
             built.volumes[1],
             json!({"name": "e", "emptyDir": {"medium": "", "sizeLimit": "1Gi"}})
         );
         assert_eq!(
+            built.volumes[2],
+            json!({"name": "n", "nfs": {"path": "/export", "server": "nfs.local"}})
+        );
+        assert_eq!(
             built.volumes[3],
-            json!({"name": "p", "persistentVolumeClaim": {"claimName": "app-1-driver-pvc-3", "readOnly": true}})
+            json!({"name": "h", "hostPath": {"path": "/host", "type": ""}})
         );
         assert_eq!(built.claims.len(), 1);
-        assert_eq!(built.claims[0]["metadata"]["name"], "app-1-driver-pvc-3");
+        assert_eq!(built.claims[0]["metadata"]["name"], "app-1-driver-pvc-0");
+    }
+
+    fn names(specs: &[VolumeSpec]) -> Vec<&str> {
+        specs.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// `type.name.option=value` lines under the driver prefix.
+    fn driver_conf(lines: &str) -> SparkConf {
+        lines
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.split_once('=').expect("key=value");
+                (format!("{DRIVER_PREFIX}{k}"), v.to_owned())
+            })
+            .collect()
+    }
+
+    /// Expected orders come from Spark 4.3.0 itself: `KubernetesVolumeUtils.parseVolumesWithPrefix`
+    /// called on the same conf, and the corpus goldens of real spark-submit
+    /// (`volumes-five-mixed`, `volumes-three-on-demand-key-order`).
+    #[test]
+    fn volumes_come_in_sparks_order() {
+        let cases: [(&str, &str, &[&str]); 4] = [
+            (
+                "five emptyDirs: a hash set of specs, not argv order",
+                "emptyDir.a.mount.path=/a
+                 emptyDir.b.mount.path=/b
+                 emptyDir.c.mount.path=/c
+                 emptyDir.d.mount.path=/d
+                 emptyDir.e.mount.path=/e",
+                &["e", "d", "c", "a", "b"],
+            ),
+            (
+                "five mixed types with an on-demand claim",
+                "hostPath.host-logs.mount.path=/var/log/app
+                 hostPath.host-logs.options.path=/var/log
+                 hostPath.host-logs.options.type=Directory
+                 emptyDir.scratch.mount.path=/scratch
+                 emptyDir.scratch.options.medium=Memory
+                 emptyDir.scratch.options.sizeLimit=1Gi
+                 nfs.shared.mount.path=/shared
+                 nfs.shared.mount.readOnly=true
+                 nfs.shared.options.path=/exports/shared
+                 nfs.shared.options.server=nfs.example.com
+                 persistentVolumeClaim.reference.mount.path=/reference
+                 persistentVolumeClaim.reference.mount.readOnly=true
+                 persistentVolumeClaim.reference.options.claimName=reference-data
+                 persistentVolumeClaim.checkpoint.mount.path=/checkpoint
+                 persistentVolumeClaim.checkpoint.options.claimName=OnDemand
+                 persistentVolumeClaim.checkpoint.options.storageClass=standard
+                 persistentVolumeClaim.checkpoint.options.sizeLimit=10Gi",
+                &["scratch", "checkpoint", "reference", "shared", "host-logs"],
+            ),
+            (
+                "labels and annotations are part of a claim's hash",
+                "persistentVolumeClaim.spill.mount.path=/spill
+                 persistentVolumeClaim.spill.options.claimName=OnDemand
+                 persistentVolumeClaim.spill.options.storageClass=fast
+                 persistentVolumeClaim.spill.options.sizeLimit=50Gi
+                 persistentVolumeClaim.state.mount.path=/state
+                 persistentVolumeClaim.state.options.claimName=OnDemand
+                 persistentVolumeClaim.state.options.storageClass=standard
+                 persistentVolumeClaim.state.options.sizeLimit=5Gi
+                 persistentVolumeClaim.state.label.tier=hot
+                 persistentVolumeClaim.state.label.team=data
+                 persistentVolumeClaim.state.annotation.example.com/backup=daily
+                 persistentVolumeClaim.output.mount.path=/output
+                 persistentVolumeClaim.output.mount.subPath=run-1
+                 persistentVolumeClaim.output.options.claimName=OnDemand
+                 persistentVolumeClaim.output.options.storageClass=standard
+                 persistentVolumeClaim.output.options.sizeLimit=20Gi
+                 emptyDir.tmp.mount.path=/tmp/work
+                 hostPath.docker.mount.path=/var/run/docker.sock
+                 hostPath.docker.options.path=/var/run/docker.sock
+                 hostPath.docker.options.type=Socket
+                 nfs.home.mount.path=/home/spark
+                 nfs.home.mount.subPathExpr=$(SPARK_USER)
+                 nfs.home.options.path=/exports/home
+                 nfs.home.options.server=10.0.0.5",
+                &["state", "spill", "tmp", "output", "docker", "home"],
+            ),
+            (
+                "three volumes over five keys: first appearance in the hashed key map",
+                "emptyDir.gamma.mount.path=/gamma
+                 persistentVolumeClaim.beta.mount.path=/beta
+                 persistentVolumeClaim.beta.options.claimName=OnDemand
+                 persistentVolumeClaim.beta.options.storageClass=standard
+                 persistentVolumeClaim.beta.options.sizeLimit=1Gi
+                 persistentVolumeClaim.alpha.mount.path=/alpha
+                 persistentVolumeClaim.alpha.options.claimName=OnDemand
+                 persistentVolumeClaim.alpha.options.storageClass=standard
+                 persistentVolumeClaim.alpha.options.sizeLimit=1Gi",
+                &["alpha", "beta", "gamma"],
+            ),
+        ];
+        for (what, lines, expected) in cases {
+            let specs = parse(&driver_conf(lines), DRIVER_PREFIX, 20).unwrap();
+            assert_eq!(names(&specs), expected, "{what}");
+        }
+    }
+
+    /// Corpus case `volumes-eight-mixed`: real spark-submit named p2's claim `-pvc-1` and p1's
+    /// `-pvc-7`, and created them in that order.
+    /// With at most four keys the conf's own hash order shows, and it depends on how many
+    /// settings the whole conf has (corpus cases `volumes-two-empty-dirs-conf-hash-order` with
+    /// 11 and `volumes-two-empty-dirs-template-counts-in-conf-size` with 12).
+    #[test]
+    fn few_keys_come_in_the_order_of_sparks_conf_hash_set() {
+        let c = driver_conf(
+            "emptyDir.cache.mount.path=/cache
+             emptyDir.tmp.mount.path=/tmp",
+        );
+        let order = |size| names(&parse(&c, DRIVER_PREFIX, size).unwrap()).join(",");
+        assert_eq!(order(11), "tmp,cache");
+        assert_eq!(order(12), "cache,tmp");
+    }
+
+    #[test]
+    fn on_demand_claims_are_numbered_by_sparks_position() {
+        let c = driver_conf(
+            "hostPath.h1.mount.path=/h1
+             hostPath.h1.options.path=/mnt/h1
+             hostPath.h2.mount.path=/h2
+             hostPath.h2.mount.readOnly=true
+             hostPath.h2.options.path=/mnt/h2
+             hostPath.h2.options.type=DirectoryOrCreate
+             emptyDir.e1.mount.path=/e1
+             emptyDir.e2.mount.path=/e2
+             emptyDir.e2.options.sizeLimit=512Mi
+             nfs.n1.mount.path=/n1
+             nfs.n1.options.path=/exports/n1
+             nfs.n1.options.server=nfs-1.example.com
+             nfs.n2.mount.path=/n2
+             nfs.n2.options.path=/exports/n2
+             nfs.n2.options.server=nfs-2.example.com
+             persistentVolumeClaim.p1.mount.path=/p1
+             persistentVolumeClaim.p1.options.claimName=OnDemand
+             persistentVolumeClaim.p1.options.storageClass=standard
+             persistentVolumeClaim.p1.options.sizeLimit=1Gi
+             persistentVolumeClaim.p2.mount.path=/p2
+             persistentVolumeClaim.p2.options.claimName=OnDemand
+             persistentVolumeClaim.p2.options.storageClass=standard
+             persistentVolumeClaim.p2.options.sizeLimit=2Gi",
+        );
+        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
+        assert_eq!(
+            names(&specs),
+            ["n1", "p2", "h1", "e1", "e2", "n2", "h2", "p1"]
+        );
+        let built = driver_volumes(&specs, "app", "spark-x", false).unwrap();
+        let claim_of = |name: &str| {
+            built
+                .volumes
+                .iter()
+                .find(|v| v["name"] == name)
+                .map(|v| v["persistentVolumeClaim"]["claimName"].clone())
+        };
+        assert_eq!(claim_of("p2"), Some(json!("app-driver-pvc-1")));
+        assert_eq!(claim_of("p1"), Some(json!("app-driver-pvc-7")));
+        let created: Vec<&Value> = built
+            .claims
+            .iter()
+            .map(|c| &c["metadata"]["name"])
+            .collect();
+        assert_eq!(
+            created,
+            [&json!("app-driver-pvc-1"), &json!("app-driver-pvc-7")]
+        );
+    }
+
+    /// `KubernetesVolumeSpec.hashCode()` as the JVM computes it for these specs.
+    #[test]
+    fn spec_hash_is_sparks_hash_code() {
+        let specs = parse(
+            &driver_conf(
+                "emptyDir.a.mount.path=/a
+                 emptyDir.b.mount.path=/b
+                 emptyDir.c.mount.path=/c
+                 emptyDir.d.mount.path=/d
+                 emptyDir.e.mount.path=/e",
+            ),
+            DRIVER_PREFIX,
+            20,
+        )
+        .unwrap();
+        let hashes: Vec<(&str, i32)> = specs
+            .iter()
+            .map(|s| (s.name.as_str(), s.scala_hash()))
+            .collect();
+        assert_eq!(
+            hashes,
+            [
+                ("e", 1_945_188_440),
+                ("d", 589_703_253),
+                ("c", -503_596_463),
+                ("a", -1_399_722_767),
+                ("b", 404_579_084),
+            ]
+        );
+        let state = parse(
+            &driver_conf(
+                "persistentVolumeClaim.state.mount.path=/state
+                 persistentVolumeClaim.state.options.claimName=OnDemand
+                 persistentVolumeClaim.state.options.storageClass=standard
+                 persistentVolumeClaim.state.options.sizeLimit=5Gi
+                 persistentVolumeClaim.state.label.tier=hot
+                 persistentVolumeClaim.state.label.team=data
+                 persistentVolumeClaim.state.annotation.example.com/backup=daily",
+            ),
+            DRIVER_PREFIX,
+            20,
+        )
+        .unwrap();
+        assert_eq!(state[0].scala_hash(), -1_398_178_696);
+    }
+
+    proptest::proptest! {
+        /// With five or more keys every collection involved is a hash trie, so the conf's own
+        /// order (argv order) cannot matter.
+        #[test]
+        fn order_does_not_depend_on_conf_order(seed in proptest::collection::vec(0u32..1000, 17)) {
+            let lines = [
+                "hostPath.host-logs.mount.path=/var/log/app",
+                "hostPath.host-logs.options.path=/var/log",
+                "hostPath.host-logs.options.type=Directory",
+                "emptyDir.scratch.mount.path=/scratch",
+                "emptyDir.scratch.options.medium=Memory",
+                "emptyDir.scratch.options.sizeLimit=1Gi",
+                "nfs.shared.mount.path=/shared",
+                "nfs.shared.mount.readOnly=true",
+                "nfs.shared.options.path=/exports/shared",
+                "nfs.shared.options.server=nfs.example.com",
+                "persistentVolumeClaim.reference.mount.path=/reference",
+                "persistentVolumeClaim.reference.mount.readOnly=true",
+                "persistentVolumeClaim.reference.options.claimName=reference-data",
+                "persistentVolumeClaim.checkpoint.mount.path=/checkpoint",
+                "persistentVolumeClaim.checkpoint.options.claimName=OnDemand",
+                "persistentVolumeClaim.checkpoint.options.storageClass=standard",
+                "persistentVolumeClaim.checkpoint.options.sizeLimit=10Gi",
+            ];
+            let mut shuffled: Vec<(u32, &str)> = seed.into_iter().zip(lines).collect();
+            shuffled.sort_by_key(|&(k, _)| k);
+            let text: Vec<&str> = shuffled.into_iter().map(|(_, l)| l).collect();
+            let specs = parse(&driver_conf(&text.join("\n")), DRIVER_PREFIX, 30).unwrap();
+            proptest::prop_assert_eq!(
+                names(&specs),
+                ["scratch", "checkpoint", "reference", "shared", "host-logs"]
+            );
+        }
     }
 
     #[test]
     fn bad_volume_confs_are_refused() {
         let kind = |pairs: &[(&str, &str)]| {
-            parse(&conf(pairs), DRIVER_PREFIX)
+            parse(&conf(pairs), DRIVER_PREFIX, pairs.len())
                 .and_then(|s| driver_volumes(&s, "p", "a", false).map(|_| ()))
                 .unwrap_err()
                 .kind()
