@@ -4,9 +4,14 @@
 //! [`crd_yaml`]. Regenerate it with
 //! `cargo run -p operator -- crd > operator/crd/sparkapplications.yaml`.
 
+mod scheduled;
 mod spec;
 mod status;
 
+pub use scheduled::{
+    ConcurrencyPolicy, ScheduleState, ScheduledSparkApplication, ScheduledSparkApplicationSpec,
+    ScheduledSparkApplicationStatus,
+};
 pub use spec::{
     ApplicationTimeoutConfig, BatchSchedulerConfiguration, Dependencies, DeployMode,
     DriverIngressConfiguration, DriverSpec, DynamicAllocation, ExecutorSpec, GpuSpec,

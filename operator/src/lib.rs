@@ -21,6 +21,9 @@ pub mod argv;
 /// The application's state machine: `decide(app, observed, now)`.
 pub mod state_machine;
 
+/// ScheduledSparkApplications: when a run is due and what to do (pure), and the cron grammar.
+pub mod schedule;
+
 /// Fenced restarts: the epoch and marker rules every state store applies (pure).
 pub mod fence;
 
