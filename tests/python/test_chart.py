@@ -7,7 +7,6 @@ HTTPS, RBAC and Deployments).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import json
@@ -17,7 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import helm_python
-import helm_sdkpy
 import pytest
 import yaml
 from cryptography import x509
@@ -56,9 +54,16 @@ def test_lint_strict_reports_values_the_schema_refuses():
 
 def test_lint_of_helm_sdkpy_finds_no_warning():
     # helm-sdkpy (the library that installs the chart into kubesim) lints with default values
-    # and without --strict; warnings are counted here as strict would.
-    config = helm_sdkpy.Configuration(namespace=NAMESPACE)
-    report = asyncio.run(helm_sdkpy.Lint(config).run(str(cu.CHART)))
+    # and without --strict; warnings are counted here as strict would. In its own process: two
+    # Go runtimes (this one and helm-python-sdk's) should not share one.
+    program = (
+        "import asyncio, json, sys, helm_sdkpy\n"
+        "config = helm_sdkpy.Configuration(namespace=sys.argv[2])\n"
+        "print(json.dumps(asyncio.run(helm_sdkpy.Lint(config).run(sys.argv[1]))))\n")
+    run = subprocess.run([sys.executable, "-c", program, str(cu.CHART), NAMESPACE],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.splitlines()[-1])
     assert report["Errors"] is None and all(m["Severity"] < WARNING for m in report["Messages"]), report
 
 
@@ -469,3 +474,13 @@ def test_every_default_value_is_described_by_the_schema():
 
     for key, value in values.items():
         walk(value, schema["properties"][key], key)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"tls": {"selfSigned": {"certDays": 30, "renewBeforeDays": 30}}}, "renewBeforeDays must be less than"),
+    ({"operator": {"recovery": {"store": "redis"}}}, "needs operator.recovery.redis.url"),
+    ({"tls": {"mode": "existingSecrets", "existingSecrets": {"server": "s"}}}, "operatorClient is required"),
+])
+def test_render_refuses_inconsistent_values_with_a_clear_message(values, message):
+    with pytest.raises(helm_python.HelmRenderError, match=message):
+        render(values)
