@@ -13,7 +13,6 @@ import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -199,3 +198,17 @@ def test_entrypoint_resolves_names_through_the_images_etc_hosts(rootfs, image):
         assert NO_NAME.search(unlisted) and not REFUSED.search(unlisted), unlisted
     finally:
         (root / "etc" / "hosts").unlink(missing_ok=True)
+
+
+def test_same_binaries_give_the_same_image_digests(images, tmp_path):
+    # The layers take the commit time as every file's mtime, and the config the same time as
+    # its creation: a rebuild is byte-for-byte the image already pushed.
+    again = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-images.sh"), "--no-build", "--out", str(tmp_path),
+         "--debs", str(TARGET / "image-debs")],
+        capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    for image in IMAGES:
+        first = json.loads((images / image / "index.json").read_text())["manifests"][0]["digest"]
+        second = json.loads((tmp_path / image / "index.json").read_text())["manifests"][0]["digest"]
+        assert first == second, image
