@@ -8,6 +8,8 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # kubesim's pod network: `ip` configures the namespaces' bridge and veth pairs.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# OCI images without a container daemon (scripts/build-images.sh).
+command -v umoci >/dev/null 2>&1 || need_apt+=(umoci)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== apt-get install ${need_apt[*]}"
   apt-get update -qq
@@ -20,13 +22,24 @@ import importlib.util
 wanted = {"kubernetes": "kubernetes", "pyspark": "pyspark==4.3.0", "pytest": "pytest",
           "yaml": "pyyaml", "requests": "requests",
           # OpenAPI conformance of the live submitter (tests/python/test_openapi_schemathesis.py).
-          "schemathesis": "schemathesis==4.32.5"}
+          "schemathesis": "schemathesis==4.32.5",
+          # The chart's static tests: Helm's engine offline (lint --strict, template), the
+          # Kubernetes schemas, and the certificates the chart makes (tests/python/test_chart.py).
+          "helm_python": "helm-python-sdk==0.2.2", "kubernetes_validate": "kubernetes-validate==1.37.0",
+          "cryptography": "cryptography"}
 print(" ".join(spec for mod, spec in wanted.items() if importlib.util.find_spec(mod) is None))
 PY
 )
 if [ -n "$py_missing" ]; then
   echo "== pip install $py_missing"
   python3 -m pip install -q --disable-pip-version-check $py_missing
+fi
+
+# The real Helm (Helm's Go library, used to install the chart into kubesim). It declares
+# Python >= 3.12 but works on this machine's 3.11.
+if ! python3 -c "import helm_sdkpy" >/dev/null 2>&1; then
+  echo "== pip install helm-sdkpy"
+  python3 -m pip install -q --disable-pip-version-check --ignore-requires-python helm-sdkpy
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -12,9 +12,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo build (release binaries used by the Python and Spark tests)"
+echo "== cargo build (release binaries used by the Python and Spark tests, and the images)"
 cargo build --release -p kubesim
-cargo build --release -p submitter
+cargo build --release -p submitter -p operator
 echo "== cargo test"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
