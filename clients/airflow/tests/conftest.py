@@ -19,6 +19,7 @@ import secrets
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -253,8 +254,6 @@ class Submitter:
 
     def client(self, cert: Path | None = None, key: Path | None = None) -> httpx.Client:
         cert_pair = (str(cert or self.pki.client_cert), str(key or self.pki.client_key))
-        import ssl
-
         context = ssl.create_default_context(cafile=str(self.pki.ca))
         context.load_cert_chain(*cert_pair)
         return httpx.Client(base_url=self.url, verify=context, timeout=10)
@@ -289,8 +288,9 @@ def submitter(tmp_path_factory, kubesim: Kubesim, pki: Pki) -> Submitter:
         def ready() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"submitter exited with {proc.returncode}; log:\n{_tail(log)}", pytrace=False)
-            # Probes answer without a client certificate.
-            return httpx.get(f"{handle.url}/readyz", verify=str(pki.ca), timeout=2).status_code == 200
+            # With a client certificate: whether probes need one depends on the submitter's version.
+            with handle.client() as c:
+                return c.get("/readyz").status_code == 200
 
         wait_for(ready, f"the submitter to be ready (log:\n{_tail(log)})", timeout=STARTUP_TIMEOUT_S)
         yield handle
@@ -363,11 +363,10 @@ class Airflow:
         return json.loads(rows[0][0]) if rows else None
 
     def task_log(self, dag_id: str, run_id: str, attempt: int, task_id: str = "spark_pi") -> str:
-        path = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}" / f"attempt={attempt}.log"
-        try:
-            return path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        """The try's log: the worker's, then what its triggers logged (`….trigger.<job>.log`)."""
+        folder = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        paths = [folder / f"attempt={attempt}.log", *sorted(folder.glob(f"attempt={attempt}.log.trigger.*.log"))]
+        return "".join(p.read_text(errors="replace") for p in paths if p.is_file())
 
     def wait_state(self, dag_id: str, run_id: str, states: set[str], timeout: float = 120) -> dict:
         def probe() -> dict | None:
@@ -454,12 +453,18 @@ def airflow(tmp_path_factory, submitter: Submitter, pki: Pki) -> Airflow:
         wait_for(ready, "the Airflow deployment to be healthy", timeout=300, interval=0.5)
         yield deployment
     finally:
+        # The tests are over: a short grace, then the whole process group (workers included).
         for proc in deployment.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-        for name, proc in deployment.procs.items():
+        deadline = time.monotonic() + 5
+        for proc in deployment.procs.values():
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
+                pass
+            try:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
