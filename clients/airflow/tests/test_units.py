@@ -149,6 +149,16 @@ def test_tls_failures_are_final_and_connection_failures_retryable():
     assert isinstance(refused_tcp, SubmitterUnreachable) and refused_tcp.retryable
 
 
+def test_identity_refusals_say_what_to_check():
+    from spark_submitter_provider.client import SubmitterRefused
+
+    unauthenticated = SubmitterRefused(401, "UNAUTHENTICATED", "a client certificate is required")
+    assert not unauthenticated.retryable
+    assert "check the connection's client_cert and client_key" in str(unauthenticated)
+    assert "policy does not allow" in str(SubmitterRefused(403, "FORBIDDEN", "namespace spark-jobs"))
+    assert SubmitterRefused(503, "SUBMITTER_OVERLOADED", "busy").retryable
+
+
 def test_airflow_discovers_the_provider_and_its_connection_type():
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime

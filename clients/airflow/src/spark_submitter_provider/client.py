@@ -71,7 +71,16 @@ class SubmitterRefused(SubmitterError):
         self.message = message
         self.submission_id = submission_id
         self.retryable = status in RETRYABLE_STATUSES
-        super().__init__(f"the submitter answered HTTP {status} {error_code}: {message}")
+        super().__init__(f"the submitter answered HTTP {status} {error_code}: {message}{_HINTS.get(status, '')}")
+
+
+# What a person should check when the submitter does not accept who we are.
+_HINTS = {
+    401: "; check the connection's client_cert and client_key: the submitter needs a client certificate "
+         "signed by the CA it trusts (its --client-ca)",
+    403: "; the submitter's policy does not allow this client's certificate identity for that namespace "
+         "or service account",
+}
 
 
 @dataclass(frozen=True)
