@@ -45,3 +45,29 @@ fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "(cargo-nextest not found: falling back to cargo test)"
 fi
+
+# --- Airflow provider tests (clients/airflow) ---------------------------------------------------
+# Real apache-airflow in a venv of its own (.venv-airflow at the repository root), so that its ~130
+# pinned dependencies never touch the packages above. Made once, then reused; the versions are
+# clients/airflow/constraints.txt. The provider is installed editable: the venv runs this checkout.
+airflow_version=3.3.2
+repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+airflow_venv="$repo_root/.venv-airflow"
+if ! "$airflow_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('apache-airflow') != '$airflow_version')" 2>/dev/null; then
+  echo "== venv $airflow_venv: apache-airflow==$airflow_version"
+  python3 -m venv "$airflow_venv"
+  "$airflow_venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -c "$repo_root/clients/airflow/constraints.txt" "apache-airflow==$airflow_version" pytest
+  # setuptools >= 70 builds the editable provider without the `wheel` package or a download.
+  "$airflow_venv/bin/python" -m pip install -q --disable-pip-version-check "setuptools>=70"
+fi
+if ! "$airflow_venv/bin/python" - "$repo_root/clients/airflow/src" <<'PY' 2>/dev/null
+import pathlib, sys
+import spark_submitter_provider as provider
+sys.exit(not pathlib.Path(provider.__file__).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve()))
+PY
+then
+  echo "== pip install -e clients/airflow (into $airflow_venv)"
+  "$airflow_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+    -e "$repo_root/clients/airflow"
+fi

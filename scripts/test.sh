@@ -27,3 +27,9 @@ export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
 # The recovery agent: the operator binary the Rust tests above just built.
 export AGENT_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/operator"
 KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" python3 -m pytest -q tests/python
+
+# --- Airflow provider (clients/airflow): real apache-airflow from .venv-airflow (install-deps.sh),
+# a small Airflow deployment on SQLite, the submitter over mTLS, kubesim; see docs/airflow.md.
+echo "== airflow provider tests (real Airflow, submitter over mTLS, kubesim)"
+KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" \
+  .venv-airflow/bin/python -m pytest -q clients/airflow/tests
