@@ -95,6 +95,10 @@ async fn wait_while_partitioned(state: &AppState, headers: &HeaderMap) {
     let Some(node) = crate::node_token::node_of_authorization(value.as_bytes()) else {
         return;
     };
+    if !state.kubelet.is_partitioned(node) {
+        return;
+    }
+    let _held = state.control.hold(node);
     while state.kubelet.is_partitioned(node) {
         tokio::time::sleep(PARTITION_POLL).await;
     }

@@ -185,6 +185,27 @@ pub struct Control {
     counts: Mutex<BTreeMap<CountKey, u64>>,
     faults: Mutex<Vec<FaultRule>>,
     latency: Mutex<Vec<LatencyRule>>,
+    /// Requests from a partitioned node's processes waiting for the heal, by node.
+    held: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Counts a request as held for its node while it lives (dropped when it is served or the
+/// client goes away).
+pub struct Held<'a> {
+    control: &'a Control,
+    node: String,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = lock(&self.control.held);
+        if let Some(n) = held.get_mut(&self.node) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.node);
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -302,6 +323,20 @@ impl Control {
     pub fn clear_latency(&self) {
         lock(&self.latency).clear();
     }
+
+    /// Marks a request from `node`'s processes as held by a partition until the guard drops.
+    pub fn hold(&self, node: &str) -> Held<'_> {
+        *lock(&self.held).entry(node.to_string()).or_default() += 1;
+        Held {
+            control: self,
+            node: node.to_string(),
+        }
+    }
+
+    /// How many requests from `node`'s processes wait for the node to heal now.
+    pub fn held(&self, node: &str) -> u64 {
+        lock(&self.held).get(node).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -349,5 +384,17 @@ mod tests {
         );
         c.reset_counts();
         assert!(c.counts().is_empty());
+    }
+
+    #[test]
+    fn held_requests_are_counted_while_their_guard_lives() {
+        let c = Control::default();
+        let a = c.hold("n1");
+        let b = c.hold("n1");
+        assert_eq!((c.held("n1"), c.held("n2")), (2, 0));
+        drop(a);
+        assert_eq!(c.held("n1"), 1);
+        drop(b);
+        assert_eq!(c.held("n1"), 0);
     }
 }

@@ -143,6 +143,10 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
                 )),
             }
         }
+        ("GET", ["nodes", node, "held"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"node": node, "held": state.control.held(node)}),
+        )),
         ("GET", ["nodes"]) => Ok(json_response(StatusCode::OK, &json!(state.kubelet.nodes()))),
         ("POST", ["nodes", node, action @ ("partition" | "heal")]) => {
             let known = if *action == "partition" {
