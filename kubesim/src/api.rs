@@ -3,6 +3,8 @@
 mod discovery;
 mod path;
 mod query;
+mod reviews;
+mod scale;
 mod sim;
 mod watch;
 
@@ -15,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
+use crate::auth::{Authenticator, UserInfo};
 use crate::control::{Control, FaultTiming, JournalEntry, RequestInfo};
 use crate::kubelet::Kubelet;
 use crate::meta;
@@ -37,6 +40,8 @@ pub struct AppState {
     pub kubelet: Arc<Kubelet>,
     /// Interval between watch bookmarks.
     pub bookmark_interval: std::time::Duration,
+    /// Who requests come from (client certificates, service-account and node tokens).
+    pub auth: Arc<Authenticator>,
 }
 
 /// The whole API as one axum router.
@@ -46,6 +51,7 @@ pub fn router(state: AppState) -> axum::Router {
 
 async fn handle(
     State(state): State<AppState>,
+    secure: Option<axum::Extension<crate::tls::Secure>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -56,7 +62,17 @@ async fn handle(
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
-    wait_while_partitioned(&state, &headers).await;
+    let user = match state.auth.authenticate(
+        headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+        secure.as_ref().map(|s| &s.0),
+    ) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
+    wait_while_partitioned(&state, &user).await;
+    if let Err(e) = authorize(&state, &user, &method, &path, &query) {
+        return error_response(&e);
+    }
     match path::parse(&path) {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
@@ -77,22 +93,60 @@ async fn handle(
         }
         Some(Route::Object(op)) => {
             let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
-            object_request(&state, method, op, pq, &query, &headers, body)
+            object_request(&state, &user, method, op, pq, &query, &headers, body)
                 .await
                 .unwrap_or_else(|e| error_response(&e))
         }
     }
 }
 
-/// A process on a partitioned node cannot reach the control plane: its requests (those carrying
-/// its node's token) get no answer while the partition lasts, as when the network drops their
-/// packets, and are served once the node heals, as TCP would deliver them then. Clients see what
-/// they see in a real partition: their own timeouts, not an error status they might retry on.
-async fn wait_while_partitioned(state: &AppState, headers: &HeaderMap) {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return;
+/// Authorizes a request (RBAC; `system:masters` bypass it) and records the decision in the
+/// authorization journal.
+fn authorize(
+    state: &AppState,
+    user: &UserInfo,
+    method: &Method,
+    path: &str,
+    q: &Query,
+) -> Result<(), ApiError> {
+    let field_name = q
+        .get("fieldSelector")
+        .and_then(|f| FieldSelector::parse(f).ok())
+        .and_then(|f| f.equals_value("metadata.name").map(str::to_string));
+    let attrs = crate::rbac::request_attributes(
+        method.as_str(),
+        path,
+        q.flag("watch"),
+        field_name.as_deref(),
+    );
+    let decision = crate::rbac::authorize(&state.store, user, &attrs);
+    let resource = if attrs.resource_request {
+        attrs.combined_resource()
+    } else {
+        attrs.path.clone()
     };
-    let Some(node) = crate::node_token::node_of_authorization(value.as_bytes()) else {
+    state.control.record_authz(
+        &user.name,
+        &attrs.verb,
+        &attrs.api_group,
+        &resource,
+        &attrs.namespace,
+        decision.allowed,
+    );
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(crate::rbac::forbidden(user, &attrs, &decision.reason))
+    }
+}
+
+/// A process on a partitioned node cannot reach the control plane: its requests (those whose
+/// credentials name its node: node tokens, pod-bound service-account tokens) get no answer
+/// while the partition lasts, as when the network drops their packets, and are served once the
+/// node heals, as TCP would deliver them then. Clients see what they see in a real partition:
+/// their own timeouts, not an error status they might retry on.
+async fn wait_while_partitioned(state: &AppState, user: &UserInfo) {
+    let Some(node) = user.node.as_deref() else {
         return;
     };
     if !state.kubelet.is_partitioned(node) {
@@ -142,6 +196,8 @@ fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError
         ("GET", false) if q.flag("watch") => Verb::Watch,
         ("GET", false) => Verb::List,
         ("POST", false) => Verb::Create,
+        // Subresources created on an object (`serviceaccounts/NAME/token`).
+        ("POST", true) if op.subresource.is_some() => Verb::Create,
         ("PUT", true) => Verb::Update,
         ("PATCH", true) => Verb::Patch,
         ("DELETE", true) => Verb::Delete,
@@ -154,8 +210,10 @@ fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn object_request(
     state: &AppState,
+    user: &UserInfo,
     method: Method,
     op: ObjectPath,
     path_and_query: &str,
@@ -215,7 +273,11 @@ async fn object_request(
         )));
     }
     let ns = op.namespace.clone().unwrap_or_default();
-    let result = execute(state, &rt, verb, &op, &ns, q, headers, body).await;
+    let result = if crate::resources::is_review(&rt) {
+        reviews::create(state, user, &rt, verb, &ns, headers, &body)
+    } else {
+        execute(state, &rt, verb, &op, &ns, q, headers, body).await
+    };
     match fired {
         Some(f) if f.when == FaultTiming::After => Err(ApiError::injected(f.code, f.message)),
         _ => result,
@@ -242,6 +304,26 @@ async fn execute(
         Some("finalize") if rt.group.is_empty() && rt.plural == "namespaces" => Part::Main,
         Some("log") if rt.group.is_empty() && rt.plural == "pods" && verb == Verb::Get => {
             return pod_log(state, ns, &name, q);
+        }
+        Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
+            return match verb {
+                Verb::Create => reviews::token_request(state, ns, &name, headers, &body),
+                _ => Err(method_not_allowed(verb)),
+            };
+        }
+        Some("scale")
+            if rt.group == "apps"
+                && matches!(rt.plural.as_str(), "deployments" | "replicasets") =>
+        {
+            let write = WriteOpts {
+                dry_run: q.dry_run()?,
+            };
+            return match verb {
+                Verb::Get => scale::get(store, rt, ns, &name),
+                Verb::Update => scale::update(store, rt, ns, &name, headers, &body, &write),
+                Verb::Patch => scale::patch(store, rt, ns, &name, headers, &body, &write),
+                _ => Err(method_not_allowed(verb)),
+            };
         }
         Some(s) => {
             return Err(ApiError::no_route(&format!("{}/{s}", rt.plural)));
@@ -353,6 +435,13 @@ async fn execute(
             ))
         }
     }
+}
+
+fn method_not_allowed(verb: Verb) -> ApiError {
+    ApiError::method_not_allowed(format!(
+        "the server does not allow this method on the requested resource ({})",
+        verb.audit()
+    ))
 }
 
 /// Types whose registry returns the deleted object rather than a `Status` (the API server's
@@ -479,7 +568,7 @@ fn patch_object(
     }
 }
 
-fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
+pub(crate) fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
     ApiError {
         message: format!("{} \"{name}\": {e}", rt.qualified()),
         ..ApiError::invalid(&rt.group, &rt.kind, name, vec![])
@@ -628,7 +717,7 @@ fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
     v
 }
 
-fn content_type(headers: &HeaderMap) -> String {
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -643,7 +732,7 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Decodes a create/update body: JSON, or YAML when sent as `application/yaml`.
-fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     let ct = content_type(headers);
     let value: Value = match ct.as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(body)

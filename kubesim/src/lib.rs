@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod api;
 pub mod api_error;
+pub mod auth;
 pub mod cluster;
 pub mod control;
 pub mod demo;
@@ -17,8 +18,10 @@ pub mod kubelet;
 pub mod meta;
 pub mod node_token;
 pub mod patch;
+pub mod rbac;
 pub mod resources;
 pub mod selector;
 pub mod store;
+pub mod tls;
 
 pub use cluster::{Cluster, ClusterConfig, StartError};

@@ -7,6 +7,7 @@ mod fidelity {
     pub mod crud;
     pub mod gc;
     pub mod pods;
+    pub mod rbac;
     pub mod support;
     pub mod watch;
 }
