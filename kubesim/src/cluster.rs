@@ -191,6 +191,7 @@ impl Cluster {
         bootstrap_api_server(&store, config.kubernetes_service_ip, https_addr.port())?;
         crate::gc::start(store.clone());
         crate::rbac::start_aggregator(store.clone());
+        crate::apps::start(store.clone());
         let kubelet = Kubelet::start(
             store.clone(),
             KubeletConfig {

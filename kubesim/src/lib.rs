@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod api;
 pub mod api_error;
+pub mod apps;
 pub mod auth;
 pub mod cluster;
 pub mod control;

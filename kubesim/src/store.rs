@@ -928,6 +928,8 @@ fn tracks_generation(rt: &ResourceType) -> bool {
             ("", "pods")
                 | ("apiextensions.k8s.io", "customresourcedefinitions")
                 | ("networking.k8s.io", "networkpolicies")
+                | ("apps", "deployments" | "replicasets")
+                | ("policy", "poddisruptionbudgets")
         )
 }
 

@@ -2,6 +2,7 @@
 //! it works against a real API server, later tests built on kubesim mean something.
 
 mod fidelity {
+    pub mod apps;
     pub mod bad_input;
     pub mod controller;
     pub mod crud;
