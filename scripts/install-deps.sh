@@ -27,6 +27,13 @@ if [ -n "$py_missing" ]; then
   python3 -m pip install -q --disable-pip-version-check $py_missing
 fi
 
+# The real Helm (client-go) as a Python package, for tests/python/test_helm.py. Its metadata asks
+# for a newer Python than the 3.11 here, but the bundled Helm library works with it.
+if ! python3 -c 'import helm_sdkpy' >/dev/null 2>&1; then
+  echo "== pip install helm-sdkpy"
+  python3 -m pip install -q --disable-pip-version-check --ignore-requires-python helm-sdkpy
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "(cargo-nextest not found: falling back to cargo test)"
 fi

@@ -50,12 +50,142 @@ pub fn router(state: AppState) -> axum::Router {
 }
 
 async fn handle(
-    State(state): State<AppState>,
+    state: State<AppState>,
     secure: Option<axum::Extension<crate::tls::Secure>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+) -> Response {
+    let format = negotiate(&headers);
+    let response = serve(state, secure, method, uri, headers, body).await;
+    match format {
+        Format::Protobuf => to_protobuf(response).await,
+        Format::Json => response,
+    }
+}
+
+/// What a client asked to get back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Protobuf,
+}
+
+/// The first media type of `Accept` that kubesim serves: protobuf (for built-in types) or
+/// JSON (`application/json`, `*/*`, YAML and anything else, as before). Entries asking for
+/// another shape (`as=Table`) are skipped, as the API server does when it cannot serve them.
+fn negotiate(headers: &HeaderMap) -> Format {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Format::Json;
+    };
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        if parts.any(|p| p.starts_with("as=")) {
+            continue;
+        }
+        if media == crate::protobuf::MEDIA_TYPE {
+            return Format::Protobuf;
+        }
+        if !media.is_empty() {
+            return Format::Json;
+        }
+    }
+    Format::Json
+}
+
+/// Marks a streaming (watch) response, which carries its own format.
+#[derive(Debug, Clone, Copy)]
+struct Streaming;
+
+/// Re-encodes a JSON answer as protobuf when its kind has a protobuf form (custom resources and
+/// discovery documents stay JSON, as the API server answers them).
+async fn to_protobuf(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json || response.extensions().get::<Streaming>().is_some() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "body lost").into_response();
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .filter(|v| {
+            let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+            crate::protobuf::supports(av, kind)
+        })
+        .map(|v| crate::protobuf::encode(&v));
+    match encoded {
+        Some(Ok(pb)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(pb))
+        }
+        Some(Err(e)) => {
+            // The client also accepts JSON (client-go sends `*/*` after protobuf).
+            tracing::warn!(error = %e, "kubesim: cannot encode an answer as protobuf; answering JSON");
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+/// Turns a protobuf request body into the JSON the handlers read (built-in types only: a
+/// custom resource sent as protobuf is a 415, as in Kubernetes).
+fn decode_protobuf_body(
+    state: &AppState,
+    route: Option<&Route>,
+    headers: &mut HeaderMap,
+    body: &mut Bytes,
+) -> Result<(), ApiError> {
+    if content_type(headers) != crate::protobuf::MEDIA_TYPE {
+        return Ok(());
+    }
+    if let Some(Route::Object(op)) = route
+        && state
+            .store
+            .registry()
+            .find(&op.group, &op.version, &op.resource)
+            .is_some_and(|rt| rt.custom)
+    {
+        return Err(ApiError::unsupported_media_type(
+            crate::protobuf::MEDIA_TYPE,
+        ));
+    }
+    let value = crate::protobuf::decode(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request could not be decoded as protobuf: {e}"
+        ))
+    })?;
+    *body = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(DECODED_FROM_PROTOBUF, http::HeaderValue::from_static("1"));
+    Ok(())
+}
+
+/// Set on a request whose protobuf body was turned into JSON, so the journal still says how
+/// the client sent it (the body it records is the decoded JSON).
+const DECODED_FROM_PROTOBUF: &str = "x-kubesim-decoded-from-protobuf";
+
+async fn serve(
+    State(state): State<AppState>,
+    secure: Option<axum::Extension<crate::tls::Secure>>,
+    method: Method,
+    uri: Uri,
+    mut headers: HeaderMap,
+    mut body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
     let query = Query::parse(uri.query().unwrap_or(""));
@@ -73,7 +203,11 @@ async fn handle(
     if let Err(e) = authorize(&state, &user, &method, &path, &query) {
         return error_response(&e);
     }
-    match path::parse(&path) {
+    let route = path::parse(&path);
+    if let Err(e) = decode_protobuf_body(&state, route.as_ref(), &mut headers, &mut body) {
+        return error_response(&e);
+    }
+    match route {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
@@ -243,7 +377,11 @@ async fn object_request(
             JournalEntry {
                 method: method.to_string(),
                 path: path_and_query.to_string(),
-                content_type: content_type(headers),
+                content_type: if headers.contains_key(DECODED_FROM_PROTOBUF) {
+                    crate::protobuf::MEDIA_TYPE.to_string()
+                } else {
+                    content_type(headers)
+                },
                 body: Value::Null,
             },
             body.clone(),
@@ -362,13 +500,11 @@ async fn execute(
         }
         Verb::Watch => {
             let filter = Filter::from_query(rt, q)?;
-            Ok(watch::serve(
-                state,
-                rt.clone(),
-                op.namespace.clone(),
-                filter,
-                q,
-            ))
+            let protobuf = negotiate(headers) == Format::Protobuf && !rt.custom;
+            let mut response =
+                watch::serve(state, rt.clone(), op.namespace.clone(), filter, q, protobuf);
+            response.extensions_mut().insert(Streaming);
+            Ok(response)
         }
         Verb::Create => {
             let obj = parse_body(headers, &body)?;

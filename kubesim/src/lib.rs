@@ -19,6 +19,7 @@ pub mod kubelet;
 pub mod meta;
 pub mod node_token;
 pub mod patch;
+pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod selector;
