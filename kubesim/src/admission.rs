@@ -18,6 +18,7 @@ pub fn admit_create(
     obj: &mut Value,
     exists: Exists<'_>,
 ) -> Result<(), ApiError> {
+    prune_unknown_fields(rt, obj);
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -57,6 +58,7 @@ pub fn admit_create(
 
 /// Validates and defaults a replacement of `current`.
 pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
+    prune_unknown_fields(rt, obj);
     let name = meta::name(current).to_string();
     let mut causes = Vec::new();
     validate_common(obj, &mut causes);
@@ -94,6 +96,17 @@ pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Resu
         ));
     }
     Ok(())
+}
+
+/// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
+/// server never stores them (custom resources are stored as they come).
+fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom || !obj.is_object() {
+        return;
+    }
+    obj["apiVersion"] = json!(rt.api_version());
+    obj["kind"] = json!(rt.kind);
+    crate::protobuf::unknown_fields(obj, true);
 }
 
 fn is_core(rt: &ResourceType, plural: &str) -> bool {

@@ -1,6 +1,7 @@
 //! The HTTP face of kubesim: the Kubernetes REST API over the store, plus the `/sim/v1` control API.
 
 mod discovery;
+mod openapi;
 mod path;
 mod query;
 mod reviews;
@@ -210,6 +211,16 @@ async fn serve(
     match route {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
+        Some(Route::OpenApiIndex) => json_response(
+            StatusCode::OK,
+            &openapi::index(&state.store.registry(), &state.store),
+        ),
+        Some(Route::OpenApi { group, version }) => {
+            match openapi::document(&state.store.registry(), &state.store, &group, &version) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error_response(&ApiError::no_route(&path)),
+            }
+        }
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::CoreVersions) => json_response(StatusCode::OK, &discovery::core_versions()),
         Some(Route::Groups) => {
@@ -508,21 +519,29 @@ async fn execute(
         }
         Verb::Create => {
             let obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &obj, false)?;
             let mut created = store.create(rt, ns, obj, &write)?;
             if let Some(manager) = q.get("fieldManager") {
                 created = patch::record_update(None, &created, manager, &meta::now_rfc3339());
             }
-            Ok(json_response(StatusCode::CREATED, &created))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &created),
+                &warnings,
+            ))
         }
         Verb::Update => {
             let obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &obj, false)?;
             let out = store.modify(rt, ns, &name, part, &write, |cur| {
                 Ok(match q.get("fieldManager") {
                     Some(m) => patch::record_update(Some(cur), &obj, m, &meta::now_rfc3339()),
                     None => keep_managed_fields(cur, obj.clone()),
                 })
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         Verb::Patch => patch_object(state, rt, ns, &name, part, q, headers, &body, &write),
         Verb::Delete => {
@@ -571,6 +590,67 @@ async fn execute(
             ))
         }
     }
+}
+
+/// Server-side field validation (`?fieldValidation=`) of a body for a built-in type: fields its
+/// Go type does not have are an error with `Strict`, warnings (`Warning: 299`) with `Warn` (the
+/// default) and nothing with `Ignore`; either way they are dropped, as decoding drops them.
+/// Custom resources are not checked. `patch` bodies may carry strategic-merge directives.
+fn check_fields(
+    rt: &ResourceType,
+    q: &Query,
+    body: &Value,
+    patch: bool,
+) -> Result<Vec<String>, ApiError> {
+    let directive = q.get("fieldValidation").unwrap_or("Warn");
+    if rt.custom || directive.eq_ignore_ascii_case("Ignore") {
+        return Ok(Vec::new());
+    }
+    let mut typed = body.clone();
+    if let Some(o) = typed.as_object_mut() {
+        o.insert("apiVersion".into(), json!(rt.api_version()));
+        o.insert("kind".into(), json!(rt.kind));
+    }
+    let Some(unknown) = crate::protobuf::unknown_fields(&mut typed, false) else {
+        return Ok(Vec::new());
+    };
+    let unknown: Vec<String> = unknown
+        .into_iter()
+        .filter(|f| {
+            !(patch
+                && f.rsplit('.')
+                    .next()
+                    .is_some_and(|last| last.starts_with('$')))
+        })
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(unknown);
+    }
+    if directive.eq_ignore_ascii_case("Strict") {
+        let err = format!("strict decoding error: {}", unknown.join(", "));
+        return Err(ApiError::bad_request(if patch {
+            err
+        } else {
+            format!(
+                "{} in version \"{}\" cannot be handled as a {}: {err}",
+                rt.kind, rt.version, rt.kind
+            )
+        }));
+    }
+    Ok(unknown)
+}
+
+/// Adds `Warning: 299 - "..."` headers, as the API server reports what it ignored.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Ok(v) =
+            http::HeaderValue::from_str(&format!("299 - {}", serde_json::Value::from(w.as_str())))
+        {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 fn method_not_allowed(verb: Verb) -> ApiError {
@@ -641,6 +721,8 @@ fn patch_object(
             if !applied.is_object() {
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
+            // Server-side apply is always strict about fields, whatever the directive.
+            check_fields(rt, &Query::parse("fieldValidation=Strict"), &applied, true)?;
             let applied_name = meta::name(&applied);
             if !applied_name.is_empty() && applied_name != name {
                 return Err(ApiError::bad_request(format!(
@@ -678,17 +760,25 @@ fn patch_object(
             if !p.is_object() {
                 return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
+            let warnings = check_fields(rt, q, &p, true)?;
             let out = store.modify(rt, ns, name, part, write, |cur| {
                 Ok(patch::merge_patch(cur, &p))
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         "application/strategic-merge-patch+json" if !rt.custom => {
             let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let warnings = check_fields(rt, q, &p, true)?;
             let out = store.modify(rt, ns, name, part, write, |cur| {
                 patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         other => Err(ApiError {
             message: format!(

@@ -593,21 +593,7 @@ fn raw_json(b: &[u8]) -> Value {
 
 /// Decodes the types with their own JSON form; `None` when `name` is not one of them.
 fn decode_special(name: &str, buf: &[u8]) -> Result<Option<Value>, ProtoError> {
-    let is_special = matches!(
-        name,
-        "meta.v1.Time"
-            | "meta.v1.MicroTime"
-            | "meta.v1.Duration"
-            | "intstr.IntOrString"
-            | "resource.Quantity"
-            | "runtime.RawExtension"
-            | "meta.v1.FieldsV1"
-            | "apiextensions.v1.JSON"
-            | "apiextensions.v1.JSONSchemaPropsOrArray"
-            | "apiextensions.v1.JSONSchemaPropsOrBool"
-            | "apiextensions.v1.JSONSchemaPropsOrStringArray"
-    );
-    if !is_special {
+    if !is_hand_converted(name) {
         return Ok(None);
     }
     let raws = fields(buf)?;
@@ -679,6 +665,114 @@ fn decode_special(name: &str, buf: &[u8]) -> Result<Option<Value>, ProtoError> {
             ),
         },
     }))
+}
+
+/// The fields of an object its built-in type does not have, named as the API server's strict
+/// decoding names them (`spec.replica`, `spec.template.spec.containers[0].foo`); `None` when
+/// kubesim has no schema for the kind (custom resources). With `prune`, they are removed, as
+/// decoding into the Go type drops them.
+pub fn unknown_fields(obj: &mut Value, prune: bool) -> Option<Vec<String>> {
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let (name, _) = message_for(&api_version, &kind)?;
+    let mut found = Vec::new();
+    walk(name, obj, "", &mut found, prune, true);
+    Some(found)
+}
+
+/// The JSON names of a message's fields, inlined structs' fields included.
+fn json_fields(name: &str) -> Vec<(&'static str, &'static Type)> {
+    let mut out = Vec::new();
+    if let Some(msg) = messages().get(name) {
+        for f in &msg.fields {
+            match (&f.json, &f.ty) {
+                (Some(j), ty) => out.push((j.as_str(), ty)),
+                (None, Type::Message(inner)) => out.extend(json_fields(inner)),
+                (None, _) => {}
+            }
+        }
+    }
+    out
+}
+
+fn walk(name: &str, v: &mut Value, path: &str, found: &mut Vec<String>, prune: bool, top: bool) {
+    if is_hand_converted(name) {
+        return;
+    }
+    let Some(obj) = v.as_object_mut() else {
+        return;
+    };
+    let known = json_fields(name);
+    let keys: Vec<String> = obj.keys().cloned().collect();
+    for key in keys {
+        if top && (key == "apiVersion" || key == "kind") {
+            continue;
+        }
+        let here = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        match known.iter().find(|(j, _)| *j == key) {
+            Some((_, ty)) => {
+                if let Some(child) = obj.get_mut(&key) {
+                    walk_type(ty, child, &here, found, prune);
+                }
+            }
+            None => {
+                found.push(here);
+                if prune {
+                    obj.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+fn walk_type(ty: &Type, v: &mut Value, path: &str, found: &mut Vec<String>, prune: bool) {
+    match ty {
+        Type::Scalar(_) => {}
+        Type::Message(name) => walk(name, v, path, found, prune, false),
+        Type::Repeated(inner) | Type::Wrapped(inner) => {
+            if let Some(items) = v.as_array_mut() {
+                for (i, x) in items.iter_mut().enumerate() {
+                    walk_type(inner, x, &format!("{path}[{i}]"), found, prune);
+                }
+            }
+        }
+        Type::Map(_, val) => {
+            if let Some(m) = v.as_object_mut() {
+                for (k, x) in m.iter_mut() {
+                    walk_type(val, x, &format!("{path}.{k}"), found, prune);
+                }
+            }
+        }
+    }
+}
+
+fn is_hand_converted(name: &str) -> bool {
+    matches!(
+        name,
+        "meta.v1.Time"
+            | "meta.v1.MicroTime"
+            | "meta.v1.Duration"
+            | "intstr.IntOrString"
+            | "resource.Quantity"
+            | "runtime.RawExtension"
+            | "meta.v1.FieldsV1"
+            | "apiextensions.v1.JSON"
+            | "apiextensions.v1.JSONSchemaPropsOrArray"
+            | "apiextensions.v1.JSONSchemaPropsOrBool"
+            | "apiextensions.v1.JSONSchemaPropsOrStringArray"
+    )
 }
 
 /// Parses a Go duration (`1h2m3.5s`, `300ms`) into nanoseconds.

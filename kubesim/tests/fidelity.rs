@@ -11,4 +11,5 @@ mod fidelity {
     pub mod rbac;
     pub mod support;
     pub mod watch;
+    pub mod wire;
 }

@@ -185,3 +185,32 @@ fn crds_with_schemas_survive_the_round_trip() {
                     "required": ["spec"]}}}]}});
     assert_eq!(round_trip(&crd), crd);
 }
+
+#[test]
+fn unknown_fields_are_named_as_strict_decoding_names_them_and_pruned() {
+    let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"a": "b"}, "bogus": 1},
+        "spec": {"replica": 3, "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always",
+                    "resources": {"limits": {"cpu": "1"}}}],
+                    "volumes": [{"name": "v", "emptyDir": {}, "configMap": {"name": "x", "oops": true}}]}}}});
+    let found = unknown_fields(&mut d.clone(), false).expect("built-in");
+    assert_eq!(
+        found,
+        vec![
+            "metadata.bogus",
+            "spec.replica",
+            "spec.template.spec.containers[0].imagePullPolicyy",
+            "spec.template.spec.volumes[0].configMap.oops",
+        ]
+    );
+    unknown_fields(&mut d, true);
+    assert_eq!(unknown_fields(&mut d.clone(), false), Some(vec![]));
+    assert_eq!(
+        d["spec"]["template"]["spec"]["volumes"][0]["emptyDir"],
+        json!({})
+    );
+    let mut cr = json!({"apiVersion": "ex.io/v1", "kind": "Thing", "spec": {"anything": 1}});
+    assert_eq!(unknown_fields(&mut cr, true), None);
+}
