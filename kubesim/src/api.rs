@@ -200,6 +200,10 @@ async fn serve(
         Ok(u) => u,
         Err(e) => return error_response(&e),
     };
+    let user = match impersonate(&state, user, &headers) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
     wait_while_partitioned(&state, &user).await;
     if let Err(e) = authorize(&state, &user, &method, &path, &query) {
         return error_response(&e);
@@ -243,6 +247,87 @@ async fn serve(
                 .unwrap_or_else(|e| error_response(&e))
         }
     }
+}
+
+/// Acts as another user when the request says so (`Impersonate-User`, `Impersonate-Group`,
+/// `Impersonate-Uid`: `kubectl --as`), if the requester may `impersonate` each of them; as the
+/// API server does, a service account's user name brings its groups and every impersonated
+/// user but `system:anonymous` is in `system:authenticated`.
+fn impersonate(
+    state: &AppState,
+    user: UserInfo,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    };
+    let target = values("impersonate-user").into_iter().next();
+    let groups = values("impersonate-group");
+    let uid = values("impersonate-uid").into_iter().next();
+    let Some(target) = target else {
+        if !groups.is_empty() || uid.is_some() {
+            return Err(ApiError::bad_request(
+                "requested impersonation of groups or a uid without impersonating a user",
+            ));
+        }
+        return Ok(user);
+    };
+    let sa = target
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let mut checks: Vec<crate::rbac::RequestAttributes> = Vec::new();
+    let attrs =
+        |group: &str, resource: &str, namespace: &str, name: &str| crate::rbac::RequestAttributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            api_group: group.into(),
+            api_version: "v1".into(),
+            namespace: namespace.into(),
+            resource: resource.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+    match sa {
+        Some((ns, name)) => checks.push(attrs("", "serviceaccounts", ns, name)),
+        None => checks.push(attrs("", "users", "", &target)),
+    }
+    for g in &groups {
+        checks.push(attrs("", "groups", "", g));
+    }
+    if let Some(u) = &uid {
+        checks.push(attrs("authentication.k8s.io", "uids", "", u));
+    }
+    for a in &checks {
+        let d = crate::rbac::authorize(&state.store, &user, a);
+        state.control.record_authz(
+            &user.name,
+            &a.verb,
+            &a.api_group,
+            &a.resource,
+            &a.namespace,
+            d.allowed,
+        );
+        if !d.allowed {
+            return Err(crate::rbac::forbidden(&user, a, &d.reason));
+        }
+    }
+    let mut out = match sa {
+        Some((ns, name)) if groups.is_empty() => UserInfo::service_account(ns, name, ""),
+        _ => UserInfo {
+            name: target.clone(),
+            groups,
+            ..UserInfo::default()
+        },
+    };
+    out.uid = uid.unwrap_or(out.uid);
+    if target != "system:anonymous" && !out.groups.iter().any(|g| g == crate::auth::AUTHENTICATED) {
+        out.groups.push(crate::auth::AUTHENTICATED.into());
+    }
+    Ok(out)
 }
 
 /// Authorizes a request (RBAC; `system:masters` bypass it) and records the decision in the

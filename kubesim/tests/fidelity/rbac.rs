@@ -298,3 +298,47 @@ async fn the_aggregated_view_role_reads_pods_but_not_secrets() {
         403
     );
 }
+
+#[tokio::test]
+async fn impersonation_acts_as_the_named_user_when_the_requester_may_impersonate() {
+    let sim = start().await;
+    let _admin = team(&sim).await;
+    let as_runner = [("Impersonate-User", "system:serviceaccount:team:runner")];
+    // The plain-HTTP listener's user is privileged: it may impersonate, and then is the runner.
+    let pods = sim
+        .request("GET", "/api/v1/namespaces/team/pods", &as_runner, b"")
+        .await;
+    assert_eq!(pods.code, 200);
+    let secrets = sim
+        .request("GET", "/api/v1/namespaces/team/secrets", &as_runner, b"")
+        .await;
+    assert_eq!(secrets.code, 403);
+    let status: Value = serde_json::from_slice(&secrets.body).unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"User "system:serviceaccount:team:runner" cannot list resource "secrets""#),
+        "{status}"
+    );
+    // The runner itself may not impersonate anyone.
+    let token = sim.cluster.service_account_token("team", "runner").unwrap();
+    let bearer = format!("Bearer {token}");
+    let refused = sim
+        .request(
+            "GET",
+            "/api/v1/namespaces/team/pods",
+            &[
+                ("Authorization", bearer.as_str()),
+                ("Impersonate-User", "kubernetes-admin"),
+            ],
+            b"",
+        )
+        .await;
+    assert_eq!(refused.code, 403);
+    let status: Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(
+        status["message"],
+        r#"users "kubernetes-admin" is forbidden: User "system:serviceaccount:team:runner" cannot impersonate resource "users" in API group "" at the cluster scope"#
+    );
+}
