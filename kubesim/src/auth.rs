@@ -185,6 +185,7 @@ impl IssueError {
 pub struct Authenticator {
     key: ring::hmac::Key,
     store: Arc<Store>,
+    verified: std::sync::Mutex<std::collections::HashMap<String, Arc<Claims>>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -206,7 +207,11 @@ impl Authenticator {
         let rng = ring::rand::SystemRandom::new();
         let key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
             .expect("the system random source works");
-        Self { key, store }
+        Self {
+            key,
+            store,
+            verified: std::sync::Mutex::default(),
+        }
     }
 
     /// Issues a service-account token (what TokenRequest and the kubelet's projected token
@@ -318,63 +323,110 @@ impl Authenticator {
     }
 
     fn review_at(&self, token: &str, audiences: &[String], now: i64) -> Option<UserInfo> {
-        let (signing_input, sig) = token.rsplit_once('.')?;
-        let sig = unb64url(sig)?;
-        ring::hmac::verify(&self.key, signing_input.as_bytes(), &sig).ok()?;
-        let (_, body) = signing_input.split_once('.')?;
-        let claims: Value = serde_json::from_slice(&unb64url(body)?).ok()?;
-        let exp = claims.get("exp")?.as_i64()?;
-        let nbf = claims.get("nbf").and_then(Value::as_i64).unwrap_or(0);
-        if now >= exp || now < nbf {
+        let claims = self.verified(token)?;
+        if now >= claims.exp || now < claims.nbf {
             return None;
         }
-        let token_aud: Vec<&str> = claims
-            .get("aud")?
-            .as_array()?
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        if !audiences.iter().any(|a| token_aud.contains(&a.as_str())) {
+        if !audiences.iter().any(|a| claims.audiences.contains(a)) {
             return None;
         }
-        let k8s = claims.get("kubernetes.io")?;
-        let ns = k8s.get("namespace")?.as_str()?;
-        let sa_name = k8s.pointer("/serviceaccount/name")?.as_str()?;
-        let sa_uid = k8s.pointer("/serviceaccount/uid")?.as_str()?;
-        let sa = self.store.get_raw("", "serviceaccounts", ns, sa_name)?;
-        if meta::uid(&sa) != sa_uid {
+        let ns = claims.namespace.as_str();
+        let sa = self
+            .store
+            .get_shared("", "serviceaccounts", ns, &claims.service_account)?;
+        if meta::uid(&sa) != claims.service_account_uid {
             return None;
         }
-        let mut user = UserInfo::service_account(ns, sa_name, sa_uid);
-        if let Some(pod) = k8s.get("pod") {
-            let name = pod.get("name")?.as_str()?;
-            let uid = pod.get("uid")?.as_str()?;
-            let live = self.store.get_raw("", "pods", ns, name)?;
+        let mut user =
+            UserInfo::service_account(ns, &claims.service_account, &claims.service_account_uid);
+        if let Some((name, uid)) = &claims.pod {
+            let live = self.store.get_shared("", "pods", ns, name)?;
             if meta::uid(&live) != uid {
                 return None;
             }
             user.extra
-                .push(("authentication.kubernetes.io/pod-name".into(), name.into()));
+                .push(("authentication.kubernetes.io/pod-name".into(), name.clone()));
             user.extra
-                .push(("authentication.kubernetes.io/pod-uid".into(), uid.into()));
+                .push(("authentication.kubernetes.io/pod-uid".into(), uid.clone()));
             user.node = live
                 .pointer("/spec/nodeName")
                 .and_then(Value::as_str)
                 .filter(|n| !n.is_empty())
                 .map(str::to_string);
         }
-        if let Some(node) = k8s.pointer("/node/name").and_then(Value::as_str) {
-            user.extra
-                .push(("authentication.kubernetes.io/node-name".into(), node.into()));
+        if let Some(node) = &claims.node {
+            user.extra.push((
+                "authentication.kubernetes.io/node-name".into(),
+                node.clone(),
+            ));
         }
-        if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
+        if !claims.jti.is_empty() {
             user.extra.push((
                 "authentication.kubernetes.io/credential-id".into(),
-                format!("JTI={jti}"),
+                format!("JTI={}", claims.jti),
             ));
         }
         Some(user)
     }
+
+    /// The claims of a token whose signature is ours. Verified tokens are remembered (clients
+    /// send the same token on every request); what can change (expiry, the service account,
+    /// the pod) is checked on every use.
+    fn verified(&self, token: &str) -> Option<Arc<Claims>> {
+        let mut cache = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache.get(token) {
+            return Some(c.clone());
+        }
+        let (signing_input, sig) = token.rsplit_once('.')?;
+        let sig = unb64url(sig)?;
+        ring::hmac::verify(&self.key, signing_input.as_bytes(), &sig).ok()?;
+        let (_, body) = signing_input.split_once('.')?;
+        let claims: Value = serde_json::from_slice(&unb64url(body)?).ok()?;
+        let k8s = claims.get("kubernetes.io")?;
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let parsed = Arc::new(Claims {
+            exp: claims.get("exp")?.as_i64()?,
+            nbf: claims.get("nbf").and_then(Value::as_i64).unwrap_or(0),
+            audiences: claims
+                .get("aud")?
+                .as_array()?
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+            namespace: text(k8s.get("namespace"))?,
+            service_account: text(k8s.pointer("/serviceaccount/name"))?,
+            service_account_uid: text(k8s.pointer("/serviceaccount/uid"))?,
+            pod: match k8s.get("pod") {
+                Some(p) => Some((text(p.get("name"))?, text(p.get("uid"))?)),
+                None => None,
+            },
+            node: text(k8s.pointer("/node/name")),
+            jti: text(claims.get("jti")).unwrap_or_default(),
+        });
+        if cache.len() >= VERIFIED_CAPACITY {
+            cache.clear();
+        }
+        cache.insert(token.to_string(), parsed.clone());
+        Some(parsed)
+    }
+}
+
+/// How many verified tokens are remembered (all are forgotten when it fills: a bound, not an
+/// eviction policy; tokens are re-verified on their next use).
+const VERIFIED_CAPACITY: usize = 10_000;
+
+/// What a verified service-account token says.
+#[derive(Debug)]
+struct Claims {
+    exp: i64,
+    nbf: i64,
+    audiences: Vec<String>,
+    namespace: String,
+    service_account: String,
+    service_account_uid: String,
+    pod: Option<(String, String)>,
+    node: Option<String>,
+    jti: String,
 }
 
 /// The token of a `Bearer` authorization header value.
