@@ -192,6 +192,9 @@ impl Cluster {
         crate::gc::start(store.clone());
         crate::rbac::start_aggregator(store.clone());
         crate::apps::start(store.clone());
+        // Made before the kubelet, which needs to issue pods' service-account tokens (and the
+        // CA, `pki`, for their `ca.crt`).
+        let auth = Arc::new(Authenticator::new(store.clone()));
         let kubelet = Kubelet::start(
             store.clone(),
             KubeletConfig {
@@ -203,7 +206,6 @@ impl Cluster {
             },
         );
         let control = Arc::new(Control::default());
-        let auth = Arc::new(Authenticator::new(store.clone()));
         let state = AppState {
             store: store.clone(),
             control: control.clone(),
