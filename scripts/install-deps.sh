@@ -35,9 +35,9 @@ if [ -n "$py_missing" ]; then
   python3 -m pip install -q --disable-pip-version-check $py_missing
 fi
 
-# The real Helm (Helm's Go library, used to install the chart into kubesim). It declares
+# The real Helm (Helm's Go library, used to install charts into kubesim). It declares
 # Python >= 3.12 but works on this machine's 3.11.
-if ! python3 -c "import helm_sdkpy" >/dev/null 2>&1; then
+if ! python3 -c 'import helm_sdkpy' >/dev/null 2>&1; then
   echo "== pip install helm-sdkpy"
   python3 -m pip install -q --disable-pip-version-check --ignore-requires-python helm-sdkpy
 fi

@@ -7,6 +7,8 @@ use crate::api_error::{ApiError, Cause, cause};
 use crate::meta::{self, metadata_mut};
 use crate::resources::{NameRule, ResourceType};
 
+mod workloads;
+
 /// Existence check used by admission (group, plural, namespace, name).
 pub type Exists<'a> = &'a dyn Fn(&str, &str, &str, &str) -> bool;
 
@@ -16,6 +18,7 @@ pub fn admit_create(
     obj: &mut Value,
     exists: Exists<'_>,
 ) -> Result<(), ApiError> {
+    prune_unknown_fields(rt, obj);
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -55,10 +58,14 @@ pub fn admit_create(
 
 /// Validates and defaults a replacement of `current`.
 pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
+    prune_unknown_fields(rt, obj);
     let name = meta::name(current).to_string();
     let mut causes = Vec::new();
     validate_common(obj, &mut causes);
     validate_kind(rt, obj, &mut causes);
+    if !rt.custom {
+        workloads::validate_update(rt, obj, current, &mut causes);
+    }
     if (is_core(rt, "configmaps") || is_core(rt, "secrets"))
         && current.get("immutable").and_then(Value::as_bool) == Some(true)
     {
@@ -89,6 +96,17 @@ pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Resu
         ));
     }
     Ok(())
+}
+
+/// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
+/// server never stores them (custom resources are stored as they come).
+fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom || !obj.is_object() {
+        return;
+    }
+    obj["apiVersion"] = json!(rt.api_version());
+    obj["kind"] = json!(rt.kind);
+    crate::protobuf::unknown_fields(obj, true);
 }
 
 fn is_core(rt: &ResourceType, plural: &str) -> bool {
@@ -191,6 +209,7 @@ fn validate_kind(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
     if rt.custom {
         return;
     }
+    workloads::validate(rt, obj, causes);
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => validate_pod(obj, causes),
         ("", "services") => validate_service(obj, causes),
@@ -382,6 +401,7 @@ fn default_kind(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
     if rt.custom {
         return;
     }
+    workloads::default(rt, obj);
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => default_pod(obj),
         ("", "services") => default_service(obj, current),
@@ -422,7 +442,18 @@ fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
 }
 
 fn default_pod(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    default_pod_spec(spec);
+    if obj.get("status").is_none_or(|s| !s.is_object()) {
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(obj)});
+    }
+}
+
+/// The defaults of a pod spec (also of the pod templates of Deployments and ReplicaSets).
+fn default_pod_spec(spec: &mut Value) {
+    let Some(spec) = spec.as_object_mut() else {
         return;
     };
     set_default(spec, "restartPolicy", json!("Always"));
@@ -473,9 +504,6 @@ fn default_pod(obj: &mut Value) {
                 }
             }
         }
-    }
-    if obj.get("status").is_none_or(|s| !s.is_object()) {
-        obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(obj)});
     }
 }
 

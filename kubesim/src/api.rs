@@ -1,8 +1,11 @@
 //! The HTTP face of kubesim: the Kubernetes REST API over the store, plus the `/sim/v1` control API.
 
 mod discovery;
+mod openapi;
 mod path;
 mod query;
+mod reviews;
+mod scale;
 mod sim;
 mod watch;
 
@@ -15,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
+use crate::auth::{Authenticator, UserInfo};
 use crate::control::{Control, FaultTiming, JournalEntry, RequestInfo};
 use crate::kubelet::Kubelet;
 use crate::meta;
@@ -37,6 +41,8 @@ pub struct AppState {
     pub kubelet: Arc<Kubelet>,
     /// Interval between watch bookmarks.
     pub bookmark_interval: std::time::Duration,
+    /// Who requests come from (client certificates, service-account and node tokens).
+    pub auth: Arc<Authenticator>,
 }
 
 /// The whole API as one axum router.
@@ -45,21 +51,180 @@ pub fn router(state: AppState) -> axum::Router {
 }
 
 async fn handle(
-    State(state): State<AppState>,
+    state: State<AppState>,
+    secure: Option<axum::Extension<crate::tls::Secure>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+) -> Response {
+    let format = negotiate(&headers);
+    let response = serve(state, secure, method, uri, headers, body).await;
+    match format {
+        Format::Protobuf => to_protobuf(response).await,
+        Format::Json => response,
+    }
+}
+
+/// What a client asked to get back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Protobuf,
+}
+
+/// The first media type of `Accept` that kubesim serves: protobuf (for built-in types) or
+/// JSON (`application/json`, `*/*`, YAML and anything else, as before). Entries asking for
+/// another shape (`as=Table`) are skipped, as the API server does when it cannot serve them.
+fn negotiate(headers: &HeaderMap) -> Format {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Format::Json;
+    };
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        if parts.any(|p| p.starts_with("as=")) {
+            continue;
+        }
+        if media == crate::protobuf::MEDIA_TYPE {
+            return Format::Protobuf;
+        }
+        if !media.is_empty() {
+            return Format::Json;
+        }
+    }
+    Format::Json
+}
+
+/// Marks a streaming (watch) response, which carries its own format.
+#[derive(Debug, Clone, Copy)]
+struct Streaming;
+
+/// Re-encodes a JSON answer as protobuf when its kind has a protobuf form (custom resources and
+/// discovery documents stay JSON, as the API server answers them).
+async fn to_protobuf(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json || response.extensions().get::<Streaming>().is_some() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "body lost").into_response();
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .filter(|v| {
+            let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+            crate::protobuf::supports(av, kind)
+        })
+        .map(|v| crate::protobuf::encode(&v));
+    match encoded {
+        Some(Ok(pb)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(pb))
+        }
+        Some(Err(e)) => {
+            // The client also accepts JSON (client-go sends `*/*` after protobuf).
+            tracing::warn!(error = %e, "kubesim: cannot encode an answer as protobuf; answering JSON");
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+/// Turns a protobuf request body into the JSON the handlers read (built-in types only: a
+/// custom resource sent as protobuf is a 415, as in Kubernetes).
+fn decode_protobuf_body(
+    state: &AppState,
+    route: Option<&Route>,
+    headers: &mut HeaderMap,
+    body: &mut Bytes,
+) -> Result<(), ApiError> {
+    if content_type(headers) != crate::protobuf::MEDIA_TYPE {
+        return Ok(());
+    }
+    if let Some(Route::Object(op)) = route
+        && state
+            .store
+            .registry()
+            .find(&op.group, &op.version, &op.resource)
+            .is_some_and(|rt| rt.custom)
+    {
+        return Err(ApiError::unsupported_media_type(
+            crate::protobuf::MEDIA_TYPE,
+        ));
+    }
+    let value = crate::protobuf::decode(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request could not be decoded as protobuf: {e}"
+        ))
+    })?;
+    *body = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(DECODED_FROM_PROTOBUF, http::HeaderValue::from_static("1"));
+    Ok(())
+}
+
+/// Set on a request whose protobuf body was turned into JSON, so the journal still says how
+/// the client sent it (the body it records is the decoded JSON).
+const DECODED_FROM_PROTOBUF: &str = "x-kubesim-decoded-from-protobuf";
+
+async fn serve(
+    State(state): State<AppState>,
+    secure: Option<axum::Extension<crate::tls::Secure>>,
+    method: Method,
+    uri: Uri,
+    mut headers: HeaderMap,
+    mut body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
     let query = Query::parse(uri.query().unwrap_or(""));
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
-    wait_while_partitioned(&state, &headers).await;
-    match path::parse(&path) {
+    let user = match state.auth.authenticate(
+        headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+        secure.as_ref().map(|s| &s.0),
+    ) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
+    let user = match impersonate(&state, user, &headers) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
+    wait_while_partitioned(&state, &user).await;
+    if let Err(e) = authorize(&state, &user, &method, &path, &query) {
+        return error_response(&e);
+    }
+    let route = path::parse(&path);
+    if let Err(e) = decode_protobuf_body(&state, route.as_ref(), &mut headers, &mut body) {
+        return error_response(&e);
+    }
+    match route {
         None => error_response(&ApiError::no_route(&path)),
         Some(Route::Health) => (StatusCode::OK, "ok").into_response(),
+        Some(Route::OpenApiIndex) => json_response(
+            StatusCode::OK,
+            &openapi::index(&state.store.registry(), &state.store),
+        ),
+        Some(Route::OpenApi { group, version }) => {
+            match openapi::document(&state.store.registry(), &state.store, &group, &version) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error_response(&ApiError::no_route(&path)),
+            }
+        }
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::CoreVersions) => json_response(StatusCode::OK, &discovery::core_versions()),
         Some(Route::Groups) => {
@@ -77,24 +242,147 @@ async fn handle(
         }
         Some(Route::Object(op)) => {
             let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
-            object_request(&state, method, op, pq, &query, &headers, body)
+            object_request(&state, &user, method, op, pq, &query, &headers, body)
                 .await
                 .unwrap_or_else(|e| error_response(&e))
         }
     }
 }
 
-/// A process on a partitioned node cannot reach the control plane: its requests (those carrying
-/// its node's token) get no answer while the partition lasts, as when the network drops their
-/// packets, and are served once the node heals, as TCP would deliver them then. Clients see what
-/// they see in a real partition: their own timeouts, not an error status they might retry on.
-async fn wait_while_partitioned(state: &AppState, headers: &HeaderMap) {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
+/// Acts as another user when the request says so (`Impersonate-User`, `Impersonate-Group`,
+/// `Impersonate-Uid`: `kubectl --as`), if the requester may `impersonate` each of them; as the
+/// API server does, a service account's user name brings its groups and every impersonated
+/// user but `system:anonymous` is in `system:authenticated`.
+fn impersonate(
+    state: &AppState,
+    user: UserInfo,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    };
+    let target = values("impersonate-user").into_iter().next();
+    let groups = values("impersonate-group");
+    let uid = values("impersonate-uid").into_iter().next();
+    let Some(target) = target else {
+        if !groups.is_empty() || uid.is_some() {
+            return Err(ApiError::bad_request(
+                "requested impersonation of groups or a uid without impersonating a user",
+            ));
+        }
+        return Ok(user);
+    };
+    let sa = target
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let mut checks: Vec<crate::rbac::RequestAttributes> = Vec::new();
+    let attrs =
+        |group: &str, resource: &str, namespace: &str, name: &str| crate::rbac::RequestAttributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            api_group: group.into(),
+            api_version: "v1".into(),
+            namespace: namespace.into(),
+            resource: resource.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+    match sa {
+        Some((ns, name)) => checks.push(attrs("", "serviceaccounts", ns, name)),
+        None => checks.push(attrs("", "users", "", &target)),
+    }
+    for g in &groups {
+        checks.push(attrs("", "groups", "", g));
+    }
+    if let Some(u) = &uid {
+        checks.push(attrs("authentication.k8s.io", "uids", "", u));
+    }
+    for a in &checks {
+        let d = crate::rbac::authorize(&state.store, &user, a);
+        state.control.record_authz(
+            &user.name,
+            &a.verb,
+            &a.api_group,
+            &a.resource,
+            &a.namespace,
+            d.allowed,
+        );
+        if !d.allowed {
+            return Err(crate::rbac::forbidden(&user, a, &d.reason));
+        }
+    }
+    let mut out = match sa {
+        Some((ns, name)) if groups.is_empty() => UserInfo::service_account(ns, name, ""),
+        _ => UserInfo {
+            name: target.clone(),
+            groups,
+            ..UserInfo::default()
+        },
+    };
+    out.uid = uid.unwrap_or(out.uid);
+    if target != "system:anonymous" && !out.groups.iter().any(|g| g == crate::auth::AUTHENTICATED) {
+        out.groups.push(crate::auth::AUTHENTICATED.into());
+    }
+    Ok(out)
+}
+
+/// Authorizes a request (RBAC; `system:masters` bypass it) and records the decision in the
+/// authorization journal.
+fn authorize(
+    state: &AppState,
+    user: &UserInfo,
+    method: &Method,
+    path: &str,
+    q: &Query,
+) -> Result<(), ApiError> {
+    let field_name = q
+        .get("fieldSelector")
+        .and_then(|f| FieldSelector::parse(f).ok())
+        .and_then(|f| f.equals_value("metadata.name").map(str::to_string));
+    let attrs = crate::rbac::request_attributes(
+        method.as_str(),
+        path,
+        q.flag("watch"),
+        field_name.as_deref(),
+    );
+    let decision = crate::rbac::authorize(&state.store, user, &attrs);
+    let resource = if attrs.resource_request {
+        attrs.combined_resource()
+    } else {
+        attrs.path.clone()
+    };
+    state.control.record_authz(
+        &user.name,
+        &attrs.verb,
+        &attrs.api_group,
+        &resource,
+        &attrs.namespace,
+        decision.allowed,
+    );
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(crate::rbac::forbidden(user, &attrs, &decision.reason))
+    }
+}
+
+/// A process on a partitioned node cannot reach the control plane: its requests (those whose
+/// credentials name its node: node tokens, pod-bound service-account tokens) get no answer
+/// while the partition lasts, as when the network drops their packets, and are served once the
+/// node heals, as TCP would deliver them then. Clients see what they see in a real partition:
+/// their own timeouts, not an error status they might retry on.
+async fn wait_while_partitioned(state: &AppState, user: &UserInfo) {
+    let Some(node) = user.node.as_deref() else {
         return;
     };
-    let Some(node) = crate::node_token::node_of_authorization(value.as_bytes()) else {
+    if !state.kubelet.is_partitioned(node) {
         return;
-    };
+    }
+    let _held = state.control.hold(node);
     while state.kubelet.is_partitioned(node) {
         tokio::time::sleep(PARTITION_POLL).await;
     }
@@ -138,6 +426,8 @@ fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError
         ("GET", false) if q.flag("watch") => Verb::Watch,
         ("GET", false) => Verb::List,
         ("POST", false) => Verb::Create,
+        // Subresources created on an object (`serviceaccounts/NAME/token`).
+        ("POST", true) if op.subresource.is_some() => Verb::Create,
         ("PUT", true) => Verb::Update,
         ("PATCH", true) => Verb::Patch,
         ("DELETE", true) => Verb::Delete,
@@ -150,8 +440,10 @@ fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn object_request(
     state: &AppState,
+    user: &UserInfo,
     method: Method,
     op: ObjectPath,
     path_and_query: &str,
@@ -181,7 +473,11 @@ async fn object_request(
             JournalEntry {
                 method: method.to_string(),
                 path: path_and_query.to_string(),
-                content_type: content_type(headers),
+                content_type: if headers.contains_key(DECODED_FROM_PROTOBUF) {
+                    crate::protobuf::MEDIA_TYPE.to_string()
+                } else {
+                    content_type(headers)
+                },
                 body: Value::Null,
             },
             body.clone(),
@@ -211,7 +507,11 @@ async fn object_request(
         )));
     }
     let ns = op.namespace.clone().unwrap_or_default();
-    let result = execute(state, &rt, verb, &op, &ns, q, headers, body).await;
+    let result = if crate::resources::is_review(&rt) {
+        reviews::create(state, user, &rt, verb, &ns, headers, &body)
+    } else {
+        execute(state, &rt, verb, &op, &ns, q, headers, body).await
+    };
     match fired {
         Some(f) if f.when == FaultTiming::After => Err(ApiError::injected(f.code, f.message)),
         _ => result,
@@ -238,6 +538,26 @@ async fn execute(
         Some("finalize") if rt.group.is_empty() && rt.plural == "namespaces" => Part::Main,
         Some("log") if rt.group.is_empty() && rt.plural == "pods" && verb == Verb::Get => {
             return pod_log(state, ns, &name, q);
+        }
+        Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
+            return match verb {
+                Verb::Create => reviews::token_request(state, ns, &name, headers, &body),
+                _ => Err(method_not_allowed(verb)),
+            };
+        }
+        Some("scale")
+            if rt.group == "apps"
+                && matches!(rt.plural.as_str(), "deployments" | "replicasets") =>
+        {
+            let write = WriteOpts {
+                dry_run: q.dry_run()?,
+            };
+            return match verb {
+                Verb::Get => scale::get(store, rt, ns, &name),
+                Verb::Update => scale::update(store, rt, ns, &name, headers, &body, &write),
+                Verb::Patch => scale::patch(store, rt, ns, &name, headers, &body, &write),
+                _ => Err(method_not_allowed(verb)),
+            };
         }
         Some(s) => {
             return Err(ApiError::no_route(&format!("{}/{s}", rt.plural)));
@@ -276,31 +596,37 @@ async fn execute(
         }
         Verb::Watch => {
             let filter = Filter::from_query(rt, q)?;
-            Ok(watch::serve(
-                state,
-                rt.clone(),
-                op.namespace.clone(),
-                filter,
-                q,
-            ))
+            let protobuf = negotiate(headers) == Format::Protobuf && !rt.custom;
+            let mut response =
+                watch::serve(state, rt.clone(), op.namespace.clone(), filter, q, protobuf);
+            response.extensions_mut().insert(Streaming);
+            Ok(response)
         }
         Verb::Create => {
             let obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &obj, false)?;
             let mut created = store.create(rt, ns, obj, &write)?;
             if let Some(manager) = q.get("fieldManager") {
                 created = patch::record_update(None, &created, manager, &meta::now_rfc3339());
             }
-            Ok(json_response(StatusCode::CREATED, &created))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &created),
+                &warnings,
+            ))
         }
         Verb::Update => {
             let obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &obj, false)?;
             let out = store.modify(rt, ns, &name, part, &write, |cur| {
                 Ok(match q.get("fieldManager") {
                     Some(m) => patch::record_update(Some(cur), &obj, m, &meta::now_rfc3339()),
                     None => keep_managed_fields(cur, obj.clone()),
                 })
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         Verb::Patch => patch_object(state, rt, ns, &name, part, q, headers, &body, &write),
         Verb::Delete => {
@@ -349,6 +675,74 @@ async fn execute(
             ))
         }
     }
+}
+
+/// Server-side field validation (`?fieldValidation=`) of a body for a built-in type: fields its
+/// Go type does not have are an error with `Strict`, warnings (`Warning: 299`) with `Warn` (the
+/// default) and nothing with `Ignore`; either way they are dropped, as decoding drops them.
+/// Custom resources are not checked. `patch` bodies may carry strategic-merge directives.
+fn check_fields(
+    rt: &ResourceType,
+    q: &Query,
+    body: &Value,
+    patch: bool,
+) -> Result<Vec<String>, ApiError> {
+    let directive = q.get("fieldValidation").unwrap_or("Warn");
+    if rt.custom || directive.eq_ignore_ascii_case("Ignore") {
+        return Ok(Vec::new());
+    }
+    let mut typed = body.clone();
+    if let Some(o) = typed.as_object_mut() {
+        o.insert("apiVersion".into(), json!(rt.api_version()));
+        o.insert("kind".into(), json!(rt.kind));
+    }
+    let Some(unknown) = crate::protobuf::unknown_fields(&mut typed, false) else {
+        return Ok(Vec::new());
+    };
+    let unknown: Vec<String> = unknown
+        .into_iter()
+        .filter(|f| {
+            !(patch
+                && f.rsplit('.')
+                    .next()
+                    .is_some_and(|last| last.starts_with('$')))
+        })
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(unknown);
+    }
+    if directive.eq_ignore_ascii_case("Strict") {
+        let err = format!("strict decoding error: {}", unknown.join(", "));
+        return Err(ApiError::bad_request(if patch {
+            err
+        } else {
+            format!(
+                "{} in version \"{}\" cannot be handled as a {}: {err}",
+                rt.kind, rt.version, rt.kind
+            )
+        }));
+    }
+    Ok(unknown)
+}
+
+/// Adds `Warning: 299 - "..."` headers, as the API server reports what it ignored.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Ok(v) =
+            http::HeaderValue::from_str(&format!("299 - {}", serde_json::Value::from(w.as_str())))
+        {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
+}
+
+fn method_not_allowed(verb: Verb) -> ApiError {
+    ApiError::method_not_allowed(format!(
+        "the server does not allow this method on the requested resource ({})",
+        verb.audit()
+    ))
 }
 
 /// Types whose registry returns the deleted object rather than a `Status` (the API server's
@@ -412,6 +806,8 @@ fn patch_object(
             if !applied.is_object() {
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
+            // Server-side apply is always strict about fields, whatever the directive.
+            check_fields(rt, &Query::parse("fieldValidation=Strict"), &applied, true)?;
             let applied_name = meta::name(&applied);
             if !applied_name.is_empty() && applied_name != name {
                 return Err(ApiError::bad_request(format!(
@@ -449,17 +845,25 @@ fn patch_object(
             if !p.is_object() {
                 return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
+            let warnings = check_fields(rt, q, &p, true)?;
             let out = store.modify(rt, ns, name, part, write, |cur| {
                 Ok(patch::merge_patch(cur, &p))
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         "application/strategic-merge-patch+json" if !rt.custom => {
             let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let warnings = check_fields(rt, q, &p, true)?;
             let out = store.modify(rt, ns, name, part, write, |cur| {
                 patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
             })?;
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         other => Err(ApiError {
             message: format!(
@@ -475,7 +879,7 @@ fn patch_object(
     }
 }
 
-fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
+pub(crate) fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
     ApiError {
         message: format!("{} \"{name}\": {e}", rt.qualified()),
         ..ApiError::invalid(&rt.group, &rt.kind, name, vec![])
@@ -624,7 +1028,7 @@ fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
     v
 }
 
-fn content_type(headers: &HeaderMap) -> String {
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -639,7 +1043,7 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Decodes a create/update body: JSON, or YAML when sent as `application/yaml`.
-fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     let ct = content_type(headers);
     let value: Value = match ct.as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(body)

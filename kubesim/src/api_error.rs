@@ -122,9 +122,25 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 401 for a request whose credentials are not valid (the API server says only
+    /// "Unauthorized").
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 403.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
+    }
+
+    /// 403 with the details the API server gives (object name, group, resource plural).
+    pub fn forbidden_details(
+        message: impl Into<String>,
+        name: &str,
+        group: &str,
+        resource: &str,
+    ) -> Self {
+        Self::new(403, "Forbidden", message).with_details(name, group, resource)
     }
 
     /// 405.
@@ -186,11 +202,12 @@ impl ApiError {
         });
         let mut details = serde_json::Map::new();
         if let Some((name, group, kind)) = self.details.as_deref() {
-            details.insert("name".into(), json!(name));
-            if !group.is_empty() {
-                details.insert("group".into(), json!(group));
+            // Empty fields are omitted, as Go's `omitempty` does.
+            for (key, value) in [("name", name), ("group", group), ("kind", kind)] {
+                if !value.is_empty() {
+                    details.insert(key.into(), json!(value));
+                }
             }
-            details.insert("kind".into(), json!(kind));
         }
         if !self.causes.is_empty() {
             details.insert(

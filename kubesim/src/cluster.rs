@@ -9,11 +9,20 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::{self, AppState};
+use crate::auth::{Authenticator, TokenSpec};
 use crate::control::Control;
+use crate::kubeconfig::Credentials;
 use crate::kubelet::{ImageCommand, Kubelet, KubeletConfig};
-use crate::net::addr::{KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT, NODE_IP};
+use crate::net::addr::{KUBERNETES_SERVICE_PORT, NODE_IP};
 use crate::net::{ClusterNet, NetError, NetworkMode};
 use crate::store::{Store, WriteOpts};
+use crate::tls::Pki;
+
+/// The ClusterIP of `default/kubernetes`, the API server's in-cluster address: the first
+/// address of the Service range (198.19.0.0/16, the upper half of 198.18.0.0/15; pods take the
+/// lower half), as a real cluster gives it the first address of its service range. The serving
+/// certificate names it.
+pub use crate::net::addr::KUBERNETES_SERVICE_IP;
 
 /// How to run a cluster (the YAML of `kubesim serve --config`).
 #[derive(Debug, Clone, Deserialize)]
@@ -33,6 +42,9 @@ pub struct ClusterConfig {
     pub bookmark_millis: u64,
     /// Kubelet step (scheduling and start-up delay), in milliseconds.
     pub tick_millis: u64,
+    /// Address of the HTTPS listener (port 0 picks a free one); the plain-HTTP one is
+    /// `listen`.
+    pub https_listen: SocketAddr,
     /// `pod` (default): each pod has its own network namespace and address (needs root);
     /// `host`: pods share the host's network, as before pods had their own.
     pub network: NetworkMode,
@@ -49,6 +61,7 @@ impl Default for ClusterConfig {
             history: 100_000,
             bookmark_millis: 1_000,
             tick_millis: kubelet.tick.as_millis() as u64,
+            https_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             network: NetworkMode::default(),
         }
     }
@@ -85,6 +98,15 @@ pub enum StartError {
         /// The cause.
         source: kube::Error,
     },
+    /// The cluster's certificates could not be made.
+    #[error("cannot make the cluster's certificates")]
+    Tls(#[source] crate::tls::PkiError),
+    /// A kubeconfig for a client could not be read back.
+    #[error("cannot read the kubeconfig made for a client")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// A service-account token could not be issued.
+    #[error("cannot issue a token")]
+    Token(#[source] crate::auth::IssueError),
 }
 
 impl StartError {
@@ -97,6 +119,9 @@ impl StartError {
             Self::Network(_) => "network",
             Self::Proxy(_) => "proxy",
             Self::Client { .. } => "client",
+            Self::Tls(_) => "tls",
+            Self::Kubeconfig(_) => "kubeconfig",
+            Self::Token(_) => "token",
         }
     }
 }
@@ -113,10 +138,18 @@ pub struct Cluster {
     pub control: Arc<Control>,
     /// The kubelet.
     pub kubelet: Arc<Kubelet>,
+    /// `https://127.0.0.1:PORT`: the same API over TLS, with authentication and RBAC.
+    pub https_url: String,
+    /// The HTTPS listener's address.
+    pub https_addr: SocketAddr,
+    /// The cluster's CA, serving and admin certificates.
+    pub pki: Arc<Pki>,
+    /// Issues and checks credentials (service-account tokens).
+    pub auth: Arc<Authenticator>,
     /// The pods' network (`None` with `network: host`).
     pub net: Option<Arc<ClusterNet>>,
     proxy: Option<tokio::task::JoinHandle<()>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
     _work_dir: Option<tempfile::TempDir>,
 }
 
@@ -149,26 +182,47 @@ impl Cluster {
             source,
         })?;
         let url = format!("http://{addr}");
+        let https_listener = tokio::net::TcpListener::bind(config.https_listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.https_listen,
+                source,
+            })?;
+        let https_addr = https_listener
+            .local_addr()
+            .map_err(|source| StartError::Bind {
+                addr: config.https_listen,
+                source,
+            })?;
+        let pki = Arc::new(Pki::generate(KUBERNETES_SERVICE_IP.into()).map_err(StartError::Tls)?);
+        let tls_config = pki.server_config().map_err(StartError::Tls)?;
         let net = match config.network {
             NetworkMode::Pod => Some(Arc::new(ClusterNet::create().map_err(StartError::Network)?)),
             NetworkMode::Host => None,
         };
         let store = Store::new(config.history);
         bootstrap(&store)?;
+        // Pods reach the API server over HTTPS, as in a cluster: the `kubernetes` Service's
+        // endpoint is the node's address at the HTTPS listener's port.
         let api_endpoint = match net {
             Some(_) => NODE_IP.to_string(),
             None => crate::kubelet::HOST_IP.to_string(),
         };
-        bootstrap_kubernetes_service(&store, &api_endpoint, addr.port())?;
+        bootstrap_api_server(&store, &api_endpoint, https_addr.port())?;
         crate::gc::start(store.clone());
+        crate::rbac::start_aggregator(store.clone());
+        crate::apps::start(store.clone());
         let services = crate::services::start(store.clone());
         let proxy = match &net {
             Some(net) => Some(
-                crate::net::proxy::start(net.clone(), services.clone(), addr)
+                crate::net::proxy::start(net.clone(), services.clone(), https_addr)
                     .map_err(StartError::Proxy)?,
             ),
             None => None,
         };
+        // Made before the kubelet, which needs to issue pods' service-account tokens (and the
+        // CA, `pki`, for their `ca.crt`).
+        let auth = Arc::new(Authenticator::new(store.clone()));
         let kubelet = Kubelet::start(
             store.clone(),
             KubeletConfig {
@@ -179,8 +233,7 @@ impl Cluster {
                 api_url: Some(url.clone()),
                 network: net.clone(),
                 services: Some(services),
-                // Hook: the API server's CA once kubesim serves HTTPS.
-                ca_pem: None,
+                ca_pem: Some(pki.ca_pem()),
             },
         );
         let control = Arc::new(Control::default());
@@ -189,13 +242,21 @@ impl Cluster {
             control: control.clone(),
             kubelet: kubelet.clone(),
             bookmark_interval: Duration::from_millis(config.bookmark_millis.max(10)),
+            auth: auth.clone(),
         };
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = tokio::sync::watch::channel(false);
         let app = api::router(state);
+        tokio::spawn(crate::tls::serve(
+            https_listener,
+            tls_config,
+            app.clone(),
+            rx.clone(),
+        ));
+        let mut plain_rx = rx;
         tokio::spawn(async move {
             let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
+                .with_graceful_shutdown(async move {
+                    let _ = plain_rx.changed().await;
                 })
                 .await;
             if let Err(e) = served {
@@ -208,11 +269,90 @@ impl Cluster {
             store,
             control,
             kubelet,
+            https_url: format!("https://{https_addr}"),
+            https_addr,
+            pki,
+            auth,
             net,
             proxy,
             shutdown: Some(tx),
             _work_dir: temp,
         })
+    }
+
+    /// The CA certificate (PEM) that signed the API server's serving certificate: what
+    /// clients trust, and the `ca.crt` of every service-account volume.
+    pub fn ca_pem(&self) -> String {
+        self.pki.ca_pem()
+    }
+
+    /// The kubeconfig for the HTTPS listener as the admin (`kubernetes-admin` in
+    /// `system:masters`, by client certificate), default namespace `default`.
+    pub fn https_kubeconfig(&self) -> String {
+        let admin = self.pki.admin();
+        crate::kubeconfig::render_https(
+            &self.https_url,
+            &self.ca_pem(),
+            Credentials::ClientCertificate {
+                cert: &admin.cert,
+                key: &admin.key,
+            },
+            "default",
+        )
+    }
+
+    /// A kubeconfig for the HTTPS listener that authenticates with `token` (a service-account
+    /// token), default namespace `namespace`.
+    pub fn token_kubeconfig(&self, token: &str, namespace: &str) -> String {
+        crate::kubeconfig::render_https(
+            &self.https_url,
+            &self.ca_pem(),
+            Credentials::Token(token),
+            namespace,
+        )
+    }
+
+    /// Writes the HTTPS admin kubeconfig atomically.
+    pub fn write_https_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.https_kubeconfig())?;
+        std::fs::rename(tmp, path)
+    }
+
+    /// A service-account token for `namespace/service_account` (an hour, the API server's
+    /// audience, bound to no pod), as a TokenRequest would return it.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<String, StartError> {
+        self.auth
+            .issue(&TokenSpec {
+                namespace: namespace.to_string(),
+                service_account: service_account.to_string(),
+                audiences: Vec::new(),
+                expiration_seconds: crate::auth::DEFAULT_EXPIRATION_SECONDS,
+                bound_pod: None,
+            })
+            .map(|t| t.token)
+            .map_err(StartError::Token)
+    }
+
+    /// A kube-rs client over HTTPS from a kubeconfig text (as `https_kubeconfig` or
+    /// `token_kubeconfig` write it): real TLS, real credentials.
+    pub async fn client_from_kubeconfig(text: &str) -> Result<kube::Client, StartError> {
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(text).map_err(StartError::Kubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(StartError::Kubeconfig)?;
+        let url = config.cluster_url.to_string();
+        kube::Client::try_from(config).map_err(|source| StartError::Client { url, source })
+    }
+
+    /// A kube-rs client for the HTTPS listener as the admin.
+    pub async fn https_client(&self) -> Result<kube::Client, StartError> {
+        Self::client_from_kubeconfig(&self.https_kubeconfig()).await
     }
 
     /// A kube-rs client for this cluster (default namespace `default`).
@@ -281,7 +421,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+            let _ = tx.send(true);
         }
         self.kubelet.shutdown();
         if let Some(p) = self.proxy.take() {
@@ -293,24 +433,37 @@ impl Drop for Cluster {
     }
 }
 
-/// `default/kubernetes`: the API server as pods reach it, at 198.19.0.1:443, with its endpoint
-/// where the API server listens as the node sees it.
-fn bootstrap_kubernetes_service(
+/// What the API server itself creates in a new cluster: the default RBAC policy, and the
+/// `default/kubernetes` Service at 198.19.0.1:443 with its endpoint where the HTTPS listener is as
+/// the node sees it.
+fn bootstrap_api_server(
     store: &Arc<Store>,
     endpoint_ip: &str,
-    api_port: u16,
+    https_port: u16,
 ) -> Result<(), StartError> {
     let registry = store.registry();
+    for (plural, obj) in crate::rbac::default_policy() {
+        let rt = registry
+            .find(crate::rbac::GROUP, "v1", plural)
+            .ok_or_else(|| StartError::Bootstrap(format!("{plural} type missing")))?;
+        let name = crate::meta::name(&obj).to_string();
+        store
+            .create(&rt, "", obj, &WriteOpts::default())
+            .map_err(|_| StartError::Bootstrap(name))?;
+    }
     let fail = || StartError::Bootstrap("default/kubernetes".into());
     let svc_rt = registry.find("", "v1", "services").ok_or_else(fail)?;
     let ep_rt = registry.find("", "v1", "endpoints").ok_or_else(fail)?;
-    let labels = json!({"component": "apiserver", "provider": "kubernetes"});
     let svc = json!({
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kubernetes", "labels": labels},
-        "spec": {"clusterIP": KUBERNETES_SERVICE_IP.to_string(), "type": "ClusterIP",
-                 "ports": [{"name": "https", "port": KUBERNETES_SERVICE_PORT,
-                            "protocol": "TCP", "targetPort": api_port}]},
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": KUBERNETES_SERVICE_IP.to_string(),
+            "ports": [{"name": "https", "port": KUBERNETES_SERVICE_PORT, "protocol": "TCP",
+                       "targetPort": https_port}],
+            "sessionAffinity": "None",
+        },
     });
     store
         .create(&svc_rt, "default", svc, &WriteOpts::default())
@@ -319,7 +472,7 @@ fn bootstrap_kubernetes_service(
         "apiVersion": "v1", "kind": "Endpoints",
         "metadata": {"name": "kubernetes", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
         "subsets": [{"addresses": [{"ip": endpoint_ip}],
-                     "ports": [{"name": "https", "port": api_port, "protocol": "TCP"}]}],
+                     "ports": [{"name": "https", "port": https_port, "protocol": "TCP"}]}],
     });
     store
         .create(&ep_rt, "default", ep, &WriteOpts::default())

@@ -52,6 +52,26 @@ pub struct RequestCount {
     pub count: u64,
 }
 
+/// One row of `GET /sim/v1/authz`: how often an identity asked for a verb on a resource (or a
+/// non-resource path) in a namespace, and whether it was allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthzCount {
+    /// The user name (`system:serviceaccount:ns:sa`, `kubernetes-admin`, ...).
+    pub user: String,
+    /// The verb (`get`, `list`, ... or the lower-case HTTP method for non-resource paths).
+    pub verb: String,
+    /// API group (`""` for core and for non-resource paths).
+    pub group: String,
+    /// Resource plural with `/subresource`, or the path of a non-resource request.
+    pub resource: String,
+    /// Namespace (`""` when none).
+    pub namespace: String,
+    /// Whether authorization allowed it.
+    pub allowed: bool,
+    /// How many.
+    pub count: u64,
+}
+
 /// A rule that fails matching requests (`POST /sim/v1/faults`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,6 +205,30 @@ pub struct Control {
     counts: Mutex<BTreeMap<CountKey, u64>>,
     faults: Mutex<Vec<FaultRule>>,
     latency: Mutex<Vec<LatencyRule>>,
+    /// Requests from a partitioned node's processes waiting for the heal, by node.
+    held: Mutex<BTreeMap<String, u64>>,
+    /// Authorization decisions by identity, keyed by the NUL-joined (user, verb, group,
+    /// resource, namespace, allowed).
+    authz: Mutex<std::collections::HashMap<String, u64>>,
+}
+
+/// Counts a request as held for its node while it lives (dropped when it is served or the
+/// client goes away).
+pub struct Held<'a> {
+    control: &'a Control,
+    node: String,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = lock(&self.control.held);
+        if let Some(n) = held.get_mut(&self.node) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.node);
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -302,6 +346,77 @@ impl Control {
     pub fn clear_latency(&self) {
         lock(&self.latency).clear();
     }
+
+    /// Records an authorization decision.
+    pub fn record_authz(
+        &self,
+        user: &str,
+        verb: &str,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        allowed: bool,
+    ) {
+        // One joined key: a single allocation per request (names never contain NUL).
+        let mut key = String::with_capacity(
+            user.len() + verb.len() + group.len() + resource.len() + namespace.len() + 6,
+        );
+        for part in [user, verb, group, resource, namespace] {
+            key.push_str(part);
+            key.push('\0');
+        }
+        key.push(if allowed { '1' } else { '0' });
+        *lock(&self.authz).entry(key).or_default() += 1;
+    }
+
+    /// The authorization journal, one row per (user, verb, group, resource, namespace,
+    /// allowed).
+    pub fn authz(&self) -> Vec<AuthzCount> {
+        let mut rows: Vec<AuthzCount> = lock(&self.authz)
+            .iter()
+            .filter_map(|(key, count)| {
+                let mut parts = key.split('\0');
+                Some(AuthzCount {
+                    user: parts.next()?.to_string(),
+                    verb: parts.next()?.to_string(),
+                    group: parts.next()?.to_string(),
+                    resource: parts.next()?.to_string(),
+                    namespace: parts.next()?.to_string(),
+                    allowed: parts.next()? == "1",
+                    count: *count,
+                })
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            (&a.user, &a.group, &a.resource, &a.verb, &a.namespace).cmp(&(
+                &b.user,
+                &b.group,
+                &b.resource,
+                &b.verb,
+                &b.namespace,
+            ))
+        });
+        rows
+    }
+
+    /// Forgets the authorization journal.
+    pub fn reset_authz(&self) {
+        lock(&self.authz).clear();
+    }
+
+    /// Marks a request from `node`'s processes as held by a partition until the guard drops.
+    pub fn hold(&self, node: &str) -> Held<'_> {
+        *lock(&self.held).entry(node.to_string()).or_default() += 1;
+        Held {
+            control: self,
+            node: node.to_string(),
+        }
+    }
+
+    /// How many requests from `node`'s processes wait for the node to heal now.
+    pub fn held(&self, node: &str) -> u64 {
+        lock(&self.held).get(node).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -349,5 +464,37 @@ mod tests {
         );
         c.reset_counts();
         assert!(c.counts().is_empty());
+    }
+
+    #[test]
+    fn authorization_decisions_are_counted_per_identity() {
+        let c = Control::default();
+        c.record_authz("u", "list", "", "pods", "ns", true);
+        c.record_authz("u", "list", "", "pods", "ns", true);
+        c.record_authz("u", "list", "", "secrets", "ns", false);
+        let rows = c.authz();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].resource.as_str(), rows[0].count, rows[0].allowed),
+            ("pods", 2, true)
+        );
+        assert_eq!(
+            (rows[1].resource.as_str(), rows[1].allowed),
+            ("secrets", false)
+        );
+        c.reset_authz();
+        assert!(c.authz().is_empty());
+    }
+
+    #[test]
+    fn held_requests_are_counted_while_their_guard_lives() {
+        let c = Control::default();
+        let a = c.hold("n1");
+        let b = c.hold("n1");
+        assert_eq!((c.held("n1"), c.held("n2")), (2, 0));
+        drop(a);
+        assert_eq!(c.held("n1"), 1);
+        drop(b);
+        assert_eq!(c.held("n1"), 0);
     }
 }

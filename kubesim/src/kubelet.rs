@@ -387,13 +387,21 @@ fn write_pod_kubeconfig(
     root: &std::path::Path,
     url: &str,
     token: &str,
+    ca_pem: Option<&str>,
+    namespace: &str,
 ) -> std::io::Result<PathBuf> {
     let path = root.join(POD_KUBECONFIG);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, kubeconfig::render_with_token(url, Some(token)))?;
+    let text = match ca_pem {
+        Some(ca) if url.starts_with("https://") => {
+            kubeconfig::render_https(url, ca, kubeconfig::Credentials::Token(token), namespace)
+        }
+        _ => kubeconfig::render_with_token(url, Some(token)),
+    };
+    std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, &path)?;
     Ok(path)
 }
@@ -1195,13 +1203,17 @@ impl Kubelet {
     }
 
     /// The URL a pod's processes reach the API server at: the `kubernetes` Service with their
-    /// own network, kubesim's own address without.
+    /// own network (HTTPS when the API server has a CA, as in a cluster), kubesim's own address
+    /// without.
     fn in_cluster_url(&self) -> Option<String> {
         let url = self.config.api_url.as_ref()?;
         if self.config.network.is_none() {
             return Some(url.clone());
         }
-        let scheme = url.split("://").next().unwrap_or("http");
+        let scheme = match self.config.ca_pem {
+            Some(_) => "https",
+            None => url.split("://").next().unwrap_or("http"),
+        };
         Some(format!(
             "{scheme}://{}:{}",
             crate::net::addr::KUBERNETES_SERVICE_IP,
@@ -1437,7 +1449,7 @@ impl Kubelet {
         ));
         if let Some(url) = self.in_cluster_url() {
             let token = service_account_token(&e.node, &e.ns, &e.name);
-            match write_pod_kubeconfig(&root, &url, &token) {
+            match write_pod_kubeconfig(&root, &url, &token, self.config.ca_pem.as_deref(), &e.ns) {
                 // The image's env may name another kubeconfig; it wins, as it would over any
                 // default. Only one entry per name, so the container's env replaces the winner.
                 Ok(path) if !image_cmd.env.contains_key(KUBECONFIG) => {

@@ -8,6 +8,8 @@
 pub mod admission;
 pub mod api;
 pub mod api_error;
+pub mod apps;
+pub mod auth;
 pub mod cluster;
 pub mod control;
 pub mod demo;
@@ -18,9 +20,12 @@ pub mod meta;
 pub mod net;
 pub mod node_token;
 pub mod patch;
+pub mod protobuf;
+pub mod rbac;
 pub mod resources;
 pub mod selector;
 pub mod services;
 pub mod store;
+pub mod tls;
 
 pub use cluster::{Cluster, ClusterConfig, StartError};

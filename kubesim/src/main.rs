@@ -19,11 +19,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the Kubernetes API over plain HTTP until killed.
+    /// Serve the Kubernetes API until killed: plain HTTP (no authentication, cluster-admin)
+    /// and HTTPS (client certificates, service-account tokens, RBAC) side by side.
     Serve {
-        /// Address to listen on; port 0 picks a free port.
+        /// Address of the plain-HTTP listener; port 0 picks a free port.
         #[arg(long, env = "KUBESIM_LISTEN", default_value = "127.0.0.1:0")]
         listen: std::net::SocketAddr,
+        /// Address of the HTTPS listener; port 0 picks a free port.
+        #[arg(long, env = "KUBESIM_HTTPS_LISTEN", default_value = "127.0.0.1:0")]
+        https_listen: std::net::SocketAddr,
+        /// Point the kubeconfig (and the printed URL) at the HTTPS listener, with the cluster
+        /// CA as `certificate-authority-data` and the admin's client certificate.
+        #[arg(long, env = "KUBESIM_HTTPS")]
+        https: bool,
         /// Write a kubeconfig here once the server accepts requests.
         #[arg(long, env = "KUBESIM_KUBECONFIG_OUT")]
         kubeconfig_out: Option<PathBuf>,
@@ -51,6 +59,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Serve {
             listen,
+            https_listen,
+            https,
             kubeconfig_out,
             config,
             work_dir,
@@ -65,17 +75,28 @@ async fn main() -> anyhow::Result<()> {
                 None => ClusterConfig::default(),
             };
             cfg.listen = listen;
+            cfg.https_listen = https_listen;
             if work_dir.is_some() {
                 cfg.work_dir = work_dir;
             }
             let cluster = Cluster::start(cfg).await.context("starting kubesim")?;
             if let Some(path) = &kubeconfig_out {
-                cluster
-                    .write_kubeconfig(path)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                let written = if https {
+                    cluster.write_https_kubeconfig(path)
+                } else {
+                    cluster.write_kubeconfig(path)
+                };
+                written.with_context(|| format!("writing {}", path.display()))?;
             }
-            println!("{}", cluster.url);
-            tracing::info!(url = %cluster.url, "kubesim serving");
+            println!(
+                "{}",
+                if https {
+                    &cluster.https_url
+                } else {
+                    &cluster.url
+                }
+            );
+            tracing::info!(url = %cluster.url, https_url = %cluster.https_url, "kubesim serving");
             tokio::signal::ctrl_c()
                 .await
                 .context("waiting for ctrl-c")?;

@@ -35,6 +35,69 @@ fn format_secs(secs: u64) -> String {
     )
 }
 
+/// Formats seconds since the Unix epoch as RFC 3339 with whole seconds (times before 1970 clamp
+/// to the epoch).
+pub fn format_unix(secs: i64) -> String {
+    format_secs(secs.max(0).unsigned_abs())
+}
+
+/// Seconds since the epoch and nanoseconds of an RFC 3339 time (`2024-01-02T03:04:05Z`,
+/// optionally with a fraction and a `+hh:mm` offset); `None` when it is not one.
+pub fn parse_rfc3339(s: &str) -> Option<(i64, u32)> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos = 0u32;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let mut n: u64 = frac[..digits.min(9)].parse().ok()?;
+        for _ in digits.min(9)..9 {
+            n *= 10;
+        }
+        nanos = n as u32;
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let hh: i64 = o[1..3].parse().ok()?;
+            let mm: i64 = o[4..6].parse().ok()?;
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (hh * 3600 + mm * 60)
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo as u32, d as u32);
+    Some((days * 86_400 + h * 3600 + mi * 60 + se - offset, nanos))
+}
+
+// Howard Hinnant's civil-to-days algorithm, the inverse of `civil_from_days`.
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 // Howard Hinnant's days-to-civil algorithm: avoids a date crate for one conversion.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -135,6 +198,30 @@ mod tests {
         assert_eq!(format_secs(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_secs(1_709_251_199), "2024-02-29T23:59:59Z");
         assert_eq!(format_secs(4_102_444_800), "2100-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn parses_what_it_formats_and_offsets() {
+        for secs in [0u64, 1_709_251_199, 4_102_444_800, 951_782_400] {
+            assert_eq!(parse_rfc3339(&format_secs(secs)), Some((secs as i64, 0)));
+        }
+        assert_eq!(
+            parse_rfc3339("2024-02-29T23:59:59.123456Z"),
+            Some((1_709_251_199, 123_456_000))
+        );
+        assert_eq!(
+            parse_rfc3339("2024-03-01T01:59:59+02:00"),
+            Some((1_709_251_199, 0))
+        );
+        for bad in [
+            "",
+            "2024-02-29",
+            "2024-13-01T00:00:00Z",
+            "2024-02-29T23:59:59",
+            "x024-02-29T23:59:59Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -63,24 +63,39 @@ impl ResourceType {
 
     /// The discovery entry (`APIResource`) for this type and its subresources.
     pub fn discovery_entries(&self) -> Vec<Value> {
-        let verbs = json!([
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch"
-        ]);
-        let mut out = vec![json!({
+        let verbs = if is_review(self) {
+            json!(["create"])
+        } else {
+            json!([
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch"
+            ])
+        };
+        let mut main = json!({
             "name": self.plural,
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
             "verbs": verbs,
             "shortNames": self.short_names,
-        })];
+        });
+        if let Some(c) = categories(self) {
+            main["categories"] = json!(c);
+        }
+        let mut out = vec![main];
+        for (sub, group, version, kind, verbs) in extra_subresources(self) {
+            out.push(json!({
+                "name": format!("{}/{sub}", self.plural), "singularName": "",
+                "namespaced": self.namespaced, "group": group, "version": version,
+                "kind": kind, "verbs": verbs,
+            }));
+        }
         if self.status_subresource {
             out.push(json!({
                 "name": format!("{}/status", self.plural),
@@ -123,6 +138,194 @@ fn builtin(
         custom: false,
         name_rule,
     })
+}
+
+/// Whether a type is a review (TokenReview, SubjectAccessReview, ...): created to get an
+/// answer, never stored, so `create` is its only verb.
+pub fn is_review(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group.as_str(), rt.plural.as_str()),
+        (
+            "authentication.k8s.io",
+            "tokenreviews" | "selfsubjectreviews"
+        ) | (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews"
+                | "subjectaccessreviews"
+                | "localsubjectaccessreviews"
+                | "selfsubjectrulesreviews"
+        )
+    )
+}
+
+/// Discovery categories (`kubectl get all`), as the API server lists them.
+fn categories(rt: &ResourceType) -> Option<&'static [&'static str]> {
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods" | "services") | ("apps", "deployments" | "replicasets") => Some(&["all"]),
+        _ => None,
+    }
+}
+
+/// Subresources served in another group's kind (`scale` as `autoscaling/v1` `Scale`, `token`
+/// as `authentication.k8s.io/v1` `TokenRequest`): (name, group, version, kind, verbs).
+type ForeignSubresource = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+);
+
+fn extra_subresources(rt: &ResourceType) -> Vec<ForeignSubresource> {
+    const SCALE: ForeignSubresource = (
+        "scale",
+        "autoscaling",
+        "v1",
+        "Scale",
+        &["get", "patch", "update"],
+    );
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("apps", "deployments" | "replicasets") => vec![SCALE],
+        ("", "serviceaccounts") => vec![(
+            "token",
+            "authentication.k8s.io",
+            "v1",
+            "TokenRequest",
+            &["create"],
+        )],
+        _ => vec![],
+    }
+}
+
+/// Types an API server serves beyond what our own programs started with: apps (Deployments,
+/// ReplicaSets), RBAC, PodDisruptionBudgets and the authentication/authorization reviews
+/// (what Helm and in-cluster clients need).
+fn builtins_api_machinery() -> Vec<Arc<ResourceType>> {
+    use NameRule::*;
+    let rbac = "rbac.authorization.k8s.io";
+    vec![
+        builtin(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            true,
+            &["deploy"],
+            Subdomain,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            true,
+            &["rs"],
+            Subdomain,
+        ),
+        builtin(rbac, "v1", "roles", "Role", true, false, &[], Path),
+        builtin(
+            rbac,
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            rbac,
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            rbac,
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            true,
+            &["pdb"],
+            Subdomain,
+        ),
+        builtin(
+            "authentication.k8s.io",
+            "v1",
+            "tokenreviews",
+            "TokenReview",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+            false,
+            &[],
+            Path,
+        ),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+            false,
+            &[],
+            Path,
+        ),
+    ]
 }
 
 /// The built-in types: what our programs and real clients (Spark, kube-rs, Python) use.
@@ -295,7 +498,9 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Self { types: builtins() }
+        let mut types = builtins();
+        types.extend(builtins_api_machinery());
+        Self { types }
     }
 }
 

@@ -451,6 +451,44 @@ impl LabelSelector {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
+    /// The selector a `metav1.LabelSelector` object describes (`matchLabels` and
+    /// `matchExpressions` with `In`, `NotIn`, `Exists`, `DoesNotExist`); `None` for an unknown
+    /// operator. An empty object selects everything, as in Kubernetes.
+    pub fn from_label_selector(sel: &Value) -> Option<Self> {
+        let mut requirements = Vec::new();
+        if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in m {
+                requirements.push(LabelRequirement {
+                    key: k.clone(),
+                    op: LabelOperator::Equals,
+                    values: vec![value_as_string(v)],
+                });
+            }
+        }
+        for e in sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = e.get("key").and_then(Value::as_str)?.to_string();
+            let values: Vec<String> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(value_as_string).collect())
+                .unwrap_or_default();
+            let op = match e.get("operator").and_then(Value::as_str)? {
+                "In" => LabelOperator::In,
+                "NotIn" => LabelOperator::NotIn,
+                "Exists" => LabelOperator::Exists,
+                "DoesNotExist" => LabelOperator::DoesNotExist,
+                _ => return None,
+            };
+            requirements.push(LabelRequirement { key, op, values });
+        }
+        Some(Self { requirements })
+    }
+
     /// Convenience: matches against a whole object's `metadata.labels` (absent = no labels).
     pub fn matches_object(&self, obj: &Value) -> bool {
         let empty = Map::new();

@@ -211,6 +211,39 @@ impl Store {
             .map(|o| Value::clone(o))
     }
 
+    /// A shared handle to one object, without copying it (authorizers and controllers on hot
+    /// paths).
+    pub fn get_shared(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: &str,
+        name: &str,
+    ) -> Option<Arc<Value>> {
+        let inner = self.lock();
+        inner
+            .objects
+            .get(&(group.to_string(), plural.to_string()))
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// Shared handles to the objects of a type, in namespace `ns` or all, without copying them.
+    pub fn objects(&self, group: &str, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        let Some(m) = inner.objects.get(&(group.to_string(), plural.to_string())) else {
+            return Vec::new();
+        };
+        match ns {
+            None => m.values().cloned().collect(),
+            Some(ns) => m
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+        }
+    }
+
     /// Lists objects of a type, in one namespace or all, filtered by `keep`.
     pub fn list(
         &self,
@@ -934,6 +967,8 @@ fn tracks_generation(rt: &ResourceType) -> bool {
             ("", "pods")
                 | ("apiextensions.k8s.io", "customresourcedefinitions")
                 | ("networking.k8s.io", "networkpolicies")
+                | ("apps", "deployments" | "replicasets")
+                | ("policy", "poddisruptionbudgets")
         )
 }
 

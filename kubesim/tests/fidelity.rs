@@ -2,12 +2,15 @@
 //! it works against a real API server, later tests built on kubesim mean something.
 
 mod fidelity {
+    pub mod apps;
     pub mod bad_input;
     pub mod controller;
     pub mod crud;
     pub mod gc;
     pub mod pods;
+    pub mod rbac;
     pub mod support;
     pub mod watch;
+    pub mod wire;
     pub mod world;
 }

@@ -6,6 +6,7 @@ The kubesim binary comes from the environment variable KUBESIM_BIN (the test run
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import secrets
@@ -32,16 +33,20 @@ SPARK_TEST_TIMEOUT_S = 240
 
 @dataclass
 class Kubesim:
-    """A running `kubesim serve`."""
+    """A running `kubesim serve` (over plain HTTP, or HTTPS with `serve --https`)."""
 
     url: str
     kubeconfig: Path
     log: Path
     proc: subprocess.Popen = field(repr=False)
+    # The cluster CA (PEM file) when `url` is HTTPS, for clients that verify the server.
+    ca_file: Path | None = None
 
     def sim(self, method: str, path: str, **kwargs) -> requests.Response:
         """Calls the control API: `path` is relative to `/sim/v1`."""
         kwargs.setdefault("timeout", 10)
+        if self.ca_file is not None:
+            kwargs.setdefault("verify", str(self.ca_file))
         return requests.request(method, f"{self.url}/sim/v1/{path.lstrip('/')}", **kwargs)
 
     def log_tail(self, n: int = 40) -> str:
@@ -97,15 +102,18 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="session")
-def kubesim(tmp_path_factory) -> Kubesim:
+def _start_kubesim(tmp: Path, https: bool):
+    """Starts `kubesim serve` and yields a ready Kubesim: its kubeconfig written and its URL
+    printed (the kubeconfig names the same URL)."""
     binary = _binary("KUBESIM_BIN", "kubesim")
-    tmp = tmp_path_factory.mktemp("kubesim")
     kubeconfig = tmp / "kubeconfig"
     log = tmp / "kubesim.log"
+    args = [str(binary), "serve", "--listen", "127.0.0.1:0", "--kubeconfig-out", str(kubeconfig)]
+    if https:
+        args.append("--https")
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
-            [str(binary), "serve", "--listen", "127.0.0.1:0", "--kubeconfig-out", str(kubeconfig)],
+            args,
             stdout=subprocess.PIPE,
             stderr=log_file,
             stdin=subprocess.DEVNULL,
@@ -141,12 +149,28 @@ def kubesim(tmp_path_factory) -> Kubesim:
                 )
             time.sleep(0.05)
         handle.url = first_line[0]
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", handle.url), f"unexpected first stdout line {handle.url!r}"
+        scheme = "https" if https else "http"
+        assert re.fullmatch(rf"{scheme}://127\.0\.0\.1:\d+", handle.url), f"unexpected first stdout line {handle.url!r}"
         server = doc["clusters"][0]["cluster"]["server"]
         assert server == handle.url, f"kubeconfig names {server}, stdout said {handle.url}"
+        if https:
+            handle.ca_file = tmp / "ca.crt"
+            handle.ca_file.write_bytes(base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]))
         yield handle
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def kubesim(tmp_path_factory) -> Kubesim:
+    """kubesim over plain HTTP (no credentials, cluster-admin), as the older tests use it."""
+    yield from _start_kubesim(tmp_path_factory.mktemp("kubesim"), https=False)
+
+
+@pytest.fixture(scope="session")
+def kubesim_https(tmp_path_factory) -> Kubesim:
+    """kubesim over HTTPS: its kubeconfig carries the cluster CA and the admin's client certificate."""
+    yield from _start_kubesim(tmp_path_factory.mktemp("kubesim-https"), https=True)
 
 
 @dataclass
@@ -168,6 +192,43 @@ def kube(kubesim: Kubesim) -> Kube:
         apiext=client.ApiextensionsV1Api(),
         custom=client.CustomObjectsApi(),
     )
+
+
+@dataclass
+class KubeHttps:
+    """The real `kubernetes` client for the HTTPS kubesim, as its admin (client certificate)."""
+
+    api_client: client.ApiClient
+    core: client.CoreV1Api
+    apps: client.AppsV1Api
+    rbac: client.RbacAuthorizationV1Api
+
+
+@pytest.fixture(scope="session")
+def kube_https(kubesim_https: Kubesim) -> KubeHttps:
+    # A configuration of its own: the plain-HTTP `kube` fixture owns the client's global default.
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubesim_https.kubeconfig), client_configuration=configuration)
+    api_client = client.ApiClient(configuration)
+    return KubeHttps(
+        api_client=api_client,
+        core=client.CoreV1Api(api_client),
+        apps=client.AppsV1Api(api_client),
+        rbac=client.RbacAuthorizationV1Api(api_client),
+    )
+
+
+@pytest.fixture
+def https_namespace(request, kube_https: KubeHttps) -> str:
+    """A fresh namespace on the HTTPS kubesim for one test, deleted afterwards."""
+    name = _namespace_name(request.node.name)
+    kube_https.core.create_namespace({"metadata": {"name": name}})
+    yield name
+    try:
+        kube_https.core.delete_namespace(name, _request_timeout=10)
+    except ApiException as e:
+        if e.status != 404:
+            raise
 
 
 def _namespace_name(test_name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from kubernetes import watch
@@ -169,7 +168,8 @@ def watch_configmap_lifecycle(kube, namespace: str, name: str) -> list[tuple[str
 
     def mutate() -> None:
         try:
-            time.sleep(0.5)  # let the watch connect first
+            # No wait for the watch to connect: it starts from start_rv, so changes made before
+            # it connects are replayed from the server's history.
             kube.core.create_namespaced_config_map(namespace, cm(name, {"n": "1"}))
             kube.core.patch_namespaced_config_map(name, namespace, {"data": {"n": "2"}})
             kube.core.delete_namespaced_config_map(name, namespace)

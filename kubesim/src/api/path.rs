@@ -17,6 +17,10 @@ pub enum Route {
     Object(ObjectPath),
     /// `/healthz`, `/readyz`, `/livez`.
     Health,
+    /// `/openapi/v3`: the index of OpenAPI documents.
+    OpenApiIndex,
+    /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
+    OpenApi { group: String, version: String },
 }
 
 /// A resource path: `/api/v1/namespaces/ns/pods/name/status` and friends.
@@ -45,6 +49,15 @@ pub fn parse(path: &str) -> Option<Route> {
         .collect();
     match segs.as_slice() {
         ["version"] => Some(Route::Version),
+        ["openapi", "v3"] => Some(Route::OpenApiIndex),
+        ["openapi", "v3", "api", v] => Some(Route::OpenApi {
+            group: String::new(),
+            version: (*v).to_string(),
+        }),
+        ["openapi", "v3", "apis", g, v] => Some(Route::OpenApi {
+            group: (*g).to_string(),
+            version: (*v).to_string(),
+        }),
         ["healthz" | "readyz" | "livez", ..] => Some(Route::Health),
         ["api"] => Some(Route::CoreVersions),
         ["apis"] => Some(Route::Groups),

@@ -75,6 +75,11 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
             state.control.reset_counts();
             Ok(json_response(StatusCode::OK, &json!({"reset": true})))
         }
+        ("GET", ["authz"]) => Ok(json_response(StatusCode::OK, &json!(state.control.authz()))),
+        ("DELETE", ["authz"]) => {
+            state.control.reset_authz();
+            Ok(json_response(StatusCode::OK, &json!({"reset": true})))
+        }
         ("GET", ["journal"]) => Ok(json_response(
             StatusCode::OK,
             &json!(state.control.journal()),
@@ -143,6 +148,10 @@ pub async fn handle(state: &AppState, method: &Method, rest: &str, body: &Bytes)
                 )),
             }
         }
+        ("GET", ["nodes", node, "held"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"node": node, "held": state.control.held(node)}),
+        )),
         ("GET", ["nodes"]) => Ok(json_response(StatusCode::OK, &json!(state.kubelet.nodes()))),
         ("POST", ["nodes", node, action @ ("partition" | "heal")]) => {
             let known = if *action == "partition" {

@@ -25,7 +25,9 @@ pub fn serve(
     ns: Option<String>,
     filter: Filter,
     q: &Query,
+    protobuf: bool,
 ) -> Response {
+    let enc = Encoding { protobuf };
     let initial_events = q.flag("sendInitialEvents");
     let from = match q.get("resourceVersion") {
         None | Some("" | "0") => WatchFrom::Now,
@@ -56,20 +58,20 @@ pub fn serve(
         let mut sub = match sub {
             Ok(s) => s,
             Err(e) => {
-                let _ = tx.send(line("ERROR", &e.to_status())).await;
+                let _ = tx.send(enc.line("ERROR", &e.to_status())).await;
                 return;
             }
         };
         let mut last_rv = sub.at;
         for ev in std::mem::take(&mut sub.replay) {
-            if let Some(b) = render(&ev, &filter)
+            if let Some(b) = render(enc, &ev, &filter)
                 && tx.send(b).await.is_err()
             {
                 return;
             }
         }
         if initial_events {
-            let b = bookmark(&rt, last_rv, true);
+            let b = bookmark(enc, &rt, last_rv, true);
             if tx.send(b).await.is_err() {
                 return;
             }
@@ -91,7 +93,7 @@ pub fn serve(
                         if !in_scope(&ev.group, &ev.plural, &ev.namespace) {
                             continue;
                         }
-                        if let Some(b) = render(&ev, &filter)
+                        if let Some(b) = render(enc, &ev, &filter)
                             && tx.send(b).await.is_err()
                         {
                             return;
@@ -102,7 +104,7 @@ pub fn serve(
                 },
                 _ = sub.dropped.changed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(bookmark(&rt, last_rv, false)).await.is_err() {
+                    if tx.send(bookmark(enc, &rt, last_rv, false)).await.is_err() {
                         return;
                     }
                 }
@@ -116,26 +118,46 @@ pub fn serve(
         stream,
         Ok::<_, std::convert::Infallible>,
     ));
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+    let content_type = if protobuf {
+        crate::protobuf::WATCH_MEDIA_TYPE
+    } else {
+        "application/json"
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-fn line(kind: &str, object: &Value) -> Bytes {
-    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    v.push(b'\n');
-    Bytes::from(v)
+/// How watch events are written: newline-delimited JSON, or length-prefixed protobuf
+/// `WatchEvent` frames when the client asked for protobuf.
+#[derive(Debug, Clone, Copy)]
+struct Encoding {
+    protobuf: bool,
 }
 
-fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+impl Encoding {
+    fn line(self, kind: &str, object: &Value) -> Bytes {
+        if self.protobuf {
+            match crate::protobuf::watch_frame(kind, object) {
+                Ok(frame) => return Bytes::from(frame),
+                Err(e) => {
+                    // Only objects the store holds get here, and they are built-in types.
+                    tracing::warn!(error = %e, "kubesim: cannot encode a watch event as protobuf");
+                    return Bytes::new();
+                }
+            }
+        }
+        let mut v =
+            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+        v.push(b'\n');
+        Bytes::from(v)
+    }
+}
+
+fn bookmark(enc: Encoding, rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    line(
+    enc.line(
         "BOOKMARK",
         &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}),
     )
@@ -143,7 +165,7 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
 
 /// Turns a store event into the watch event a selective watcher sees, if any: an object that
 /// leaves the selection is DELETED for that watcher, one that enters it is ADDED.
-fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
+fn render(enc: Encoding, ev: &Event, filter: &Filter) -> Option<Bytes> {
     let now = filter.matches(&ev.object);
     let kind = match ev.kind {
         EventType::Added => now.then_some("ADDED"),
@@ -158,5 +180,5 @@ fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
             }
         }
     }?;
-    Some(line(kind, &ev.object))
+    Some(enc.line(kind, &ev.object))
 }

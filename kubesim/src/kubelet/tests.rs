@@ -287,7 +287,15 @@ async fn deletion_kill_and_partition() {
     store
         .delete(&pods_rt, "default", "k", &DeleteOpts::default())
         .expect("delete");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Barrier: a pod created now is scheduled and started on the same kubelet ticks that
+    // would have reported the kill and finished the deletion, were the node reachable.
+    create(
+        &store,
+        "pods",
+        pod("witness", json!({RUN_SECONDS: "-1"}), forever.clone()),
+    );
+    let witness = wait_phase(&store, "witness", "Running").await;
+    assert_ne!(witness["spec"]["nodeName"], json!(node));
     let frozen = store
         .get_raw("", "pods", "default", "k")
         .expect("still there while partitioned");
@@ -470,7 +478,8 @@ async fn force_deleted_pod_on_a_partitioned_node_lives_on_until_heal() {
             command: vec![
                 "sh".into(),
                 "-c".into(),
-                "while true; do echo x >> \"$BEAT\"; sleep 0.05; done".into(),
+                "echo $$ > \"$BEAT.pid\"; while true; do echo x >> \"$BEAT\"; sleep 0.05; done"
+                    .into(),
             ],
             env: BTreeMap::new(),
         },
@@ -510,23 +519,56 @@ async fn force_deleted_pod_on_a_partitioned_node_lives_on_until_heal() {
         json!(node),
         "partitioned nodes get no pods"
     );
+    // The zombie keeps running while partitioned: its beat file keeps growing after the
+    // successor started.
     let before = file_len(&beat1);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        file_len(&beat1) > before,
-        "the zombie keeps running while partitioned"
-    );
+    wait_until("the zombie beats while partitioned", || {
+        file_len(&beat1) > before
+    })
+    .await;
 
     assert!(kubelet.heal(&node));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after_heal = file_len(&beat1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        file_len(&beat1),
-        after_heal,
-        "the zombie is stopped on heal"
-    );
+    // The zombie is stopped on heal: its process is gone (the script names its shell's pid).
+    let zombie_pid = first_line(&beat1.with_extension("pid"));
+    wait_until("the zombie's process exits on heal", || {
+        !process_alive(&zombie_pid)
+    })
+    .await;
     let before = file_len(&beat2);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(file_len(&beat2) > before, "its successor is untouched");
+    wait_until("the successor beats after the heal", || {
+        file_len(&beat2) > before
+    })
+    .await;
+    assert!(process_alive(&first_line(&beat2.with_extension("pid"))));
+}
+
+/// Polls `done` every 20 ms for at most 8 s.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn first_line(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether a process runs (an exited one that is not yet reaped counts as gone).
+fn process_alive(pid: &str) -> bool {
+    !pid.is_empty()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
 }

@@ -5,319 +5,261 @@ use serde_json::Value;
 use super::support::{Sim, start};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const JSON: Option<&str> = Some("application/json");
+const APPLY: Option<&str> = Some("application/apply-patch+yaml");
 
-/// Everything stored, as a comparable snapshot (resourceVersion included).
-async fn snapshot(sim: &Sim) -> Value {
-    let (code, list) = sim.raw("GET", CMS, None, "").await;
-    assert_eq!(code, 200);
-    list
-}
-
-async fn assert_rejected(
-    sim: &Sim,
-    method: &str,
-    path: &str,
-    ct: Option<&str>,
-    body: &str,
+/// One bad request and the `Status` it must get.
+struct Case {
+    what: &'static str,
+    method: &'static str,
+    path: &'static str,
+    content_type: Option<&'static str>,
+    body: &'static str,
     code: u16,
-    reason: &str,
-) {
-    let before = snapshot(sim).await;
-    let (got, status) = sim.raw(method, path, ct, body).await;
-    assert_eq!(got, code, "{method} {path} {body}: {status}");
-    assert_eq!(status["kind"], "Status", "{status}");
-    assert_eq!(status["reason"], reason, "{status}");
-    assert_eq!(status["code"], code);
-    assert_eq!(
-        snapshot(sim).await,
-        before,
-        "{method} {path} changed the store"
-    );
+    reason: &'static str,
+    /// The field the first `details.causes` entry must name, when the error carries causes.
+    cause_field: Option<&'static str>,
 }
 
-#[tokio::test]
-async fn malformed_json_is_bad_request() {
-    let sim = start().await;
-    assert_rejected(
-        &sim,
+const fn case(
+    what: &'static str,
+    method: &'static str,
+    path: &'static str,
+    content_type: Option<&'static str>,
+    body: &'static str,
+    code: u16,
+    reason: &'static str,
+) -> Case {
+    Case {
+        what,
+        method,
+        path,
+        content_type,
+        body,
+        code,
+        reason,
+        cause_field: None,
+    }
+}
+
+const CM_X: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#;
+const CM_FRESH: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fresh"}}"#;
+
+/// Every case runs against a cluster holding ConfigMap `default/x` (data `a: "1"`) and a custom
+/// resource `default/t` of kind `Thing` (`ex.io/v1`).
+const CASES: &[Case] = &[
+    case(
+        "truncated JSON",
         "POST",
         CMS,
-        Some("application/json"),
+        JSON,
         "{\"metadata\": ",
         400,
         "BadRequest",
-    )
-    .await;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "a JSON array as the object",
         "POST",
         CMS,
-        Some("application/json"),
+        JSON,
         "[1,2]",
         400,
         "BadRequest",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn malformed_yaml_apply_is_bad_request() {
-    let sim = start().await;
-    let path = format!("{CMS}/x?fieldManager=t");
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "malformed YAML in an apply patch",
         "PATCH",
-        &path,
-        Some("application/apply-patch+yaml"),
+        "/api/v1/namespaces/default/configmaps/x?fieldManager=t",
+        APPLY,
         "a: [unclosed",
         400,
         "BadRequest",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn apply_without_field_manager_is_bad_request() {
-    let sim = start().await;
-    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "an apply patch without fieldManager",
         "PATCH",
-        &format!("{CMS}/x"),
-        Some("application/apply-patch+yaml"),
-        body,
+        "/api/v1/namespaces/default/configmaps/x",
+        APPLY,
+        CM_X,
         400,
         "BadRequest",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn unknown_resource_is_not_found() {
-    let sim = start().await;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "an unknown core resource",
         "GET",
         "/api/v1/namespaces/default/widgets",
         None,
         "",
         404,
         "NotFound",
-    )
-    .await;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "an unknown API group",
         "POST",
         "/apis/nope.io/v1/namespaces/default/things",
-        Some("application/json"),
+        JSON,
         "{}",
         404,
         "NotFound",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn invalid_name_is_invalid_with_a_cause() {
-    let sim = start().await;
-    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#;
-    assert_rejected(
-        &sim,
-        "POST",
-        CMS,
-        Some("application/json"),
-        body,
-        422,
-        "Invalid",
-    )
-    .await;
-    let (_, status) = sim.raw("POST", CMS, Some("application/json"), body).await;
-    assert_eq!(status["details"]["causes"][0]["field"], "metadata.name");
-}
-
-#[tokio::test]
-async fn pod_without_containers_is_invalid() {
-    let sim = start().await;
-    let body =
-        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[]}}"#;
-    let (code, status) = sim
-        .raw(
+    ),
+    Case {
+        cause_field: Some("metadata.name"),
+        ..case(
+            "an invalid object name",
+            "POST",
+            CMS,
+            JSON,
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#,
+            422,
+            "Invalid",
+        )
+    },
+    Case {
+        cause_field: Some("spec.containers"),
+        ..case(
+            "a pod without containers",
             "POST",
             "/api/v1/namespaces/default/pods",
-            Some("application/json"),
-            body,
+            JSON,
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[]}}"#,
+            422,
+            "Invalid",
         )
-        .await;
-    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
-    let (code, _) = sim
-        .raw("GET", "/api/v1/namespaces/default/pods/p", None, "")
-        .await;
-    assert_eq!(code, 404);
-}
-
-#[tokio::test]
-async fn wrong_content_type_is_unsupported_media_type() {
-    let sim = start().await;
-    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#;
-    assert_rejected(
-        &sim,
+    },
+    case(
+        "a body sent as text/plain",
         "POST",
         CMS,
         Some("text/plain"),
-        body,
+        CM_FRESH,
         415,
         "UnsupportedMediaType",
-    )
-    .await;
-    let (code, _) = sim.raw("POST", CMS, Some("application/json"), body).await;
-    assert_eq!(
-        code, 201,
-        "the same body with the right content type is accepted"
-    );
-}
-
-#[tokio::test]
-async fn strategic_merge_on_custom_resources_is_unsupported() {
-    let sim = start().await;
-    let crd = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.ex.io"},
-        "spec":{"group":"ex.io","scope":"Namespaced","names":{"plural":"things","kind":"Thing"},
-        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}"#;
-    let (code, _) = sim
-        .raw(
-            "POST",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            Some("application/json"),
-            crd,
-        )
-        .await;
-    assert_eq!(code, 201);
-    let (code, _) = sim
-        .raw(
-            "POST",
-            "/apis/ex.io/v1/namespaces/default/things",
-            Some("application/json"),
-            r#"{"apiVersion":"ex.io/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"a":1}}"#,
-        )
-        .await;
-    assert_eq!(code, 201);
-    let (code, status) = sim
-        .raw(
-            "PATCH",
-            "/apis/ex.io/v1/namespaces/default/things/t",
-            Some("application/strategic-merge-patch+json"),
-            r#"{"spec":{"a":2}}"#,
-        )
-        .await;
-    assert_eq!(
-        (code, status["reason"].as_str()),
-        (415, Some("UnsupportedMediaType"))
-    );
-}
-
-#[tokio::test]
-async fn wrong_resource_version_is_conflict() {
-    let sim = start().await;
-    let (code, _) = sim
-        .raw(
-            "POST",
-            CMS,
-            Some("application/json"),
-            r#"{"metadata":{"name":"x"},"data":{"a":"1"}}"#,
-        )
-        .await;
-    assert_eq!(code, 201);
-    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","resourceVersion":"1"},"data":{"a":"2"}}"#;
-    assert_rejected(
-        &sim,
-        "PUT",
-        &format!("{CMS}/x"),
-        Some("application/json"),
-        body,
-        409,
-        "Conflict",
-    )
-    .await;
-    let merge = r#"{"metadata":{"resourceVersion":"1"},"data":{"a":"3"}}"#;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "a strategic merge patch of a custom resource",
         "PATCH",
-        &format!("{CMS}/x"),
-        Some("application/merge-patch+json"),
-        merge,
+        "/apis/ex.io/v1/namespaces/default/things/t",
+        Some("application/strategic-merge-patch+json"),
+        r#"{"spec":{"a":2}}"#,
+        415,
+        "UnsupportedMediaType",
+    ),
+    case(
+        "a PUT with a stale resourceVersion",
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/x",
+        JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","resourceVersion":"1"},"data":{"a":"2"}}"#,
         409,
         "Conflict",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn mismatched_names_and_namespaces_are_bad_requests() {
-    let sim = start().await;
-    sim.raw(
-        "POST",
-        CMS,
-        Some("application/json"),
-        r#"{"metadata":{"name":"x"}}"#,
-    )
-    .await;
-    let body = r#"{"metadata":{"name":"y"}}"#;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "a merge patch with a stale resourceVersion",
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/x",
+        Some("application/merge-patch+json"),
+        r#"{"metadata":{"resourceVersion":"1"},"data":{"a":"3"}}"#,
+        409,
+        "Conflict",
+    ),
+    case(
+        "a PUT whose body names another object",
         "PUT",
-        &format!("{CMS}/x"),
-        Some("application/json"),
-        body,
+        "/api/v1/namespaces/default/configmaps/x",
+        JSON,
+        r#"{"metadata":{"name":"y"}}"#,
         400,
         "BadRequest",
-    )
-    .await;
-    let body = r#"{"metadata":{"name":"z","namespace":"other"}}"#;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "a POST whose body names another namespace",
         "POST",
         CMS,
-        Some("application/json"),
-        body,
+        JSON,
+        r#"{"metadata":{"name":"z","namespace":"other"}}"#,
         400,
         "BadRequest",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn unsupported_method_is_method_not_allowed() {
-    let sim = start().await;
-    assert_rejected(
-        &sim,
+    ),
+    case(
+        "a POST to a named object",
         "POST",
-        &format!("{CMS}/x"),
-        Some("application/json"),
+        "/api/v1/namespaces/default/configmaps/x",
+        JSON,
         "{}",
         405,
         "MethodNotAllowed",
-    )
-    .await;
+    ),
+    case(
+        "an unknown propagationPolicy",
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/x",
+        JSON,
+        r#"{"propagationPolicy":"Sideways"}"#,
+        400,
+        "BadRequest",
+    ),
+];
+
+/// What the store holds: a list answer carries the store-wide resourceVersion, so any write,
+/// to any type, changes it.
+async fn snapshot(sim: &Sim) -> Value {
+    let (code, list) = sim.raw("GET", CMS, None, "").await;
+    assert_eq!(code, 200);
+    list
+}
+
+async fn must_create(sim: &Sim, path: &str, body: &str) {
+    let (code, v) = sim.raw("POST", path, JSON, body).await;
+    assert_eq!(code, 201, "setup POST {path}: {v}");
 }
 
 #[tokio::test]
-async fn invalid_propagation_policy_is_bad_request() {
+async fn bad_requests_get_the_api_servers_status_and_change_nothing() {
     let sim = start().await;
-    sim.raw(
-        "POST",
-        CMS,
-        Some("application/json"),
-        r#"{"metadata":{"name":"x"}}"#,
-    )
-    .await;
-    let body = r#"{"propagationPolicy":"Sideways"}"#;
-    assert_rejected(
+    must_create(&sim, CMS, r#"{"metadata":{"name":"x"},"data":{"a":"1"}}"#).await;
+    must_create(
         &sim,
-        "DELETE",
-        &format!("{CMS}/x"),
-        Some("application/json"),
-        body,
-        400,
-        "BadRequest",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.ex.io"},
+        "spec":{"group":"ex.io","scope":"Namespaced","names":{"plural":"things","kind":"Thing"},
+        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}"#,
     )
     .await;
+    must_create(
+        &sim,
+        "/apis/ex.io/v1/namespaces/default/things",
+        r#"{"apiVersion":"ex.io/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"a":1}}"#,
+    )
+    .await;
+
+    for c in CASES {
+        let before = snapshot(&sim).await;
+        let (code, status) = sim.raw(c.method, c.path, c.content_type, c.body).await;
+        let what = c.what;
+        assert_eq!(code, c.code, "{what}: {status}");
+        assert_eq!(status["kind"], "Status", "{what}: {status}");
+        assert_eq!(status["reason"], c.reason, "{what}: {status}");
+        assert_eq!(status["code"], c.code, "{what}: {status}");
+        if let Some(field) = c.cause_field {
+            assert_eq!(
+                status["details"]["causes"][0]["field"], field,
+                "{what}: {status}"
+            );
+        }
+        assert_eq!(snapshot(&sim).await, before, "{what} changed the store");
+    }
+
+    // The rejections were about the requests, not the objects: the same objects, sent right,
+    // are accepted.
+    let (code, _) = sim.raw("POST", CMS, JSON, CM_FRESH).await;
+    assert_eq!(code, 201, "a ConfigMap sent as application/json is created");
+    let (code, _) = sim
+        .raw(
+            "PATCH",
+            "/apis/ex.io/v1/namespaces/default/things/t",
+            Some("application/merge-patch+json"),
+            r#"{"spec":{"a":2}}"#,
+        )
+        .await;
+    assert_eq!(code, 200, "a merge patch of the custom resource is applied");
 }

@@ -130,9 +130,30 @@ async fn never_start_pod_stays_pending() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // Barrier: a pod created after it goes through scheduling and start-up on the same
+    // kubelet ticks; once it runs, the stuck pod has had every chance to start.
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "witness",
+            json!({"kubesim.io/run-seconds": "-1"}),
+            one("busybox:1"),
+        ),
+    )
+    .await
+    .unwrap();
+    phase_of(&api, "witness", "Running").await;
     let p = api.get("stuck").await.unwrap();
+    assert!(
+        p.spec.as_ref().unwrap().node_name.is_some(),
+        "it was scheduled"
+    );
     assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(
+        main_state(&p)["waiting"]["reason"],
+        "ContainerCreating",
+        "{p:?}"
+    );
 }
 
 #[tokio::test]
@@ -222,15 +243,8 @@ async fn partitioned_node_freezes_status_and_holds_deletion_until_healed() {
     api.delete("zombie", &DeleteParams::default())
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let held = api.get("zombie").await.unwrap();
-    assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(
-        held.status.unwrap().phase.as_deref(),
-        Some("Running"),
-        "status stops changing"
-    );
-    // New pods avoid the partitioned node.
+    // New pods avoid the partitioned node. Getting one running takes several kubelet ticks:
+    // the barrier after which the held pod's status would have moved if it could.
     api.create(
         &PostParams::default(),
         &pod(
@@ -243,6 +257,13 @@ async fn partitioned_node_freezes_status_and_holds_deletion_until_healed() {
     .unwrap();
     let fresh = phase_of(&api, "fresh", "Running").await;
     assert_ne!(fresh.spec.unwrap().node_name.unwrap(), node);
+    let held = api.get("zombie").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        held.status.unwrap().phase.as_deref(),
+        Some("Running"),
+        "status stops changing"
+    );
     sim.control("POST", &format!("/nodes/{node}/heal"), "")
         .await;
     eventually(10, || async {
@@ -387,14 +408,13 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
 
     sim.control("POST", &format!("/nodes/{node}/partition"), "")
         .await;
-    // No answer while cut off: the client's own timeout is what it sees.
-    let held =
-        tokio::time::timeout(std::time::Duration::from_millis(500), agent.get("agent")).await;
-    assert!(
-        held.is_err(),
-        "a partitioned node's process got an answer: {held:?}"
-    );
-    // A write sent during the partition is held, not lost and not applied.
+    let held_path = format!("/nodes/{node}/held");
+    // No answer while cut off: a read and a write sent now are held by the server, neither
+    // answered nor lost, and the write is not applied.
+    let read = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.get("agent").await }
+    });
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "heartbeat"}})).unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(agent.clone().into_client(), "default");
     let write = tokio::spawn({
@@ -402,9 +422,16 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
         let cm = cm.clone();
         async move { cms.create(&PostParams::default(), &cm).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    eventually(10, || async {
+        (sim.control("GET", &held_path, "").await["held"] == 2).then_some(())
+    })
+    .await;
     let others: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     assert!(others.get_opt("heartbeat").await.unwrap().is_none());
+    assert!(
+        !read.is_finished(),
+        "a partitioned node's process got an answer"
+    );
     assert!(!write.is_finished());
     // Everyone else still reaches the API server.
     api.get("agent").await.unwrap();
@@ -413,6 +440,7 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     sim.control("POST", &format!("/nodes/{node}/heal"), "")
         .await;
     write.await.unwrap().unwrap();
+    read.await.unwrap().unwrap();
     assert!(others.get_opt("heartbeat").await.unwrap().is_some());
     agent.get("agent").await.unwrap();
 }

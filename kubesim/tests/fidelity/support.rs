@@ -63,6 +63,56 @@ impl Sim {
 
 /// Minimal HTTP/1.1 client over a TcpStream (Connection: close) so tests see raw answers.
 async fn raw_http(uri: &str, method: &str, content_type: Option<&str>, body: &str) -> (u16, Value) {
+    let mut headers = Vec::new();
+    if let Some(ct) = content_type {
+        headers.push(("Content-Type", ct));
+    }
+    let r = exchange(uri, method, &headers, body.as_bytes()).await;
+    let text = String::from_utf8_lossy(&r.body).to_string();
+    (
+        r.code,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// A raw answer: status, headers (names lower-cased) and body bytes.
+pub struct RawResponse {
+    pub code: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    /// The values of a header.
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+impl Sim {
+    /// Sends a request with any headers and body bytes and returns the raw answer.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> RawResponse {
+        exchange(
+            &format!("{}{path}", self.cluster.url),
+            method,
+            headers,
+            body,
+        )
+        .await
+    }
+}
+
+async fn exchange(uri: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> RawResponse {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = uri.strip_prefix("http://").expect("http url");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -71,44 +121,55 @@ async fn raw_http(uri: &str, method: &str, content_type: Option<&str>, body: &st
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if let Some(ct) = content_type {
-        head.push_str(&format!("Content-Type: {ct}\r\n"));
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body.as_bytes()).await.expect("write");
+    stream.write_all(body).await.expect("write");
     let mut out = Vec::new();
     stream.read_to_end(&mut out).await.expect("read");
-    let text = String::from_utf8_lossy(&out).to_string();
-    let code: u16 = text
-        .split_whitespace()
-        .nth(1)
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&out[..split]).to_string();
+    let raw_body = out[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let code: u16 = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse().ok())
         .expect("status line");
-    let (headers, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if headers
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        dechunk(&raw_body)
     } else {
-        body.to_string()
+        raw_body
     };
-    (
+    RawResponse {
         code,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
+        headers,
+        body,
+    }
 }
 
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((len, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+fn dechunk(mut s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = s.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(String::from_utf8_lossy(&s[..eol]).trim(), 16).unwrap_or(0);
+        let rest = &s[eol + 2..];
         if n == 0 || rest.len() < n {
             break;
         }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
+        out.extend_from_slice(&rest[..n]);
+        s = rest[n..].strip_prefix(b"\r\n").unwrap_or(&rest[n..]);
     }
     out
 }
