@@ -384,11 +384,13 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     let path = kubeconfig_seen_by(&api, "agent").await;
     let text = std::fs::read_to_string(&path).unwrap();
     let mut kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
-    // Inside the pod, the API server is the `kubernetes` Service.
+    // Inside the pod, the API server is the `kubernetes` Service, over HTTPS with the
+    // cluster's CA.
     assert_eq!(
         kubeconfig["clusters"][0]["cluster"]["server"],
-        "http://198.19.0.1:443"
+        "https://198.19.0.1:443"
     );
+    assert!(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"].is_string());
     assert_eq!(
         kubeconfig["users"][0]["user"]["token"],
         format!("kubesim-node/{node}/default/agent")
@@ -400,7 +402,8 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
         .port_forward("198.19.0.1:443".parse().unwrap())
         .await
         .unwrap();
-    kubeconfig["clusters"][0]["cluster"]["server"] = json!(format!("http://{local}"));
+    // The serving certificate names 127.0.0.1, so the forwarded address verifies too.
+    kubeconfig["clusters"][0]["cluster"]["server"] = json!(format!("https://{local}"));
     let forwarded = path.with_file_name("forwarded-kubeconfig");
     std::fs::write(&forwarded, yaml_serde::to_string(&kubeconfig).unwrap()).unwrap();
     let agent: Api<Pod> = Api::namespaced(client_from_kubeconfig(&forwarded).await, "default");
