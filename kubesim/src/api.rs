@@ -5,6 +5,7 @@ mod path;
 mod query;
 mod sim;
 mod watch;
+mod websocket;
 
 use std::sync::Arc;
 
@@ -49,6 +50,7 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    upgrade: websocket::Upgrade,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
@@ -77,7 +79,9 @@ async fn handle(
         }
         Some(Route::Object(op)) => {
             let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
-            object_request(&state, method, op, pq, &query, &headers, body)
+            // A watch asked for over WebSocket (fabric8's way) is answered over one.
+            let ws = websocket::handshake(&headers).map(|accept| (upgrade, accept));
+            object_request(&state, method, op, pq, &query, &headers, body, ws)
                 .await
                 .unwrap_or_else(|e| error_response(&e))
         }
@@ -150,6 +154,7 @@ fn verb_of(method: &Method, op: &ObjectPath, q: &Query) -> Result<Verb, ApiError
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn object_request(
     state: &AppState,
     method: Method,
@@ -158,6 +163,7 @@ async fn object_request(
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    websocket: Option<(websocket::Upgrade, String)>,
 ) -> Result<Response, ApiError> {
     let registry = state.store.registry();
     let rt = registry
@@ -211,7 +217,7 @@ async fn object_request(
         )));
     }
     let ns = op.namespace.clone().unwrap_or_default();
-    let result = execute(state, &rt, verb, &op, &ns, q, headers, body).await;
+    let result = execute(state, &rt, verb, &op, &ns, q, headers, body, websocket).await;
     match fired {
         Some(f) if f.when == FaultTiming::After => Err(ApiError::injected(f.code, f.message)),
         _ => result,
@@ -228,6 +234,7 @@ async fn execute(
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    websocket: Option<(websocket::Upgrade, String)>,
 ) -> Result<Response, ApiError> {
     let store = &state.store;
     let name = op.name.clone().unwrap_or_default();
@@ -282,6 +289,7 @@ async fn execute(
                 op.namespace.clone(),
                 filter,
                 q,
+                websocket,
             ))
         }
         Verb::Create => {

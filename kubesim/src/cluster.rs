@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::api::{self, AppState};
 use crate::control::Control;
+use crate::kubelet::spark_image::{SparkImage, SparkImageConfig, SparkImageError};
 use crate::kubelet::{ImageCommand, Kubelet, KubeletConfig};
 use crate::net::addr::{KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT, NODE_IP};
 use crate::net::{ClusterNet, NetError, NetworkMode};
@@ -36,6 +37,9 @@ pub struct ClusterConfig {
     /// `pod` (default): each pod has its own network namespace and address (needs root);
     /// `host`: pods share the host's network, as before pods had their own.
     pub network: NetworkMode,
+    /// The Spark image (`apache/spark`, `spark`) run from the local Spark distribution (needs
+    /// `network: pod`); absent: Spark images are scripted like any unmapped image.
+    pub spark: Option<SparkImageConfig>,
 }
 
 impl Default for ClusterConfig {
@@ -50,6 +54,7 @@ impl Default for ClusterConfig {
             bookmark_millis: 1_000,
             tick_millis: kubelet.tick.as_millis() as u64,
             network: NetworkMode::default(),
+            spark: None,
         }
     }
 }
@@ -74,6 +79,9 @@ pub enum StartError {
     /// The pods' network could not be set up.
     #[error("cannot set up the pods' network")]
     Network(#[source] NetError),
+    /// The Spark image could not be set up.
+    #[error("cannot set up the Spark image")]
+    SparkImage(#[source] SparkImageError),
     /// The Service proxy could not start.
     #[error("cannot start the Service proxy")]
     Proxy(#[source] std::io::Error),
@@ -95,6 +103,7 @@ impl StartError {
             Self::WorkDir(_) => "work_dir",
             Self::Bootstrap(_) => "bootstrap",
             Self::Network(_) => "network",
+            Self::SparkImage(_) => "spark_image",
             Self::Proxy(_) => "proxy",
             Self::Client { .. } => "client",
         }
@@ -169,6 +178,13 @@ impl Cluster {
             ),
             None => None,
         };
+        let spark = match &config.spark {
+            Some(c) => Some(Arc::new(
+                SparkImage::resolve(c, &work_dir.join(".images").join("spark"))
+                    .map_err(StartError::SparkImage)?,
+            )),
+            None => None,
+        };
         let kubelet = Kubelet::start(
             store.clone(),
             KubeletConfig {
@@ -181,6 +197,7 @@ impl Cluster {
                 services: Some(services),
                 // Hook: the API server's CA once kubesim serves HTTPS.
                 ca_pem: None,
+                spark,
             },
         );
         let control = Arc::new(Control::default());
