@@ -7,6 +7,7 @@ mod fidelity {
     pub mod crud;
     pub mod gc;
     pub mod pods;
+    pub mod spark_image;
     pub mod support;
     pub mod watch;
     pub mod world;
