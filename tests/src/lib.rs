@@ -36,6 +36,9 @@ pub mod certs;
 /// `sandbox demo`: a recovery-enabled application whose driver is killed mid-run, narrated.
 pub mod demo;
 
+/// `sandbox demo --spark`: the fenced restart with real Spark driver and executor pods.
+pub mod spark_demo;
+
 /// `sandbox staged-driver`: the simulated staged Spark driver the demo and the tests run.
 pub mod staged_driver;
 
@@ -98,12 +101,21 @@ impl SandboxConfig {
     }
 
     /// Real Spark: pods on their own network (driver and executors reach each other and the
-    /// API server as in a cluster) and the Spark image run from the local pyspark, with
-    /// `programs` laid at `/opt/spark/work-dir` (so `local:///opt/spark/work-dir/pi.py` names
-    /// `programs/pi.py`). Needs root, Java 17 and pyspark.
-    pub fn real_spark(sandbox_bin: PathBuf, programs: PathBuf) -> SandboxConfig {
+    /// API server as in a cluster) and the Spark image run from the local pyspark, with this
+    /// source tree's `tests/programs` laid at `/opt/spark/work-dir` (so
+    /// `local:///opt/spark/work-dir/pi.py` names `tests/programs/pi.py`) and the recovery
+    /// client `docs/examples/spark_recovery.py` beside them. Needs root, Java 17 and pyspark.
+    pub fn real_spark(sandbox_bin: PathBuf) -> SandboxConfig {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let work_dir = PathBuf::from(SPARK_WORK_DIR);
         let spark = kubesim::kubelet::spark_image::SparkImageConfig {
-            files: BTreeMap::from([(PathBuf::from(SPARK_WORK_DIR), programs)]),
+            files: BTreeMap::from([
+                (work_dir.clone(), source.join("programs")),
+                (
+                    work_dir.join("spark_recovery.py"),
+                    source.join("../docs/examples/spark_recovery.py"),
+                ),
+            ]),
             ..Default::default()
         };
         SandboxConfig {

@@ -19,74 +19,30 @@
 //! memory (512m driver, one 512m executor) and time; each prints its wall time and the peak
 //! memory of the processes it ran.
 
-use std::collections::BTreeSet;
+mod real_spark_support;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
 use kube::runtime::wait::await_condition;
 use operator::crd::{ApplicationStateType, SparkApplication};
-use sandbox::{Sandbox, SandboxConfig};
+use real_spark_support::{
+    DRIVER_CONTAINER, PeakMemory, RUN_LIMIT, app_spark_conf, driver_exit_code, real_spark_sandbox,
+    report, spark_confs,
+};
+use sandbox::Sandbox;
 use serde_json::{Value, json};
 use submission::api::{DriverPhase, SubmitRequest};
 use submitter_client::{ClientConfig, SubmitterClient};
-
-/// Longest one real run may take, submission to the driver's exit (a cold JVM pair on two
-/// shared cores takes about a minute).
-const RUN_LIMIT: Duration = Duration::from_secs(240);
 
 /// What `pi.py 4 100000` computes: its partitions draw from seeded generators, so the count is
 /// the same however the tasks are scheduled.
 const PI_RESULT: &str = "pi-result pi=3.143460 hits=314346 samples=400000";
 
-/// The driver's container, as Spark names it.
-const DRIVER_CONTAINER: &str = "spark-kubernetes-driver";
-
 /// Only one real Spark run at a time in this process (memory and the two cores).
 static ONE_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
-fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("programs")
-}
-
-async fn real_spark_sandbox() -> Sandbox {
-    init_tracing();
-    let config = SandboxConfig::real_spark(env!("CARGO_BIN_EXE_sandbox").into(), programs());
-    Sandbox::start(config)
-        .await
-        .expect("the real-Spark sandbox starts (root, Java 17 and pyspark are needed)")
-}
-
-/// Spark's own options for the job: the image kubesim maps to pyspark, small memory, one
-/// executor. Until kubesim serves HTTPS, the driver reaches the API server in plain HTTP.
-fn spark_confs() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("spark.kubernetes.container.image", "apache/spark:4.3.0"),
-        (
-            "spark.kubernetes.driver.master",
-            "http://kubernetes.default.svc:443",
-        ),
-        ("spark.executor.instances", "1"),
-        // Spark 4.3 hands executors the driver pod's IP by default; the Service's name makes
-        // them resolve the headless Service (kubesim's hosts file) as older Sparks always did.
-        ("spark.kubernetes.executor.useDriverPodIP", "false"),
-        ("spark.driver.memory", "512m"),
-        ("spark.executor.memory", "512m"),
-    ]
-}
 
 /// A `spark-submit` argument vector for `pi.py 4 100000` in `default`.
 fn spark_submit_args(name: &str) -> Vec<String> {
@@ -115,120 +71,6 @@ fn spark_submit_args(name: &str) -> Vec<String> {
         .map(|s| s.to_string()),
     );
     args
-}
-
-/// The resident memory of this process's descendants (every pod's processes), sampled every
-/// 200 ms; the peak is the most they held at once.
-struct PeakMemory {
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl PeakMemory {
-    fn start() -> PeakMemory {
-        let peak = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (peak, stop) = (peak.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    peak.fetch_max(descendants_rss_bytes(), Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            })
-        };
-        PeakMemory {
-            peak,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops sampling; the peak in MiB.
-    fn finish(mut self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.peak.load(Ordering::Relaxed) / (1024 * 1024)
-    }
-}
-
-/// Sum of `VmRSS` over the descendants of this process.
-fn descendants_rss_bytes() -> u64 {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut parent_of = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`; the name may hold spaces and parentheses.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
-            parent_of.push((pid, ppid));
-        }
-    }
-    let mut family = BTreeSet::from([std::process::id()]);
-    // Bounded: each pass adds at least one process or stops.
-    for _ in 0..parent_of.len() {
-        let before = family.len();
-        for (pid, ppid) in &parent_of {
-            if family.contains(ppid) {
-                family.insert(*pid);
-            }
-        }
-        if family.len() == before {
-            break;
-        }
-    }
-    family.remove(&std::process::id());
-    family
-        .iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .sum::<u64>()
-        * 1024
-}
-
-/// Waits (on the pod's watch) until the driver container has terminated; its exit code.
-async fn driver_exit_code(pods: &Api<Pod>, name: &str) -> i32 {
-    let terminated = |pod: Option<&Pod>| {
-        pod.and_then(|p| p.status.as_ref())
-            .and_then(|s| s.container_statuses.as_ref())
-            .into_iter()
-            .flatten()
-            .find(|c| c.name == DRIVER_CONTAINER)
-            .and_then(|c| c.state.as_ref()?.terminated.as_ref())
-            .map(|t| t.exit_code)
-    };
-    let pod = tokio::time::timeout(
-        RUN_LIMIT,
-        await_condition(pods.clone(), name, move |p: Option<&Pod>| {
-            terminated(p).is_some()
-        }),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("the driver {name} did not finish within {RUN_LIMIT:?}"))
-    .expect("watching the driver pod");
-    terminated(pod.as_ref()).expect("terminated")
 }
 
 /// What the real run left behind, checked the same way for every path.
@@ -410,13 +252,6 @@ impl SubmitterServe {
     }
 }
 
-fn report(path: &str, started: Instant, peak_mib: u64) {
-    eprintln!(
-        "real spark run via {path}: wall {:.1} s (submission to driver exit), peak memory of the pods' processes {peak_mib} MiB",
-        started.elapsed().as_secs_f64()
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_spark_smoke_pyspark_pi_runs_in_real_pods_through_the_rest_api() {
     let _one = ONE_RUN.lock().await;
@@ -535,12 +370,7 @@ async fn slow_real_spark_pyspark_pi_runs_in_real_pods_as_a_spark_application() {
         .start_operator_with(config)
         .await
         .expect("the operator starts");
-    let spark_conf: serde_json::Map<String, Value> = spark_confs()
-        .into_iter()
-        .filter(|(k, _)| !k.ends_with(".memory") && !k.ends_with(".instances"))
-        .filter(|(k, _)| *k != "spark.kubernetes.container.image")
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let spark_conf = app_spark_conf();
     let app: SparkApplication = serde_json::from_value(json!({
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
