@@ -1022,9 +1022,31 @@ impl Kubelet {
         if load.is_empty() {
             return;
         }
+        // Each node's labels, as the Node objects say now (users may label nodes).
+        let labels: Vec<Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                self.store
+                    .get_raw("", "nodes", "", &n.name)
+                    .and_then(|o| o.pointer("/metadata/labels").cloned())
+                    .unwrap_or(Value::Null)
+            })
+            .collect();
+        let mut waiting = BTreeMap::new();
         for ((ns, name), uid) in std::mem::take(&mut st.unscheduled) {
-            let Some(slot) = load.iter_mut().min() else {
-                break;
+            // The pod's nodeSelector: only nodes carrying every one of its labels fit, as with
+            // the real scheduler; a pod no healthy node fits stays Pending and is tried again.
+            let selector = self
+                .store
+                .get_raw("", "pods", &ns, &name)
+                .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
+                .and_then(|s| s.as_object().cloned())
+                .unwrap_or_default();
+            let fits = |i: usize| selector.iter().all(|(k, v)| labels[i].get(k) == Some(v));
+            let Some(slot) = load.iter_mut().filter(|(_, i)| fits(*i)).min() else {
+                waiting.insert((ns, name), uid);
+                continue;
             };
             let node = self.nodes[slot.1].name.clone();
             let result = self.store.modify(
@@ -1062,6 +1084,7 @@ impl Kubelet {
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
             }
         }
+        st.unscheduled.extend(waiting);
     }
 
     /// Whether every volume of the pod can be mounted; records `FailedMount` once when not, and
