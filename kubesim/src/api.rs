@@ -8,6 +8,7 @@ mod reviews;
 mod scale;
 mod sim;
 mod watch;
+mod websocket;
 
 use std::sync::Arc;
 
@@ -56,10 +57,11 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    upgrade: websocket::Upgrade,
     body: Bytes,
 ) -> Response {
     let format = negotiate(&headers);
-    let response = serve(state, secure, method, uri, headers, body).await;
+    let response = serve(state, secure, method, uri, headers, upgrade, body).await;
     match format {
         Format::Protobuf => to_protobuf(response).await,
         Format::Json => response,
@@ -186,6 +188,7 @@ async fn serve(
     method: Method,
     uri: Uri,
     mut headers: HeaderMap,
+    upgrade: websocket::Upgrade,
     mut body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
@@ -242,7 +245,9 @@ async fn serve(
         }
         Some(Route::Object(op)) => {
             let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
-            object_request(&state, &user, method, op, pq, &query, &headers, body)
+            // A watch asked for over WebSocket (fabric8's way) is answered over one.
+            let ws = websocket::handshake(&headers).map(|accept| (upgrade, accept));
+            object_request(&state, &user, method, op, pq, &query, &headers, body, ws)
                 .await
                 .unwrap_or_else(|e| error_response(&e))
         }
@@ -450,6 +455,7 @@ async fn object_request(
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    websocket: Option<(websocket::Upgrade, String)>,
 ) -> Result<Response, ApiError> {
     let registry = state.store.registry();
     let rt = registry
@@ -510,7 +516,7 @@ async fn object_request(
     let result = if crate::resources::is_review(&rt) {
         reviews::create(state, user, &rt, verb, &ns, headers, &body)
     } else {
-        execute(state, &rt, verb, &op, &ns, q, headers, body).await
+        execute(state, &rt, verb, &op, &ns, q, headers, body, websocket).await
     };
     match fired {
         Some(f) if f.when == FaultTiming::After => Err(ApiError::injected(f.code, f.message)),
@@ -528,6 +534,7 @@ async fn execute(
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    websocket: Option<(websocket::Upgrade, String)>,
 ) -> Result<Response, ApiError> {
     let store = &state.store;
     let name = op.name.clone().unwrap_or_default();
@@ -597,8 +604,15 @@ async fn execute(
         Verb::Watch => {
             let filter = Filter::from_query(rt, q)?;
             let protobuf = negotiate(headers) == Format::Protobuf && !rt.custom;
-            let mut response =
-                watch::serve(state, rt.clone(), op.namespace.clone(), filter, q, protobuf);
+            let mut response = watch::serve(
+                state,
+                rt.clone(),
+                op.namespace.clone(),
+                filter,
+                q,
+                protobuf,
+                websocket,
+            );
             response.extensions_mut().insert(Streaming);
             Ok(response)
         }

@@ -12,6 +12,7 @@ use crate::api::{self, AppState};
 use crate::auth::{Authenticator, TokenSpec};
 use crate::control::Control;
 use crate::kubeconfig::Credentials;
+use crate::kubelet::spark_image::{SparkImage, SparkImageConfig, SparkImageError};
 use crate::kubelet::{ImageCommand, Kubelet, KubeletConfig};
 use crate::net::addr::{KUBERNETES_SERVICE_PORT, NODE_IP};
 use crate::net::{ClusterNet, NetError, NetworkMode};
@@ -48,6 +49,9 @@ pub struct ClusterConfig {
     /// `pod` (default): each pod has its own network namespace and address (needs root);
     /// `host`: pods share the host's network, as before pods had their own.
     pub network: NetworkMode,
+    /// The Spark image (`apache/spark`, `spark`) run from the local Spark distribution (needs
+    /// `network: pod`); absent: Spark images are scripted like any unmapped image.
+    pub spark: Option<SparkImageConfig>,
 }
 
 impl Default for ClusterConfig {
@@ -63,6 +67,7 @@ impl Default for ClusterConfig {
             tick_millis: kubelet.tick.as_millis() as u64,
             https_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             network: NetworkMode::default(),
+            spark: None,
         }
     }
 }
@@ -87,6 +92,9 @@ pub enum StartError {
     /// The pods' network could not be set up.
     #[error("cannot set up the pods' network")]
     Network(#[source] NetError),
+    /// The Spark image could not be set up.
+    #[error("cannot set up the Spark image")]
+    SparkImage(#[source] SparkImageError),
     /// The Service proxy could not start.
     #[error("cannot start the Service proxy")]
     Proxy(#[source] std::io::Error),
@@ -117,6 +125,7 @@ impl StartError {
             Self::WorkDir(_) => "work_dir",
             Self::Bootstrap(_) => "bootstrap",
             Self::Network(_) => "network",
+            Self::SparkImage(_) => "spark_image",
             Self::Proxy(_) => "proxy",
             Self::Client { .. } => "client",
             Self::Tls(_) => "tls",
@@ -220,6 +229,13 @@ impl Cluster {
             ),
             None => None,
         };
+        let spark = match &config.spark {
+            Some(c) => Some(Arc::new(
+                SparkImage::resolve(c, &work_dir.join(".images").join("spark"))
+                    .map_err(StartError::SparkImage)?,
+            )),
+            None => None,
+        };
         // Made before the kubelet, which needs to issue pods' service-account tokens (and the
         // CA, `pki`, for their `ca.crt`).
         let auth = Arc::new(Authenticator::new(store.clone()));
@@ -234,6 +250,7 @@ impl Cluster {
                 network: net.clone(),
                 services: Some(services),
                 ca_pem: Some(pki.ca_pem()),
+                spark,
             },
         );
         let control = Arc::new(Control::default());

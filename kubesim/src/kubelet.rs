@@ -9,10 +9,12 @@
 
 mod atomic;
 mod env;
+mod image;
 mod machine;
 mod phase;
 mod probe;
 mod process;
+pub mod spark_image;
 mod volumes;
 
 #[cfg(test)]
@@ -35,13 +37,16 @@ use crate::api_error::ApiError;
 use crate::net::addr::NODE_IP;
 use crate::net::names::{PodHosts, hosts_file, resolv_conf, service_env};
 use crate::net::ns::FileView;
+use crate::net::rootfs::{Mount, MountKind};
 use crate::net::{ClusterNet, PodNet};
 use crate::resources::{NameRule, ResourceType};
 use crate::services::ServiceTable;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 use crate::{kubeconfig, meta, node_token};
+use image::ImageRun;
 use machine::{Action, Behaviour, CRef, Machine, Section, Signal, StartFailure};
 use process::ProcHandle;
+use spark_image::SparkImage;
 
 /// The address of every simulated node (and so every pod's `hostIP`) when pods share the host's
 /// network; with their own network the node is [`NODE_IP`].
@@ -72,6 +77,9 @@ pub struct KubeletConfig {
     /// The CA certificate (PEM) that signs the API server's certificate, written as `ca.crt`
     /// into every service-account volume. `None` while kubesim serves plain HTTP: no `ca.crt`.
     pub ca_pem: Option<String>,
+    /// The Spark image, run from the local Spark distribution; `None`: Spark images are
+    /// scripted like any unmapped image.
+    pub spark: Option<Arc<SparkImage>>,
 }
 
 impl Default for KubeletConfig {
@@ -85,6 +93,7 @@ impl Default for KubeletConfig {
             network: None,
             services: None,
             ca_pem: None,
+            spark: None,
         }
     }
 }
@@ -630,17 +639,19 @@ impl Kubelet {
             .join(format!("{container}.log"))
     }
 
-    /// The command of an image: exact match first, then the repository without tag or digest.
-    fn image_command(&self, image: &str) -> Option<&ImageCommand> {
-        if let Some(c) = self.config.images.get(image) {
-            return Some(c);
+    /// What a container of `image` runs: an image listed under `images` (exact, then by
+    /// repository), else the Spark image when it is one.
+    fn image_run(&self, image: &str) -> Option<ImageRun<'_>> {
+        let listed = self
+            .config
+            .images
+            .get(image)
+            .or_else(|| self.config.images.get(image::repository(image)));
+        match (listed, &self.config.spark) {
+            (Some(c), _) => Some(ImageRun::from(c)),
+            (None, Some(spark)) if spark.matches(image) => Some(spark.run()),
+            _ => None,
         }
-        let repo = image.split('@').next().unwrap_or(image);
-        let repo = match repo.rfind(':') {
-            Some(i) if !repo[i..].contains('/') => &repo[..i],
-            _ => repo,
-        };
-        self.config.images.get(repo)
     }
 
     async fn run(
@@ -766,7 +777,7 @@ impl Kubelet {
         };
         let machine = Machine::new(
             pod,
-            &|image| self.image_command(image).is_some(),
+            &|image| self.image_run(image).is_some(),
             self.config.tick.saturating_mul(5),
         );
         let has_process = machine
@@ -1019,9 +1030,31 @@ impl Kubelet {
         if load.is_empty() {
             return;
         }
+        // Each node's labels, as the Node objects say now (users may label nodes).
+        let labels: Vec<Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                self.store
+                    .get_raw("", "nodes", "", &n.name)
+                    .and_then(|o| o.pointer("/metadata/labels").cloned())
+                    .unwrap_or(Value::Null)
+            })
+            .collect();
+        let mut waiting = BTreeMap::new();
         for ((ns, name), uid) in std::mem::take(&mut st.unscheduled) {
-            let Some(slot) = load.iter_mut().min() else {
-                break;
+            // The pod's nodeSelector: only nodes carrying every one of its labels fit, as with
+            // the real scheduler; a pod no healthy node fits stays Pending and is tried again.
+            let selector = self
+                .store
+                .get_raw("", "pods", &ns, &name)
+                .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
+                .and_then(|s| s.as_object().cloned())
+                .unwrap_or_default();
+            let fits = |i: usize| selector.iter().all(|(k, v)| labels[i].get(k) == Some(v));
+            let Some(slot) = load.iter_mut().filter(|(_, i)| fits(*i)).min() else {
+                waiting.insert((ns, name), uid);
+                continue;
             };
             let node = self.nodes[slot.1].name.clone();
             let result = self.store.modify(
@@ -1059,6 +1092,7 @@ impl Kubelet {
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
             }
         }
+        st.unscheduled.extend(waiting);
     }
 
     /// Whether every volume of the pod can be mounted; records `FailedMount` once when not, and
@@ -1424,7 +1458,7 @@ impl Kubelet {
             .unwrap_or("")
             .to_string();
         let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-        let Some(image_cmd) = self.image_command(image).cloned() else {
+        let Some(run) = self.image_run(image) else {
             return fail(
                 e,
                 StartFailure::Exec(format!("no command for image {image}")),
@@ -1433,7 +1467,22 @@ impl Kubelet {
         let Some(root) = e.root.clone() else {
             return fail(e, StartFailure::Config("pod volumes are not ready".into()));
         };
-        let mut base: Vec<(String, String)> = image_cmd.env.clone().into_iter().collect();
+        if !run.files.is_empty() && e.net.is_none() {
+            // Without a mount namespace the image's files would have to be the host's.
+            return fail(
+                e,
+                StartFailure::Config(format!(
+                    "image {image} brings its own files ({}), which needs a mount namespace per \
+                     container: kubesim's pod network (network: pod)",
+                    run.files
+                        .iter()
+                        .map(|(at, _)| at.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            );
+        }
+        let mut base: Vec<(String, String)> = run.env.clone().into_iter().collect();
         base.push(("HOSTNAME".into(), e.name.clone()));
         base.push(("KUBESIM_POD_ROOT".into(), root.display().to_string()));
         // The Services as they are when the container starts, as the kubelet sets them.
@@ -1447,12 +1496,16 @@ impl Kubelet {
             links,
             &self.store.all_of("", "services"),
         ));
-        if let Some(url) = self.in_cluster_url() {
+        // An image with a file system of its own (the Spark image) is a real image: its
+        // clients find the API server as in a cluster (the service-account files and
+        // KUBERNETES_SERVICE_HOST), with no kubeconfig of kubesim's to lean on.
+        let real_image = !run.files.is_empty();
+        if let Some(url) = self.in_cluster_url().filter(|_| !real_image) {
             let token = service_account_token(&e.node, &e.ns, &e.name);
             match write_pod_kubeconfig(&root, &url, &token, self.config.ca_pem.as_deref(), &e.ns) {
                 // The image's env may name another kubeconfig; it wins, as it would over any
                 // default. Only one entry per name, so the container's env replaces the winner.
-                Ok(path) if !image_cmd.env.contains_key(KUBECONFIG) => {
+                Ok(path) if !run.env.contains_key(KUBECONFIG) => {
                     base.push((KUBECONFIG.into(), path.display().to_string()));
                 }
                 Ok(_) => {}
@@ -1473,16 +1526,24 @@ impl Kubelet {
             Ok(v) => v,
             Err(msg) => return fail(e, StartFailure::Config(msg)),
         };
-        let argv = env::command_line(&c, &image_cmd.command, &vars);
+        let argv = env::command_line(&c, run.command, &vars);
+        let view = root
+            .parent()
+            .map(|dir| self.file_view(e, dir, &c, cref, run));
+        // The working directory is the container's or the image's where the container has a
+        // file system of its own; otherwise the pod root, where its mounts are.
+        let cwd = match &view {
+            Some(v) if e.net.is_some() => v.working_dir.clone().unwrap_or_else(|| root.clone()),
+            _ => root.clone(),
+        };
         let spec = process::SpawnSpec {
             argv,
             env: vars.clone(),
-            cwd: root.clone(),
+            cwd,
             log: self.log_path(&e.ns, &e.name, &name),
         };
         let tx = self.msgs.clone();
         let uid = e.uid.clone();
-        let view = root.parent().map(|dir| self.file_view(e, dir));
         let net = &e.net;
         let launch = |cmd: &mut tokio::process::Command| match (net, &view) {
             (Some(net), Some(view)) => net.spawn(view, &self.rt, cmd),
@@ -1514,10 +1575,24 @@ impl Kubelet {
         }
     }
 
-    /// The bind mounts of a container of the pod whose folder is `dir`.
-    fn file_view(&self, e: &PodEntry, dir: &std::path::Path) -> FileView {
+    /// The file system of a container of the pod whose folder is `dir`: the image's layers, then
+    /// the container's volumes at their mount paths and the kubelet's files, parents first.
+    fn file_view(
+        &self,
+        e: &PodEntry,
+        dir: &std::path::Path,
+        container: &Value,
+        cref: CRef,
+        run: ImageRun<'_>,
+    ) -> FileView {
+        let layers = run.files.iter().map(|(at, from)| Mount {
+            source: from.clone(),
+            target: at.clone(),
+            kind: MountKind::Layer,
+        });
+        let mut mounts: Vec<Mount> =
+            volumes::container_mounts(&e.pod, container, &dir.join("volumes"));
         let world = dir.join("world");
-        let mut binds = Vec::new();
         for (file, target) in [
             ("hosts", "/etc/hosts"),
             ("resolv.conf", "/etc/resolv.conf"),
@@ -1525,15 +1600,37 @@ impl Kubelet {
         ] {
             // A bind mount needs something to mount on; a host without the file keeps none.
             if std::path::Path::new(target).exists() {
-                binds.push((world.join(file), PathBuf::from(target)));
+                mounts.push(Mount {
+                    source: world.join(file),
+                    target: PathBuf::from(target),
+                    kind: MountKind::Bind { read_only: false },
+                });
             }
         }
         let secrets = world.join("secrets");
         if secrets.exists() && ensure_mount_point(SECRETS_MOUNT_POINT).is_ok() {
-            binds.push((secrets, PathBuf::from(SECRETS_MOUNT_POINT)));
+            mounts.push(Mount {
+                source: secrets,
+                target: PathBuf::from(SECRETS_MOUNT_POINT),
+                kind: MountKind::Bind { read_only: false },
+            });
         }
+        // Volumes and files over the image, parents first (a stable sort keeps spec order).
+        mounts.sort_by_key(|m| crate::net::rootfs::depth(&m.target));
+        let working_dir = container
+            .get("workingDir")
+            .and_then(Value::as_str)
+            .filter(|w| !w.is_empty())
+            .or(run.working_dir)
+            .map(PathBuf::from);
+        let section = match cref.section {
+            Section::Init => "init",
+            Section::Main => "main",
+        };
         FileView {
-            binds,
+            mounts: layers.chain(mounts).collect(),
+            scratch: dir.join("rootfs").join(format!("{section}-{}", cref.index)),
+            working_dir,
             hostname: PodHosts::of(&e.pod, &e.ip).hostname.to_string(),
         }
     }

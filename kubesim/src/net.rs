@@ -12,6 +12,7 @@ pub mod addr;
 pub mod names;
 pub mod ns;
 pub mod proxy;
+pub mod rootfs;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Mutex;

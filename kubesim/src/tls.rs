@@ -298,7 +298,9 @@ pub async fn serve(
                 },
             );
             let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                // Watches over WebSocket (fabric8's) upgrade the connection.
+                .with_upgrades();
             tokio::select! {
                 served = connection => {
                     if let Err(error) = served {

@@ -8,6 +8,7 @@ mod fidelity {
     pub mod crud;
     pub mod gc;
     pub mod pods;
+    pub mod spark_image;
     pub mod rbac;
     pub mod support;
     pub mod watch;

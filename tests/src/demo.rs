@@ -37,9 +37,13 @@ pub struct DemoArgs {
     /// Seconds between the driver's failure and the rerun (`onFailureRetryInterval`).
     #[arg(long, default_value_t = 1)]
     pub retry_interval_seconds: i64,
-    /// Give up after this many seconds.
+    /// Give up after this many seconds (at least 300 with --spark).
     #[arg(long, default_value_t = 120)]
     pub timeout_seconds: u64,
+    /// Real Spark instead of the staged stand-in: a PySpark job in real driver and executor pods
+    /// ([`crate::spark_demo`]); needs root, Java 17 and pyspark.
+    #[arg(long)]
+    pub spark: bool,
 }
 
 /// The application's name.
@@ -105,6 +109,9 @@ struct Seen {
 /// Runs the demo, narrating to `out`; returns the summary (also printed last) once the
 /// application reached a terminal state.
 pub async fn run<W: Write>(args: DemoArgs, out: W) -> Result<Value, DemoError> {
+    if args.spark {
+        return crate::spark_demo::run(&args, out).await;
+    }
     if args.kill_after_stage >= args.stages {
         return Err(DemoError::KillPoint {
             kill_after: args.kill_after_stage,

@@ -36,6 +36,9 @@ pub mod certs;
 /// `sandbox demo`: a recovery-enabled application whose driver is killed mid-run, narrated.
 pub mod demo;
 
+/// `sandbox demo --spark`: the fenced restart with real Spark driver and executor pods.
+pub mod spark_demo;
+
 /// `sandbox staged-driver`: the simulated staged Spark driver the demo and the tests run.
 pub mod staged_driver;
 
@@ -73,6 +76,12 @@ pub struct SandboxConfig {
     pub heartbeat_timeout_seconds: i64,
     /// The agents' heartbeat interval.
     pub agent_heartbeat_millis: u64,
+    /// How kubesim networks pods: the host's network by default (see [`Sandbox::start`]);
+    /// [`SandboxConfig::real_spark`] gives pods their own, as real Spark needs.
+    pub network: kubesim::net::NetworkMode,
+    /// kubesim's Spark image mapping (`apache/spark:*`, `spark:*` run from the local pyspark);
+    /// `None`: those images are scripted.
+    pub spark: Option<kubesim::kubelet::spark_image::SparkImageConfig>,
 }
 
 impl SandboxConfig {
@@ -83,9 +92,42 @@ impl SandboxConfig {
             store: StoreKind::Kubernetes,
             heartbeat_timeout_seconds: 5,
             agent_heartbeat_millis: 500,
+            // The agent's startup probe names host 127.0.0.1, which a kubelet sends to the node,
+            // not the pod: until the agent is probed as a kubelet probes it (issue 11, item 1),
+            // the sandbox keeps pods on the host's network.
+            network: kubesim::net::NetworkMode::Host,
+            spark: None,
+        }
+    }
+
+    /// Real Spark: pods on their own network (driver and executors reach each other and the
+    /// API server as in a cluster) and the Spark image run from the local pyspark, with this
+    /// source tree's `tests/programs` laid at `/opt/spark/work-dir` (so
+    /// `local:///opt/spark/work-dir/pi.py` names `tests/programs/pi.py`) and the recovery
+    /// client `docs/examples/spark_recovery.py` beside them. Needs root, Java 17 and pyspark.
+    pub fn real_spark(sandbox_bin: PathBuf) -> SandboxConfig {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let work_dir = PathBuf::from(SPARK_WORK_DIR);
+        let spark = kubesim::kubelet::spark_image::SparkImageConfig {
+            files: BTreeMap::from([
+                (work_dir.clone(), source.join("programs")),
+                (
+                    work_dir.join("spark_recovery.py"),
+                    source.join("../docs/examples/spark_recovery.py"),
+                ),
+            ]),
+            ..Default::default()
+        };
+        SandboxConfig {
+            network: kubesim::net::NetworkMode::Pod,
+            spark: Some(spark),
+            ..SandboxConfig::new(sandbox_bin)
         }
     }
 }
+
+/// The Spark image's working directory, where [`SandboxConfig::real_spark`] lays the programs.
+pub const SPARK_WORK_DIR: &str = kubesim::kubelet::spark_image::WORK_DIR;
 
 /// The sandbox failed to start.
 #[derive(Debug, thiserror::Error)]
@@ -217,10 +259,8 @@ impl Sandbox {
                 (DRIVER_IMAGE.to_owned(), image(&["staged-driver", "--"])),
             ]),
             work_dir: Some(dir.path().join("kubesim")),
-            // The agent's startup probe names host 127.0.0.1, which a kubelet sends to the node,
-            // not the pod: until the agent is probed as a kubelet probes it (issue 11, item 1),
-            // the sandbox keeps pods on the host's network.
-            network: kubesim::net::NetworkMode::Host,
+            network: config.network,
+            spark: config.spark.clone(),
             ..ClusterConfig::default()
         })
         .await

@@ -1,4 +1,5 @@
-//! Watch streams: newline-delimited JSON events served from the store's event log.
+//! Watch streams: newline-delimited JSON events served from the store's event log (or the same
+//! events as WebSocket messages, [`super::websocket`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,8 @@ use crate::api_error::ApiError;
 use crate::resources::ResourceType;
 use crate::store::{Event, EventType, WatchFrom};
 
-/// Starts a watch and returns its streaming response.
+/// Starts a watch and returns its streaming response: newline-delimited JSON, or one message
+/// per event when the request asks for a WebSocket (`accept` is then its handshake answer).
 ///
 /// Errors that arise once the watch is accepted (an expired resourceVersion) are sent as an
 /// `ERROR` event inside a 200 response, as the real API server does.
@@ -26,8 +28,40 @@ pub fn serve(
     filter: Filter,
     q: &Query,
     protobuf: bool,
+    websocket: Option<(super::websocket::Upgrade, String)>,
 ) -> Response {
     let enc = Encoding { protobuf };
+    let rx = match start(state, rt, ns, filter, q, enc) {
+        Ok(rx) => rx,
+        Err(response) => return response,
+    };
+    if let Some((upgrade, accept)) = websocket {
+        return super::websocket::serve(upgrade, accept, rx);
+    }
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let body = Body::from_stream(futures::StreamExt::map(
+        stream,
+        Ok::<_, std::convert::Infallible>,
+    ));
+    let content_type = if protobuf {
+        crate::protobuf::WATCH_MEDIA_TYPE
+    } else {
+        "application/json"
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// Starts the watch's task; its events (each one JSON line, or protobuf frame) arrive on the
+/// receiver, which closes when the watch ends.
+#[allow(clippy::result_large_err)]
+fn start(
+    state: &AppState,
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    filter: Filter,
+    q: &Query,
+    enc: Encoding,
+) -> Result<mpsc::Receiver<Bytes>, Response> {
     let initial_events = q.flag("sendInitialEvents");
     let from = match q.get("resourceVersion") {
         None | Some("" | "0") => WatchFrom::Now,
@@ -35,9 +69,9 @@ pub fn serve(
         Some(rv) => match rv.parse() {
             Ok(n) => WatchFrom::After(n),
             Err(_) => {
-                return super::error_response(&ApiError::bad_request(format!(
+                return Err(super::error_response(&ApiError::bad_request(format!(
                     "invalid resource version: {rv}"
-                )));
+                ))));
             }
         },
     };
@@ -113,17 +147,7 @@ pub fn serve(
             }
         }
     });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let body = Body::from_stream(futures::StreamExt::map(
-        stream,
-        Ok::<_, std::convert::Infallible>,
-    ));
-    let content_type = if protobuf {
-        crate::protobuf::WATCH_MEDIA_TYPE
-    } else {
-        "application/json"
-    };
-    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
+    Ok(rx)
 }
 
 /// How watch events are written: newline-delimited JSON, or length-prefixed protobuf

@@ -572,3 +572,55 @@ fn process_alive(pid: &str) -> bool {
                 .starts_with('Z')
         })
 }
+
+#[tokio::test]
+async fn a_node_selector_binds_to_a_fitting_node_and_waits_while_none_is_healthy() {
+    let store = store();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubelet = Kubelet::start(store.clone(), config(dir.path()));
+    let on = |node: &str| {
+        json!({"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}],
+               "nodeSelector": {"kubernetes.io/hostname": node}})
+    };
+    // The least-loaded node would be node-1; the selector names node-3.
+    create(
+        &store,
+        "pods",
+        pod("picky", json!({}), on("kubesim-node-3")),
+    );
+    let p = wait_phase(&store, "picky", "Succeeded").await;
+    assert_eq!(p.pointer("/spec/nodeName"), Some(&json!("kubesim-node-3")));
+
+    // No node carries the label: the pod waits unbound.
+    create(
+        &store,
+        "pods",
+        pod("nowhere", json!({}), on("kubesim-node-9")),
+    );
+    // Its partitioned node: the pod waits until the node heals.
+    assert!(kubelet.partition("kubesim-node-2"));
+    create(
+        &store,
+        "pods",
+        pod("patient", json!({}), on("kubesim-node-2")),
+    );
+    // A pod created after both, without a selector, is bound: the scheduler has run past them.
+    create(
+        &store,
+        "pods",
+        pod(
+            "easy",
+            json!({}),
+            json!({"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}),
+        ),
+    );
+    wait_phase(&store, "easy", "Succeeded").await;
+    for name in ["nowhere", "patient"] {
+        let p = store.get_raw("", "pods", "default", name).expect("pod");
+        assert_eq!(p.pointer("/spec/nodeName"), None, "{name} stays unbound");
+    }
+    assert!(kubelet.heal("kubesim-node-2"));
+    let p = wait_phase(&store, "patient", "Succeeded").await;
+    assert_eq!(p.pointer("/spec/nodeName"), Some(&json!("kubesim-node-2")));
+    kubelet.shutdown();
+}

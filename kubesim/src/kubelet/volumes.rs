@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::atomic::{self, Files};
 use super::env::{Lookup, PodAddrs, field_ref, object_entries, object_key};
+use crate::net::rootfs::{Mount, MountKind};
 
 /// The first volume that cannot be mounted: (volume name, Kubernetes' message).
 pub fn missing_volume(
@@ -284,6 +285,48 @@ fn mount(root: &Path, vol_root: &Path, m: &Value) -> io::Result<()> {
         None => src,
     };
     std::os::unix::fs::symlink(link, &target)
+}
+
+/// A container's volume mounts at their mount paths: the pod's volume folders (their `subPath`
+/// within) under `vol_root`. ConfigMap, Secret, downward API and projected volumes are always
+/// read-only, as the kubelet mounts them; others when the mount says `readOnly`.
+pub fn container_mounts(pod: &Value, container: &Value, vol_root: &Path) -> Vec<Mount> {
+    let mut out = Vec::new();
+    for m in container
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+        let Some(path) = m.get("mountPath").and_then(Value::as_str) else {
+            continue;
+        };
+        let sub = m.get("subPath").and_then(Value::as_str).unwrap_or("");
+        let Some(mut source) = safe_join(vol_root, name) else {
+            continue;
+        };
+        if !sub.is_empty() {
+            match safe_join(&source, sub) {
+                Some(s) => source = s,
+                None => continue,
+            }
+        }
+        let kubelet_written = volumes(pod)
+            .find(|v| v.get("name").and_then(Value::as_str) == Some(name))
+            .is_some_and(|v| {
+                ["configMap", "secret", "downwardAPI", "projected"]
+                    .iter()
+                    .any(|k| v.get(k).is_some())
+            });
+        let read_only = kubelet_written || m.get("readOnly").and_then(Value::as_bool) == Some(true);
+        out.push(Mount {
+            source,
+            target: PathBuf::from(path),
+            kind: MountKind::OptionalBind { read_only },
+        });
+    }
+    out
 }
 
 /// The path of `to` relative to the folder `from` (both absolute or both relative to the same

@@ -9,13 +9,15 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc;
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
+
+use super::rootfs::{self, Mount};
 
 /// A network namespace, alive as long as this handle (or a process inside it) is.
 #[derive(Debug)]
@@ -162,12 +164,19 @@ pub fn ip_batch(commands: &str) -> io::Result<()> {
     }
 }
 
-/// What a container's processes see of the file system besides the host's: the files the
-/// kubelet manages, bind-mounted at their real paths in a mount namespace of their own.
+/// What a container's processes see of the file system besides the host's: its image's layers,
+/// its volumes at their mount paths and the files the kubelet manages, in a mount namespace of
+/// its own ([`super::rootfs`]).
 #[derive(Debug, Clone)]
 pub struct FileView {
-    /// Bind mounts: (source on the host, target path the process sees).
-    pub binds: Vec<(PathBuf, PathBuf)>,
+    /// The mounts, in order (parents before children).
+    pub mounts: Vec<Mount>,
+    /// An empty host folder the container's private tmpfs is mounted on (writable layers and
+    /// mount points the host lacks live there).
+    pub scratch: PathBuf,
+    /// The working directory; made (without touching the host) when the view lacks it, as a
+    /// container runtime does.
+    pub working_dir: Option<PathBuf>,
     /// The host name (UTS namespace of its own).
     pub hostname: String,
 }
@@ -178,17 +187,7 @@ pub fn enter_file_view(view: &FileView) -> io::Result<()> {
     unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)?;
     mount::<str, str, str, str>(None, "/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
     nix::unistd::sethostname(&view.hostname)?;
-    for (source, target) in &view.binds {
-        mount::<Path, Path, str, str>(Some(source), target, None, MsFlags::MS_BIND, None).map_err(
-            |e| {
-                io::Error::other(format!(
-                    "bind {} on {}: {e}",
-                    source.display(),
-                    target.display()
-                ))
-            },
-        )?;
-    }
+    rootfs::lay_out(&view.mounts, &view.scratch, view.working_dir.as_deref())?;
     Ok(())
 }
 
