@@ -1,8 +1,9 @@
-//! Conformance with real Spark: every case of tests/corpus/cases.yaml was run by real
-//! `spark-submit` 4.3.0 against kubesim (scripts/corpus.py) and what Spark sent is stored in
-//! tests/corpus/golden/. Here the builder gets the same argv and templates, and its objects must
-//! equal Spark's request bodies field by field, after the normalisations documented in
-//! docs/submitter.md ("Differences from spark-submit") and nothing else.
+//! Conformance with real Spark: every case of tests/corpus/cases.yaml was run by the real
+//! `spark-submit` of each supported Spark release against kubesim (scripts/corpus.py), and what
+//! Spark sent is stored in tests/corpus/golden/<release>/. Here the builder gets the same argv
+//! (whose image, `apache/spark:<release>`, tells it which Spark to build for) and templates, and
+//! its objects must equal Spark's request bodies field by field, after the normalisations
+//! documented in docs/submitter.md ("Differences from spark-submit") and nothing else.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -26,10 +27,14 @@ struct Case {
     expect_error: Option<String>,
     #[serde(default)]
     stricter: bool,
+    /// The Spark lines (`3.5`, `4.0`, ...) the case is for; all when absent.
+    #[serde(default)]
+    versions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Golden {
+    spark_version: String,
     argv: Vec<String>,
     spark_user: String,
     exit_code: i32,
@@ -419,31 +424,47 @@ fn compare_objects(golden: &Golden, built: builder::DriverObjects) -> Vec<String
     problems
 }
 
-#[test]
-fn builder_matches_real_spark_on_the_corpus() {
-    let dir = corpus_dir();
-    let cases: Vec<Case> = yaml_serde::from_str(
-        &std::fs::read_to_string(dir.join("cases.yaml")).expect("tests/corpus/cases.yaml"),
+fn cases() -> Vec<Case> {
+    yaml_serde::from_str(
+        &std::fs::read_to_string(corpus_dir().join("cases.yaml")).expect("tests/corpus/cases.yaml"),
     )
-    .expect("cases.yaml parses");
-    assert!(cases.len() >= 40, "the corpus needs at least 40 cases");
+    .expect("cases.yaml parses")
+}
+
+/// Compares every case of one release's corpus; panics with every difference found. At least
+/// `min_cases` cases (all that apply, at most) must have a golden.
+fn conforms(release: &str, min_cases: usize) {
+    let line = release.rsplit_once('.').map_or(release, |(l, _)| l);
+    let dir = corpus_dir().join("golden").join(release);
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| {
+            c.versions
+                .as_ref()
+                .is_none_or(|v| v.iter().any(|l| l == line))
+        })
+        .collect();
     let mut failures = Vec::new();
     let mut compared = 0;
     for case in &cases {
-        let path = dir.join("golden").join(format!("{}.json", case.name));
+        let path = dir.join(format!("{}.json", case.name));
         let Ok(text) = std::fs::read_to_string(&path) else {
-            failures.push(format!("{}: no golden (run scripts/corpus.py)", case.name));
             continue;
         };
         let golden: Golden = serde_json::from_str(&text).expect("golden parses");
+        assert_eq!(golden.spark_version, release, "{}", path.display());
         compared += 1;
         for problem in check(case, &golden) {
             failures.push(format!("{}: {problem}", case.name));
         }
     }
     assert!(
+        compared >= min_cases.min(cases.len()),
+        "Spark {release}: only {compared} cases have goldens (run scripts/corpus.py --spark-version {release}); {min_cases} expected"
+    );
+    assert!(
         failures.is_empty(),
-        "{} of {} cases differ from real Spark:\n{}",
+        "Spark {release}: {} of {} cases differ from real Spark:\n{}",
         failures
             .iter()
             .map(|f| f.split(':').next().unwrap_or_default())
@@ -452,4 +473,46 @@ fn builder_matches_real_spark_on_the_corpus() {
         compared,
         failures.join("\n")
     );
+}
+
+/// Every golden folder is a release the builder supports, and every supported line has one.
+#[test]
+fn each_supported_spark_line_has_a_corpus() {
+    let mut releases: Vec<String> = std::fs::read_dir(corpus_dir().join("golden"))
+        .expect("tests/corpus/golden")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    releases.sort();
+    let newest: Vec<String> = builder::SparkLine::ALL
+        .iter()
+        .map(|l| l.newest_release().to_owned())
+        .collect();
+    assert_eq!(releases, newest);
+}
+
+#[test]
+fn builder_matches_real_spark_4_3() {
+    conforms("4.3.0", usize::MAX);
+}
+
+#[test]
+fn builder_matches_real_spark_4_2() {
+    conforms("4.2.1", 20);
+}
+
+#[test]
+fn builder_matches_real_spark_4_1() {
+    conforms("4.1.4", 20);
+}
+
+#[test]
+fn builder_matches_real_spark_4_0() {
+    conforms("4.0.5", 20);
+}
+
+#[test]
+fn builder_matches_real_spark_3_5() {
+    conforms("3.5.9", 1);
 }

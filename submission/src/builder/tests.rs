@@ -9,7 +9,7 @@ pub(crate) fn args(extra: &[&str], primary: &[&str]) -> Vec<String> {
         "--deploy-mode",
         "cluster",
         "--conf",
-        "spark.kubernetes.container.image=apache/spark:4.0.1",
+        "spark.kubernetes.container.image=apache/spark:4.3.0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -376,7 +376,7 @@ mod properties {
                         let containers = built.objects[0]["spec"]["containers"].as_array().unwrap();
                         let spark = containers.last().unwrap();
                         prop_assert!(spark["name"].is_string());
-                        prop_assert_eq!(&spark["image"], "apache/spark:4.0.1");
+                        prop_assert_eq!(&spark["image"], "apache/spark:4.3.0");
                     }
                     Err(e) => prop_assert_eq!(e.error_code(), ErrorCode::InvalidPodTemplate, "{}", e.message()),
                 }
