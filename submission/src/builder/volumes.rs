@@ -782,6 +782,51 @@ mod tests {
         }
     }
 
+    /// Every configuration of tests/corpus/volume-order/<release>.txt, recorded from that
+    /// release's own `parseVolumesWithPrefix` (tests/corpus/tools/volume_order.py): mixed volumes
+    /// (trie order) and two to four bare emptyDirs among up to 50 other settings (the order of
+    /// the conf's hash set, Scala 2.12's open-addressing table for 3.5).
+    #[test]
+    fn volume_order_matches_each_releases_own_parser() {
+        for line in SparkLine::ALL {
+            let release = line.newest_release();
+            let path = format!(
+                "{}/../tests/corpus/volume-order/{release}.txt",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).expect("volume-order fixture");
+            let mut checked = 0;
+            for block in text.split("\n\n").filter(|b| b.contains("=> ")) {
+                let mut entries: Vec<(String, String)> = Vec::new();
+                let mut expected = "";
+                for l in block.lines().filter(|l| !l.starts_with('#')) {
+                    if let Some(fill) = l.strip_prefix("fill ") {
+                        let n: usize = fill.parse().unwrap();
+                        entries.extend((0..n).map(|i| (format!("spark.fill.{i}"), i.to_string())));
+                    } else if let Some(answer) = l.strip_prefix("=> ") {
+                        expected = answer;
+                    } else {
+                        let (k, v) = l.split_once('=').unwrap();
+                        entries.push((format!("{DRIVER_PREFIX}{k}"), v.to_owned()));
+                    }
+                }
+                let conf: SparkConf = entries.iter().cloned().collect();
+                let ours = match parse(&conf, DRIVER_PREFIX, &entries, line) {
+                    Ok(specs) => names(&specs).join(","),
+                    Err(_) => "!".to_owned(),
+                };
+                let spark = if expected.starts_with('!') {
+                    "!"
+                } else {
+                    expected
+                };
+                assert_eq!(ours, spark, "Spark {release}:\n{block}");
+                checked += 1;
+            }
+            assert!(checked >= 200, "{path}: {checked} configurations");
+        }
+    }
+
     #[test]
     fn bad_volume_confs_are_refused() {
         let kind = |pairs: &[(&str, &str)]| {
