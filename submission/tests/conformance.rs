@@ -267,6 +267,37 @@ fn sort_hash_runs(list: &mut [Value], names: &BTreeSet<String>) {
     }
 }
 
+/// Spark shuffles the local dirs (`Utils.randomize` in `LocalDirsFeatureStep`) before it lists
+/// them in `SPARK_LOCAL_DIRS` and mounts them as `spark-local-dir-<i>`; we keep the configured
+/// order. Both sides get the list sorted and the mount paths sorted over the same mounts.
+fn sort_local_dirs(container: &mut Value) {
+    if let Some(Value::Array(env)) = container.get_mut("env") {
+        for e in env.iter_mut().filter(|e| e["name"] == "SPARK_LOCAL_DIRS") {
+            if let Some(list) = e["value"].as_str() {
+                let mut dirs: Vec<&str> = list.split(',').collect();
+                dirs.sort_unstable();
+                e["value"] = Value::String(dirs.join(","));
+            }
+        }
+    }
+    if let Some(Value::Array(mounts)) = container.get_mut("volumeMounts") {
+        let local = |m: &Value| {
+            m["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("spark-local-dir-"))
+        };
+        let mut paths: Vec<Value> = mounts
+            .iter()
+            .filter(|m| local(m))
+            .map(|m| m["mountPath"].clone())
+            .collect();
+        paths.sort_by_key(Value::to_string);
+        for (m, path) in mounts.iter_mut().filter(|m| local(m)).zip(paths) {
+            m["mountPath"] = path;
+        }
+    }
+}
+
 /// The documented normalisations, applied to both sides.
 fn normalise(object: &mut Value, names: &BTreeSet<String>, ours: bool) {
     if ours && let Some(meta) = object["metadata"].as_object_mut() {
@@ -293,6 +324,7 @@ fn normalise(object: &mut Value, names: &BTreeSet<String>, ours: bool) {
                         sort_hash_runs(list, names);
                     }
                 }
+                sort_local_dirs(c);
             }
         }
     }
