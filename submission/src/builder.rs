@@ -165,8 +165,9 @@ pub fn build_from_argv(
 pub(crate) struct Plan<'a> {
     pub input: &'a BuildInput<'a>,
     pub conf: &'a SparkConf,
-    /// The Spark release line whose behaviour is reproduced.
+    /// The Spark release line whose behaviour is reproduced, and the release's patch number.
     pub line: SparkLine,
+    pub patch: u32,
     pub app_name: String,
     pub app_id: String,
     pub prefix: String,
@@ -201,7 +202,19 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let version =
         SparkVersion::select(conf).map_err(|source| BuildError::SparkVersion { source })?;
     let line = version.line();
-    let spark_conf = spark_conf_entries(input);
+    // Spark 3.5.0's SparkSubmit still assigned --total-executor-cores to spark.cores.max on
+    // Kubernetes; 3.5.1 stopped.
+    let with_cores_max;
+    let conf = match &sub.total_executor_cores {
+        Some(cores) if line == SparkLine::V3_5 && version.patch() == 0 => {
+            let mut c = conf.clone();
+            c.set(crate::conf::keys::CORES_MAX, cores.as_str());
+            with_cores_max = c;
+            &with_cores_max
+        }
+        _ => conf,
+    };
+    let spark_conf = spark_conf_entries(input, conf);
     // Spark parses the executor volumes first, to fail before anything is created.
     volumes::parse(conf, volumes::EXECUTOR_PREFIX, &spark_conf, line)?;
 
@@ -266,6 +279,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
         input,
         conf,
         line,
+        patch: version.patch(),
         app_name,
         app_id,
         prefix,
@@ -327,8 +341,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
 /// they were set as far as we know it: the submission's conf, plus `spark.app.submitTime` (which
 /// SparkSubmit sets; ours is added with the properties) and the template-file confs (Spark's
 /// templates are files on the client, whose paths we do not have: an empty value stands in).
-fn spark_conf_entries(input: &BuildInput<'_>) -> Vec<(String, String)> {
-    let conf = &input.submission.conf;
+fn spark_conf_entries(input: &BuildInput<'_>, conf: &SparkConf) -> Vec<(String, String)> {
     let mut entries: Vec<(String, String)> = conf
         .iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -298,11 +298,14 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
     // MountVolumesFeatureStep.
     if plan.enabled(steps::MOUNT_VOLUMES) {
         let specs = volumes::parse(conf, volumes::DRIVER_PREFIX, &plan.spark_conf, plan.line)?;
-        // On-demand claims are ReadWriteOncePod by default since Spark 4.0 (3.5 kept the legacy
-        // ReadWriteOnce unless told otherwise).
+        // On-demand claims are ReadWriteOncePod by default since Spark 4.0. 3.5.1 added the
+        // legacy switch, defaulting to ReadWriteOnce; 3.5.0 has no switch and always asks that.
         let legacy_default = plan.line < SparkLine::V4_0;
-        let read_write_once =
-            conf.get_bool_or(conf_keys::LEGACY_READ_WRITE_ONCE, legacy_default)?;
+        let read_write_once = if plan.line == SparkLine::V3_5 && plan.patch == 0 {
+            true
+        } else {
+            conf.get_bool_or(conf_keys::LEGACY_READ_WRITE_ONCE, legacy_default)?
+        };
         let built = volumes::driver_volumes(
             &specs,
             &plan.prefix,

@@ -565,3 +565,45 @@ fn the_version_conf_overrides_the_image_and_bad_versions_are_refused() {
         assert_eq!(e.error_code(), ErrorCode::InvalidSparkSubmitArgs);
     }
 }
+
+/// The one difference inside a line: spark.kubernetes.legacy.useReadWriteOnceAccessMode came with
+/// Spark 3.5.1, so 3.5.0 asks ReadWriteOnce even when told not to.
+#[test]
+fn spark_3_5_0_has_no_switch_for_the_claim_access_mode() {
+    let extra = [
+        "--conf",
+        "spark.kubernetes.legacy.useReadWriteOnceAccessMode=false",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.mount.path=/d",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.claimName=OnDemand",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.storageClass=std",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.sizeLimit=1Gi",
+    ];
+    let mode = |image: &str| {
+        build_ok(&with_image(image, &extra))
+            .objects
+            .iter()
+            .find(|x| x["kind"] == "PersistentVolumeClaim")
+            .unwrap()["spec"]["accessModes"][0]
+            .clone()
+    };
+    assert_eq!(mode("apache/spark:3.5.0"), "ReadWriteOnce");
+    assert_eq!(mode("apache/spark:3.5.1"), "ReadWriteOncePod");
+    assert_eq!(mode("apache/spark:3.5"), "ReadWriteOncePod");
+}
+
+/// Spark 3.5.0 alone kept --total-executor-cores as spark.cores.max on Kubernetes.
+#[test]
+fn only_spark_3_5_0_writes_total_executor_cores() {
+    for (image, expected) in [
+        ("apache/spark:3.5.0", Some("6".to_owned())),
+        ("apache/spark:3.5.1", None),
+        ("apache/spark:4.3.0", None),
+    ] {
+        let o = build_ok(&with_image(image, &["--total-executor-cores", "6"]));
+        assert_eq!(property(&o, "spark.cores.max"), expected, "{image}");
+    }
+}

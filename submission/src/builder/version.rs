@@ -137,6 +137,15 @@ impl SparkVersion {
         self.source
     }
 
+    /// The release's patch number (`9` of `3.5.9`): a few things changed in patch releases.
+    pub fn patch(&self) -> u32 {
+        self.release
+            .rsplit('.')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Chooses the version of a submission's conf (see the module documentation).
     pub fn select(conf: &SparkConf) -> Result<SparkVersion, SparkVersionError> {
         if let Some(value) = conf.get(SPARK_VERSION_CONF) {

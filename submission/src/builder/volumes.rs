@@ -237,7 +237,10 @@ pub(crate) fn parse(
             "persistentVolumeClaim" => {
                 let claim_name = required("options.claimName")?;
                 let size_limit = optional("options.sizeLimit");
-                verify_size(name, size_limit.as_deref())?;
+                // Spark 4.0 began refusing sizes without a unit.
+                if spark_4 {
+                    verify_size(name, size_limit.as_deref())?;
+                }
                 let sub_map = |infix: &str| -> Vec<(String, String)> {
                     let start = key(infix);
                     props
@@ -263,7 +266,10 @@ pub(crate) fn parse(
             }
             "emptyDir" => {
                 let size_limit = optional("options.sizeLimit");
-                verify_size(name, size_limit.as_deref())?;
+                // Spark 4.0 began refusing sizes without a unit.
+                if spark_4 {
+                    verify_size(name, size_limit.as_deref())?;
+                }
                 VolumeKind::EmptyDir {
                     medium: optional("options.medium"),
                     size_limit,
