@@ -170,7 +170,7 @@ def spark_home(spark_submit: str) -> str | None:
     python = Path(spark_submit).parent / "python"
     if not python.exists():
         return None
-    proc = subprocess.run([str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+    proc = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('pyspark').submodule_search_locations[0])"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     return proc.stdout.strip() or None
 
