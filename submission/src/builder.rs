@@ -1,6 +1,6 @@
 //! From one accepted `spark-submit` command line (plus optional pod templates and the client's
 //! submission id) to exactly the objects the user's Spark's `KubernetesClientApplication` creates
-//! for the driver: the Pod, the headless Service, the NetworkPolicy (4.3), on-demand PVCs, the
+//! for the driver: the Pod, the headless Service, the NetworkPolicy (4.2 on), on-demand PVCs, the
 //! executor pod-template ConfigMap and the spark-conf ConfigMap, in Spark's creation order. Which
 //! Spark (3.5, 4.0, 4.1, 4.2 or 4.3) is chosen by [`version`]; steps that differ between them
 //! say which release introduced or removed what they do.
@@ -312,8 +312,8 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let mut objects = Vec::with_capacity(6);
     objects.push(driver.pod);
     objects.push(resources::service(&plan));
-    // NetworkPolicyFeatureStep joined the driver's steps in Spark 4.3.
-    if plan.line >= SparkLine::V4_3 && plan.enabled(steps::NETWORK_POLICY) {
+    // NetworkPolicyFeatureStep joined the driver's steps in Spark 4.2.
+    if plan.line >= SparkLine::V4_2 && plan.enabled(steps::NETWORK_POLICY) {
         objects.push(resources::network_policy(&plan));
     }
     objects.extend(driver.claims);
