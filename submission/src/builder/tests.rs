@@ -434,7 +434,7 @@ fn each_spark_line_builds_what_its_spark_submit_builds() {
         (
             "apache/spark:4.2.0",
             "4.2.0",
-            false,
+            true,
             true,
             true,
             false,
