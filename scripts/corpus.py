@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Regenerates the conformance goldens: runs real `spark-submit` for every case of
-tests/corpus/cases.yaml against kubesim and stores, per case, exactly what Spark sent.
+"""Regenerates the conformance goldens: runs the real `spark-submit` of one Spark version for every
+case of tests/corpus/cases.yaml against kubesim and stores, per case, exactly what Spark sent, in
+tests/corpus/golden/<version>/<case>.json.
 
-    cargo build --release -p kubesim && python3 scripts/corpus.py [--only NAME ...]
+    cargo build --release -p kubesim
+    python3 scripts/corpus.py --spark-version 3.5.9 [--only NAME ...]
 
-Needs `spark-submit` on PATH (pip install pyspark==4.3.0) and Java 17. Each case runs in its own
+Needs that version's `spark-submit` (each in its own venv: `python3 -m venv /opt/pyspark-3.5.9 &&
+/opt/pyspark-3.5.9/bin/pip install pyspark==3.5.9`; `--spark-submit` names another) and Java 17.
+The image every case names is `apache/spark:<version>`, as a user of that Spark would name it, so
+the builder takes the version from the image tag as it would for them. Each case runs in its own
 namespace; the service accounts a case names are created first (kubesim, like a cluster, refuses
 pods whose service account does not exist). Templates are given to Spark as files
 (`--conf spark.kubernetes.{driver,executor}.podTemplateFile=...`); the Rust test gives the same
@@ -15,6 +20,7 @@ requests kubesim journaled (method, path, content type, body), and for failures 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import json
 import os
@@ -32,7 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 GOLDEN = CORPUS / "golden"
 SPARK_TIMEOUT_S = 180
-DEFAULT_IMAGE = "apache/spark:4.0.1"
+VERSION_LINE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def image_of(version: str) -> str:
+    return f"apache/spark:{version}"
 
 
 def http(method: str, url: str, body: object | None = None) -> object:
@@ -99,28 +109,28 @@ def exception_line(stderr: str) -> str | None:
     return None
 
 
-def spark_argv(case: dict, url: str, namespace: str) -> list[str]:
+def spark_argv(case: dict, url: str, namespace: str, version: str) -> list[str]:
     """The argv Spark gets: the common head, the case's options, templates as files, then the app."""
     argv = ["--master", f"k8s://{url}", "--deploy-mode", "cluster"]
     if not case.get("no_image"):
-        argv += ["--conf", f"spark.kubernetes.container.image={DEFAULT_IMAGE}"]
+        argv += ["--conf", f"spark.kubernetes.container.image={image_of(version)}"]
     argv += ["--conf", "spark.kubernetes.submission.waitAppCompletion=false"]
     argv += ["--conf", f"spark.kubernetes.namespace={namespace}"]
     for key, conf in (("driver_template", "spark.kubernetes.driver.podTemplateFile"),
                       ("executor_template", "spark.kubernetes.executor.podTemplateFile")):
         if case.get(key):
             argv += ["--conf", f"{conf}={CORPUS / case[key]}"]
-    argv += [str(a) for a in case["args"]]
+    argv += [str(a).replace("{version}", version) for a in case["args"]]
     return argv
 
 
-def run_case(sim: Kubesim, case: dict, spark_submit: str) -> dict:
+def run_case(sim: Kubesim, case: dict, spark_submit: str, version: str) -> dict:
     namespace = f"corpus-{case['name']}"[:63]
     sim.create_namespace(namespace, case.get("service_accounts", []))
-    argv = spark_argv(case, sim.url, namespace)
+    argv = spark_argv(case, sim.url, namespace, version)
     sim.clear_journal()
     env = {
-        **os.environ,
+        **spark_env(spark_submit),
         "KUBECONFIG": str(sim.kubeconfig),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "TZ": "UTC",
@@ -135,6 +145,7 @@ def run_case(sim: Kubesim, case: dict, spark_submit: str) -> dict:
     elapsed = time.monotonic() - started
     golden = {
         "case": case["name"],
+        "spark_version": version,
         "argv": argv,
         "spark_user": getpass.getuser(),
         "exit_code": proc.returncode,
@@ -152,25 +163,70 @@ def run_case(sim: Kubesim, case: dict, spark_submit: str) -> dict:
     return golden
 
 
+@functools.lru_cache(maxsize=None)
+def spark_home(spark_submit: str) -> str | None:
+    """The pyspark folder beside a venv's spark-submit. pyspark's launcher would otherwise ask
+    whichever `python3` is first on PATH, which may hold another pyspark."""
+    python = Path(spark_submit).parent / "python"
+    if not python.exists():
+        return None
+    proc = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('pyspark').submodule_search_locations[0])"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return proc.stdout.strip() or None
+
+
+def spark_env(spark_submit: str) -> dict[str, str]:
+    env = dict(os.environ)
+    home = spark_home(spark_submit)
+    if home:
+        env["SPARK_HOME"] = home
+    return env
+
+
+def spark_submit_version(spark_submit: str) -> str | None:
+    """The version `spark-submit --version` prints in its banner."""
+    proc = subprocess.run([spark_submit, "--version"], env=spark_env(spark_submit), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    m = re.search(r"version (\d+\.\d+\.\d+)", proc.stdout + proc.stderr)
+    return m.group(1) if m else None
+
+
+def version_selected(case: dict, version: str) -> bool:
+    """A case runs for every version unless it lists the Spark lines (`3.5`, `4.0`, ...) it is for."""
+    lines = case.get("versions")
+    return lines is None or any(version == l or version.startswith(l + ".") for l in lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spark-version", required=True, help="the pyspark release, e.g. 4.0.5")
+    parser.add_argument("--spark-submit", help="its spark-submit (default /opt/pyspark-<version>/bin/spark-submit, else PATH)")
     parser.add_argument("--only", nargs="*", help="regenerate only these cases")
     parser.add_argument("--kubesim", default=str(ROOT / "target" / "release" / "kubesim"))
     args = parser.parse_args()
-    spark_submit = shutil.which("spark-submit")
+    version = args.spark_version
+    if not VERSION_LINE.match(version):
+        raise SystemExit(f"--spark-version wants MAJOR.MINOR.PATCH, got {version!r}")
+    spark_submit = args.spark_submit or next(
+        (str(p) for p in [Path(f"/opt/pyspark-{version}/bin/spark-submit")] if p.exists()), shutil.which("spark-submit"))
     if spark_submit is None:
-        raise SystemExit("spark-submit is not on PATH: pip install pyspark==4.3.0 (and Java 17)")
+        raise SystemExit(f"no spark-submit: python3 -m venv /opt/pyspark-{version} && /opt/pyspark-{version}/bin/pip install pyspark=={version}")
+    reported = spark_submit_version(spark_submit)
+    if reported != version:
+        raise SystemExit(f"{spark_submit} is Spark {reported}, not {version}")
     cases = yaml.safe_load((CORPUS / "cases.yaml").read_text())
+    cases = [c for c in cases if version_selected(c, version)]
     if args.only:
         cases = [c for c in cases if c["name"] in args.only]
-    GOLDEN.mkdir(parents=True, exist_ok=True)
+    golden_dir = GOLDEN / version
+    golden_dir.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"corpus-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     sim = Kubesim(Path(args.kubesim), work)
     try:
         for case in cases:
-            golden = run_case(sim, case, spark_submit)
-            (GOLDEN / f"{case['name']}.json").write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
+            golden = run_case(sim, case, spark_submit, version)
+            (golden_dir / f"{case['name']}.json").write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     finally:
         sim.stop()
 

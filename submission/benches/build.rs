@@ -20,7 +20,7 @@ fn argv(master: &str, namespace: &str) -> Vec<String> {
         "--deploy-mode",
         "cluster",
         "--conf",
-        "spark.kubernetes.container.image=apache/spark:4.0.1",
+        "spark.kubernetes.container.image=apache/spark:4.3.0",
         "--conf",
         "spark.kubernetes.submission.waitAppCompletion=false",
         "--conf",

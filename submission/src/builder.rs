@@ -1,7 +1,9 @@
 //! From one accepted `spark-submit` command line (plus optional pod templates and the client's
-//! submission id) to exactly the objects Spark 4.3's `KubernetesClientApplication` creates for
-//! the driver: the Pod, the headless Service, the NetworkPolicy, on-demand PVCs, the executor
-//! pod-template ConfigMap and the spark-conf ConfigMap, in Spark's creation order.
+//! submission id) to exactly the objects the user's Spark's `KubernetesClientApplication` creates
+//! for the driver: the Pod, the headless Service, the NetworkPolicy (4.2 on), on-demand PVCs, the
+//! executor pod-template ConfigMap and the spark-conf ConfigMap, in Spark's creation order. Which
+//! Spark (3.5, 4.0, 4.1, 4.2 or 4.3) is chosen by [`version`]; steps that differ between them
+//! say which release introduced or removed what they do.
 //!
 //! Pure: no clock (the submit time is an input), no randomness (ids derive from the submission
 //! id, see `naming`), no I/O. Differences from Spark are deliberate and listed in
@@ -11,20 +13,19 @@ mod error;
 pub mod java;
 mod pod;
 mod resources;
+pub mod version;
 pub(crate) mod volumes;
 
 use serde_json::Value;
 
 pub use error::{BuildError, ErrorCode};
+pub use version::{SPARK_VERSION_CONF, SparkLine, SparkVersion, SparkVersionError, VersionSource};
 
 use crate::argv::{self, resource::java_trim};
 use crate::conf::{SparkConf, Submission};
 use crate::meta::labels;
 use crate::naming::{self, SubmissionId};
 use crate::template;
-
-/// The Spark release whose behaviour the builder reproduces (the `spark-version` label).
-pub const SPARK_VERSION: &str = "4.3.0";
 
 /// Spark-conf keys the builder reads, spelled once.
 pub(crate) mod conf_keys {
@@ -116,6 +117,8 @@ pub struct Identity {
     pub app_id: String,
     pub driver_pod_name: String,
     pub namespace: String,
+    /// The Spark the objects were built for.
+    pub spark_version: SparkVersion,
 }
 
 /// The built objects, in Spark's creation order: the Pod first, then Service, NetworkPolicy,
@@ -162,6 +165,9 @@ pub fn build_from_argv(
 pub(crate) struct Plan<'a> {
     pub input: &'a BuildInput<'a>,
     pub conf: &'a SparkConf,
+    /// The Spark release line whose behaviour is reproduced, and the release's patch number.
+    pub line: SparkLine,
+    pub patch: u32,
     pub app_name: String,
     pub app_id: String,
     pub prefix: String,
@@ -172,13 +178,14 @@ pub(crate) struct Plan<'a> {
     pub driver_port: i32,
     pub block_manager_port: i32,
     pub ui_port: i32,
-    pub connect_port: i32,
+    /// The Spark Connect port (Spark 4.1 on).
+    pub connect_port: Option<i32>,
     /// The driver's labels: custom ones, then Spark's four (`KubernetesDriverConf.labels`).
     pub driver_labels: Vec<(String, String)>,
     pub excluded_steps: Vec<String>,
-    /// How many settings Spark's `SparkConf` holds when the feature steps read it; the order of
-    /// its hash tables depends on it (see [`spark_conf_size`]).
-    pub spark_conf_size: usize,
+    /// The settings Spark's `SparkConf` holds when the feature steps read it, as far as we know
+    /// them; the order of its hash tables depends on them (see [`spark_conf_entries`]).
+    pub spark_conf: Vec<(String, String)>,
 }
 
 impl Plan<'_> {
@@ -192,9 +199,24 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let sub = input.submission;
     let conf = &sub.conf;
     refuse_unsupported(conf)?;
-    let spark_conf_size = spark_conf_size(input);
+    let version =
+        SparkVersion::select(conf).map_err(|source| BuildError::SparkVersion { source })?;
+    let line = version.line();
+    // Spark 3.5.0's SparkSubmit still assigned --total-executor-cores to spark.cores.max on
+    // Kubernetes; 3.5.1 stopped.
+    let with_cores_max;
+    let conf = match &sub.total_executor_cores {
+        Some(cores) if line == SparkLine::V3_5 && version.patch() == 0 => {
+            let mut c = conf.clone();
+            c.set(crate::conf::keys::CORES_MAX, cores.as_str());
+            with_cores_max = c;
+            &with_cores_max
+        }
+        _ => conf,
+    };
+    let spark_conf = spark_conf_entries(input, conf);
     // Spark parses the executor volumes first, to fail before anything is created.
-    volumes::parse(conf, volumes::EXECUTOR_PREFIX, spark_conf_size)?;
+    volumes::parse(conf, volumes::EXECUTOR_PREFIX, &spark_conf, line)?;
 
     let id = input.submission_id;
     let app_name = sub.app_name().to_owned();
@@ -214,7 +236,12 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
         None => raw_int(conf, conf_keys::BLOCK_MANAGER_PORT, 7079)?,
     };
     let ui_port = conf.get_int(conf_keys::UI_PORT)?.unwrap_or(4040);
-    let connect_port = raw_int(conf, conf_keys::CONNECT_PORT, 15002)?;
+    // The driver exposes a Spark Connect port since Spark 4.1.
+    let connect_port = if line >= SparkLine::V4_1 {
+        Some(raw_int(conf, conf_keys::CONNECT_PORT, 15002)?)
+    } else {
+        None
+    };
 
     let mut driver_labels: Vec<(String, String)> = Vec::new();
     for (key, value) in conf.with_prefix(conf_keys::DRIVER_LABEL) {
@@ -223,10 +250,19 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
                 key: key.to_owned(),
             });
         }
-        driver_labels.push((key.to_owned(), substitute_app_id(value, &app_id)));
+        // Spark 4.0 substitutes {{APP_ID}} in label values too (3.5 only in annotations).
+        let value = if line >= SparkLine::V4_0 {
+            substitute_app_id(value, &app_id)
+        } else {
+            value.to_owned()
+        };
+        driver_labels.push((key.to_owned(), value));
     }
     driver_labels.extend([
-        (labels::SPARK_VERSION.to_owned(), SPARK_VERSION.to_owned()),
+        (
+            labels::SPARK_VERSION.to_owned(),
+            version.release().to_owned(),
+        ),
         (labels::SPARK_APP_ID.to_owned(), app_id.clone()),
         (
             labels::SPARK_APP_NAME.to_owned(),
@@ -242,6 +278,8 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let plan = Plan {
         input,
         conf,
+        line,
+        patch: version.patch(),
         app_name,
         app_id,
         prefix,
@@ -255,7 +293,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
         connect_port,
         driver_labels,
         excluded_steps,
-        spark_conf_size,
+        spark_conf,
     };
 
     let base = match input.driver_template {
@@ -274,7 +312,8 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let mut objects = Vec::with_capacity(6);
     objects.push(driver.pod);
     objects.push(resources::service(&plan));
-    if plan.enabled(steps::NETWORK_POLICY) {
+    // NetworkPolicyFeatureStep joined the driver's steps in Spark 4.2.
+    if plan.line >= SparkLine::V4_2 && plan.enabled(steps::NETWORK_POLICY) {
         objects.push(resources::network_policy(&plan));
     }
     objects.extend(driver.claims);
@@ -293,19 +332,35 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
             app_id: plan.app_id,
             driver_pod_name: plan.pod_name,
             namespace: plan.namespace,
+            spark_version: version,
         },
     })
 }
 
-/// The number of settings in Spark's `SparkConf` when `KubernetesClientApplication` starts: the
-/// submission's conf, plus `spark.app.submitTime` (which SparkSubmit sets; ours is added with
-/// the properties) and the template-file confs (Spark's templates are files; ours come inline).
-fn spark_conf_size(input: &BuildInput<'_>) -> usize {
-    let conf = &input.submission.conf;
-    conf.len()
-        + usize::from(!conf.contains(conf_keys::SUBMIT_TIME))
-        + usize::from(input.driver_template.is_some())
-        + usize::from(input.executor_template.is_some())
+/// The settings of Spark's `SparkConf` when `KubernetesClientApplication` starts, in the order
+/// they were set as far as we know it: the submission's conf, plus `spark.app.submitTime` (which
+/// SparkSubmit sets; ours is added with the properties) and the template-file confs (Spark's
+/// templates are files on the client, whose paths we do not have: an empty value stands in).
+fn spark_conf_entries(input: &BuildInput<'_>, conf: &SparkConf) -> Vec<(String, String)> {
+    let mut entries: Vec<(String, String)> = conf
+        .iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    if !conf.contains(conf_keys::SUBMIT_TIME) {
+        entries.push((
+            conf_keys::SUBMIT_TIME.to_owned(),
+            input.submit_time_ms.to_string(),
+        ));
+    }
+    for (template, key) in [
+        (input.driver_template, conf_keys::DRIVER_TEMPLATE_FILE),
+        (input.executor_template, conf_keys::EXECUTOR_TEMPLATE_FILE),
+    ] {
+        if template.is_some() {
+            entries.push((key.to_owned(), String::new()));
+        }
+    }
+    entries
 }
 
 /// Confs whose Spark behaviour needs the client machine or user code, which a server does not

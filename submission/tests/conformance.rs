@@ -1,8 +1,9 @@
-//! Conformance with real Spark: every case of tests/corpus/cases.yaml was run by real
-//! `spark-submit` 4.3.0 against kubesim (scripts/corpus.py) and what Spark sent is stored in
-//! tests/corpus/golden/. Here the builder gets the same argv and templates, and its objects must
-//! equal Spark's request bodies field by field, after the normalisations documented in
-//! docs/submitter.md ("Differences from spark-submit") and nothing else.
+//! Conformance with real Spark: every case of tests/corpus/cases.yaml was run by the real
+//! `spark-submit` of each supported Spark release against kubesim (scripts/corpus.py), and what
+//! Spark sent is stored in tests/corpus/golden/<release>/. Here the builder gets the same argv
+//! (whose image, `apache/spark:<release>`, tells it which Spark to build for) and templates, and
+//! its objects must equal Spark's request bodies field by field, after the normalisations
+//! documented in docs/submitter.md ("Differences from spark-submit") and nothing else.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use submission::meta::{annotations, attach_owner, labels};
 use submission::naming::SubmissionId;
 use submission::template::{self, TemplateRole};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Case {
     name: String,
     #[serde(default)]
@@ -26,10 +27,17 @@ struct Case {
     expect_error: Option<String>,
     #[serde(default)]
     stricter: bool,
+    /// The Spark lines (`3.5`, `4.0`, ...) the case is for; all when absent.
+    #[serde(default)]
+    versions: Option<Vec<String>>,
+    /// The Spark lines that accept what later ones refuse: `expect_error` does not apply there.
+    #[serde(default)]
+    accepted_by: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Golden {
+    spark_version: String,
     argv: Vec<String>,
     spark_user: String,
     exit_code: i32,
@@ -262,6 +270,37 @@ fn sort_hash_runs(list: &mut [Value], names: &BTreeSet<String>) {
     }
 }
 
+/// Spark shuffles the local dirs (`Utils.randomize` in `LocalDirsFeatureStep`) before it lists
+/// them in `SPARK_LOCAL_DIRS` and mounts them as `spark-local-dir-<i>`; we keep the configured
+/// order. Both sides get the list sorted and the mount paths sorted over the same mounts.
+fn sort_local_dirs(container: &mut Value) {
+    if let Some(Value::Array(env)) = container.get_mut("env") {
+        for e in env.iter_mut().filter(|e| e["name"] == "SPARK_LOCAL_DIRS") {
+            if let Some(list) = e["value"].as_str() {
+                let mut dirs: Vec<&str> = list.split(',').collect();
+                dirs.sort_unstable();
+                e["value"] = Value::String(dirs.join(","));
+            }
+        }
+    }
+    if let Some(Value::Array(mounts)) = container.get_mut("volumeMounts") {
+        let local = |m: &Value| {
+            m["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("spark-local-dir-"))
+        };
+        let mut paths: Vec<Value> = mounts
+            .iter()
+            .filter(|m| local(m))
+            .map(|m| m["mountPath"].clone())
+            .collect();
+        paths.sort_by_key(Value::to_string);
+        for (m, path) in mounts.iter_mut().filter(|m| local(m)).zip(paths) {
+            m["mountPath"] = path;
+        }
+    }
+}
+
 /// The documented normalisations, applied to both sides.
 fn normalise(object: &mut Value, names: &BTreeSet<String>, ours: bool) {
     if ours && let Some(meta) = object["metadata"].as_object_mut() {
@@ -288,6 +327,7 @@ fn normalise(object: &mut Value, names: &BTreeSet<String>, ours: bool) {
                         sort_hash_runs(list, names);
                     }
                 }
+                sort_local_dirs(c);
             }
         }
     }
@@ -419,31 +459,53 @@ fn compare_objects(golden: &Golden, built: builder::DriverObjects) -> Vec<String
     problems
 }
 
-#[test]
-fn builder_matches_real_spark_on_the_corpus() {
-    let dir = corpus_dir();
-    let cases: Vec<Case> = yaml_serde::from_str(
-        &std::fs::read_to_string(dir.join("cases.yaml")).expect("tests/corpus/cases.yaml"),
+fn cases() -> Vec<Case> {
+    yaml_serde::from_str(
+        &std::fs::read_to_string(corpus_dir().join("cases.yaml")).expect("tests/corpus/cases.yaml"),
     )
-    .expect("cases.yaml parses");
-    assert!(cases.len() >= 40, "the corpus needs at least 40 cases");
+    .expect("cases.yaml parses")
+}
+
+/// Compares every case of one release's corpus; panics with every difference found. At least
+/// `min_cases` cases (all that apply, at most) must have a golden.
+fn conforms(release: &str, min_cases: usize) {
+    let line = release.rsplit_once('.').map_or(release, |(l, _)| l);
+    let dir = corpus_dir().join("golden").join(release);
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| {
+            c.versions
+                .as_ref()
+                .is_none_or(|v| v.iter().any(|l| l == line))
+        })
+        .collect();
     let mut failures = Vec::new();
     let mut compared = 0;
     for case in &cases {
-        let path = dir.join("golden").join(format!("{}.json", case.name));
+        let path = dir.join(format!("{}.json", case.name));
         let Ok(text) = std::fs::read_to_string(&path) else {
-            failures.push(format!("{}: no golden (run scripts/corpus.py)", case.name));
             continue;
         };
         let golden: Golden = serde_json::from_str(&text).expect("golden parses");
+        assert_eq!(golden.spark_version, release, "{}", path.display());
         compared += 1;
+        let accepted = case.accepted_by.iter().any(|l| l == line);
+        let case = &Case {
+            expect_error: case.expect_error.clone().filter(|_| !accepted),
+            ..case.clone()
+        };
         for problem in check(case, &golden) {
             failures.push(format!("{}: {problem}", case.name));
         }
     }
+    let required = min_cases.min(cases.len());
+    assert!(
+        compared >= required,
+        "Spark {release}: only {compared} cases have goldens (run scripts/corpus.py --spark-version {release}); {required} expected"
+    );
     assert!(
         failures.is_empty(),
-        "{} of {} cases differ from real Spark:\n{}",
+        "Spark {release}: {} of {} cases differ from real Spark:\n{}",
         failures
             .iter()
             .map(|f| f.split(':').next().unwrap_or_default())
@@ -452,4 +514,75 @@ fn builder_matches_real_spark_on_the_corpus() {
         compared,
         failures.join("\n")
     );
+}
+
+fn golden_releases() -> Vec<String> {
+    let mut releases: Vec<String> = std::fs::read_dir(corpus_dir().join("golden"))
+        .expect("tests/corpus/golden")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    releases.sort();
+    releases
+}
+
+fn newest_releases() -> Vec<String> {
+    builder::SparkLine::ALL
+        .iter()
+        .map(|l| l.newest_release().to_owned())
+        .collect()
+}
+
+/// Every supported line has a corpus of its newest release, and every golden folder is a
+/// release of a supported line.
+#[test]
+fn each_supported_spark_line_has_a_corpus() {
+    let releases = golden_releases();
+    for newest in newest_releases() {
+        assert!(releases.contains(&newest), "no corpus for Spark {newest}");
+    }
+    for release in &releases {
+        let line = release
+            .rsplit_once('.')
+            .map_or(release.as_str(), |(l, _)| l);
+        assert!(
+            builder::SparkLine::ALL.iter().any(|l| l.as_str() == line),
+            "golden/{release} is not a supported Spark line"
+        );
+    }
+}
+
+/// Older patch releases of a line, captured for the cases where patch releases differ.
+#[test]
+fn builder_matches_real_spark_patch_releases() {
+    let newest = newest_releases();
+    for release in golden_releases().iter().filter(|r| !newest.contains(r)) {
+        conforms(release, 10);
+    }
+}
+
+#[test]
+fn builder_matches_real_spark_4_3() {
+    conforms("4.3.0", usize::MAX);
+}
+
+#[test]
+fn builder_matches_real_spark_4_2() {
+    conforms("4.2.1", usize::MAX);
+}
+
+#[test]
+fn builder_matches_real_spark_4_1() {
+    conforms("4.1.4", usize::MAX);
+}
+
+#[test]
+fn builder_matches_real_spark_4_0() {
+    conforms("4.0.5", usize::MAX);
+}
+
+#[test]
+fn builder_matches_real_spark_3_5() {
+    conforms("3.5.9", usize::MAX);
 }

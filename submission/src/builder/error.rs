@@ -5,6 +5,8 @@ use crate::conf::ReadConfError;
 use crate::naming::SubmissionIdError;
 use crate::template::TemplateError;
 
+use super::version::SparkVersionError;
+
 /// The wire contract's error codes a build can end in (the HTTP mapping lives in the service).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
@@ -38,6 +40,11 @@ pub enum BuildError {
     ParseArgs {
         #[source]
         source: ParseArgsError,
+    },
+    #[error("cannot build for this Spark version")]
+    SparkVersion {
+        #[source]
+        source: SparkVersionError,
     },
     #[error("invalid Spark configuration")]
     ReadConf {
@@ -86,6 +93,7 @@ impl BuildError {
         match self {
             BuildError::InvalidSubmissionId { .. } => "invalid_submission_id",
             BuildError::ParseArgs { source } => source.kind(),
+            BuildError::SparkVersion { source } => source.kind(),
             BuildError::ReadConf { source } => source.kind(),
             BuildError::InvalidConf { .. } => "invalid_conf",
             BuildError::UnsupportedConf { .. } => "unsupported_conf",

@@ -4,7 +4,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{BuildError, Plan, conf_keys, java, sequence, steps, substitute_app_id, volumes};
+use super::{
+    BuildError, Plan, SparkLine, conf_keys, java, sequence, steps, substitute_app_id, volumes,
+};
 use crate::conf::{ResourceType, SparkConf};
 use crate::template::{DEFAULT_DRIVER_CONTAINER_NAME, SparkPod};
 
@@ -99,16 +101,23 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
             reason: format!("{pull_policy:?} is not one of Always, Never, IfNotPresent"),
         });
     }
-    let memory = Memory::resolve(conf, sub.resource_type)?;
+    let memory = Memory::resolve(conf, sub.resource_type, plan.line)?;
     let cores = conf.get_int(crate::conf::keys::DRIVER_CORES)?.unwrap_or(1);
     let cpu_request = conf
         .get(conf_keys::REQUEST_CORES)
         .map_or_else(|| cores.to_string(), str::to_owned);
     let cpu_limit = conf.get(conf_keys::LIMIT_CORES);
     let custom_resources = custom_resources(conf)?;
-    let allow_privilege_escalation = match conf.get_bool(conf_keys::ALLOW_PRIVILEGE_ESCALATION)? {
-        Some(b) => b,
-        None => conf.get_bool_or(conf_keys::ALLOW_PRIVILEGE_ESCALATION_FALLBACK, false)?,
+    // Spark 4.3 sets the container's allowPrivilegeEscalation (false unless asked).
+    let allow_privilege_escalation = if plan.line >= SparkLine::V4_3 {
+        Some(
+            match conf.get_bool(conf_keys::ALLOW_PRIVILEGE_ESCALATION)? {
+                Some(b) => b,
+                None => conf.get_bool_or(conf_keys::ALLOW_PRIVILEGE_ESCALATION_FALLBACK, false)?,
+            },
+        )
+    } else {
+        None
     };
 
     if !container.get("name").is_some_and(Value::is_string) {
@@ -122,11 +131,13 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
         &mut container,
         "ports",
         [
-            port("driver-rpc-port", plan.driver_port),
-            port("blockmanager", plan.block_manager_port),
-            port("spark-ui", plan.ui_port),
-            port("spark-connect", plan.connect_port),
-        ],
+            Some(port("driver-rpc-port", plan.driver_port)),
+            Some(port("blockmanager", plan.block_manager_port)),
+            Some(port("spark-ui", plan.ui_port)),
+            plan.connect_port.map(|p| port("spark-connect", p)),
+        ]
+        .into_iter()
+        .flatten(),
     );
     let spark_user = sub.proxy_user.as_deref().unwrap_or(input.spark_user);
     let mut envs = vec![
@@ -161,10 +172,10 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
                 .map(|(k, v)| (k.as_str(), v.clone())),
         );
     }
-    object(&mut container, "securityContext").insert(
-        "allowPrivilegeEscalation".into(),
-        json!(allow_privilege_escalation),
-    );
+    if let Some(allow) = allow_privilege_escalation {
+        object(&mut container, "securityContext")
+            .insert("allowPrivilegeEscalation".into(), json!(allow));
+    }
 
     {
         let metadata = object(&mut pod, "metadata");
@@ -286,9 +297,22 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
 
     // MountVolumesFeatureStep.
     if plan.enabled(steps::MOUNT_VOLUMES) {
-        let specs = volumes::parse(conf, volumes::DRIVER_PREFIX, plan.spark_conf_size)?;
-        let read_write_once = conf.get_bool_or(conf_keys::LEGACY_READ_WRITE_ONCE, false)?;
-        let built = volumes::driver_volumes(&specs, &plan.prefix, &plan.app_id, read_write_once)?;
+        let specs = volumes::parse(conf, volumes::DRIVER_PREFIX, &plan.spark_conf, plan.line)?;
+        // On-demand claims are ReadWriteOncePod by default since Spark 4.0. 3.5.1 added the
+        // legacy switch, defaulting to ReadWriteOnce; 3.5.0 has no switch and always asks that.
+        let legacy_default = plan.line < SparkLine::V4_0;
+        let read_write_once = if plan.line == SparkLine::V3_5 && plan.patch == 0 {
+            true
+        } else {
+            conf.get_bool_or(conf_keys::LEGACY_READ_WRITE_ONCE, legacy_default)?
+        };
+        let built = volumes::driver_volumes(
+            &specs,
+            &plan.prefix,
+            &plan.app_id,
+            read_write_once,
+            plan.line,
+        )?;
         append(object(&mut pod, "spec"), "volumes", built.volumes);
         append(&mut container, "volumeMounts", built.mounts);
         claims = built.claims;
@@ -506,7 +530,11 @@ struct Memory {
 }
 
 impl Memory {
-    fn resolve(conf: &SparkConf, resource_type: ResourceType) -> Result<Memory, BuildError> {
+    fn resolve(
+        conf: &SparkConf,
+        resource_type: ResourceType,
+        line: SparkLine,
+    ) -> Result<Memory, BuildError> {
         let memory_mib = conf
             .get_size_mib(crate::conf::keys::DRIVER_MEMORY)?
             .unwrap_or(1024);
@@ -521,9 +549,13 @@ impl Memory {
         let overhead = match conf.get_size_mib(conf_keys::MEMORY_OVERHEAD)? {
             Some(explicit) => explicit,
             None => {
-                let min = conf
-                    .get_size_mib(conf_keys::MIN_MEMORY_OVERHEAD)?
-                    .unwrap_or(384);
+                // spark.driver.minMemoryOverhead came with Spark 4.0; 3.5's minimum is fixed.
+                let min = if line >= SparkLine::V4_0 {
+                    conf.get_size_mib(conf_keys::MIN_MEMORY_OVERHEAD)?
+                } else {
+                    None
+                }
+                .unwrap_or(384);
                 // Scala's Double.toInt saturates like `as`.
                 i64::from((factor * memory_mib as f64) as i32).max(min)
             }

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::pod::{POD_TEMPLATE_KEY, SPARK_CONF_FILE, pod_template_config_map_name};
-use super::{Plan, conf_keys, java};
+use super::{Plan, SparkLine, conf_keys, java};
 use crate::conf::{SparkConf, keys};
 use crate::meta::{annotations, labels};
 use crate::naming::SubmissionId;
@@ -70,31 +70,41 @@ pub(crate) fn service(plan: &Plan<'_>) -> Value {
         .unwrap_or(7079);
     let port =
         |name: &str, number: i32| json!({"name": name, "port": number, "targetPort": number});
-    let mut connect = port("spark-connect", plan.connect_port);
-    connect["appProtocol"] = json!("grpc");
-    let publish_not_ready = conf
-        .get_bool_or(conf_keys::SERVICE_PUBLISH_NOT_READY, false)
-        .unwrap_or(false);
+    let mut ports = vec![
+        port("driver-rpc-port", plan.driver_port),
+        port("blockmanager", block_manager_port),
+        port("spark-ui", plan.ui_port),
+    ];
+    if let Some(number) = plan.connect_port {
+        let mut connect = port("spark-connect", number);
+        // Spark 4.2 marks the Connect port as gRPC.
+        if plan.line >= SparkLine::V4_2 {
+            connect["appProtocol"] = json!("grpc");
+        }
+        ports.push(connect);
+    }
+    let mut spec = json!({
+        "clusterIP": "None",
+        "ipFamilies": conf
+            .get_or(conf_keys::SERVICE_IP_FAMILIES, "IPv4")
+            .split(',')
+            .collect::<Vec<_>>(),
+        "ipFamilyPolicy": conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack"),
+        "ports": ports,
+        "selector": selector,
+    });
+    // spark.kubernetes.driver.service.publishNotReadyAddresses came with Spark 4.3.
+    if plan.line >= SparkLine::V4_3 {
+        let publish_not_ready = conf
+            .get_bool_or(conf_keys::SERVICE_PUBLISH_NOT_READY, false)
+            .unwrap_or(false);
+        spec["publishNotReadyAddresses"] = json!(publish_not_ready);
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata,
-        "spec": {
-            "clusterIP": "None",
-            "ipFamilies": conf
-                .get_or(conf_keys::SERVICE_IP_FAMILIES, "IPv4")
-                .split(',')
-                .collect::<Vec<_>>(),
-            "ipFamilyPolicy": conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack"),
-            "ports": [
-                port("driver-rpc-port", plan.driver_port),
-                port("blockmanager", block_manager_port),
-                port("spark-ui", plan.ui_port),
-                connect,
-            ],
-            "publishNotReadyAddresses": publish_not_ready,
-            "selector": selector,
-        },
+        "spec": spec,
     })
 }
 

@@ -9,7 +9,7 @@ pub(crate) fn args(extra: &[&str], primary: &[&str]) -> Vec<String> {
         "--deploy-mode",
         "cluster",
         "--conf",
-        "spark.kubernetes.container.image=apache/spark:4.0.1",
+        "spark.kubernetes.container.image=apache/spark:4.3.0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -376,11 +376,234 @@ mod properties {
                         let containers = built.objects[0]["spec"]["containers"].as_array().unwrap();
                         let spark = containers.last().unwrap();
                         prop_assert!(spark["name"].is_string());
-                        prop_assert_eq!(&spark["image"], "apache/spark:4.0.1");
+                        prop_assert_eq!(&spark["image"], "apache/spark:4.3.0");
                     }
                     Err(e) => prop_assert_eq!(e.error_code(), ErrorCode::InvalidPodTemplate, "{}", e.message()),
                 }
             }
         }
+    }
+}
+
+fn with_image(image: &str, extra: &[&str]) -> Vec<String> {
+    java_app(extra)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("spark.kubernetes.container.image=") {
+                format!("spark.kubernetes.container.image={image}")
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
+/// What each release's spark-submit builds differently, as the corpus goldens of each showed.
+#[test]
+fn each_spark_line_builds_what_its_spark_submit_builds() {
+    // (image, label, NetworkPolicy, Connect port, its appProtocol, allowPrivilegeEscalation,
+    //  publishNotReadyAddresses)
+    let table = [
+        (
+            "apache/spark:3.5.1",
+            "3.5.1",
+            false,
+            false,
+            false,
+            false,
+            false,
+        ),
+        (
+            "apache/spark:4.0.0",
+            "4.0.0",
+            false,
+            false,
+            false,
+            false,
+            false,
+        ),
+        (
+            "apache/spark:4.1.0",
+            "4.1.0",
+            false,
+            true,
+            false,
+            false,
+            false,
+        ),
+        (
+            "apache/spark:4.2.0",
+            "4.2.0",
+            true,
+            true,
+            true,
+            false,
+            false,
+        ),
+        ("apache/spark:4.3.0", "4.3.0", true, true, true, true, true),
+    ];
+    for (image, label, policy, connect, grpc, privilege, publish) in table {
+        let o = build_ok(&with_image(image, &["--name", "v"]));
+        assert_eq!(o.identity.spark_version.release(), label, "{image}");
+        assert_eq!(o.pod()["metadata"]["labels"]["spark-version"], label);
+        let kinds: Vec<&str> = o
+            .objects
+            .iter()
+            .map(|x| x["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds.contains(&"NetworkPolicy"),
+            policy,
+            "{image}: {kinds:?}"
+        );
+        let port_names: Vec<&str> = container(&o)["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(port_names.contains(&"spark-connect"), connect, "{image}");
+        let service = &o.objects[1];
+        let service_connect = service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "spark-connect");
+        assert_eq!(service_connect.is_some(), connect, "{image}");
+        assert_eq!(
+            service_connect.is_some_and(|p| p["appProtocol"] == "grpc"),
+            grpc,
+            "{image}"
+        );
+        assert_eq!(
+            container(&o).get("securityContext").is_some(),
+            privilege,
+            "{image}"
+        );
+        assert_eq!(
+            service["spec"].get("publishNotReadyAddresses").is_some(),
+            publish,
+            "{image}"
+        );
+    }
+}
+
+#[test]
+fn spark_3_5_ignores_what_4_0_added() {
+    let extra = [
+        "--conf",
+        "spark.kubernetes.driver.label.ref={{APP_ID}}",
+        "--conf",
+        "spark.driver.minMemoryOverhead=1g",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.mount.path=/d",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.mount.subPathExpr=$(POD)",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.claimName=OnDemand",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.storageClass=std",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.sizeLimit=1Gi",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.label.tier=hot",
+    ];
+    let old = build_ok(&with_image("apache/spark:3.5.3", &extra));
+    let new = build_ok(&with_image("apache/spark:4.0.1", &extra));
+    let label = |o: &DriverObjects| o.pod()["metadata"]["labels"]["ref"].clone();
+    assert_eq!(label(&old), "{{APP_ID}}");
+    assert_eq!(label(&new), json!(new.identity.app_id));
+    let memory = |o: &DriverObjects| container(o)["resources"]["limits"]["memory"].clone();
+    assert_eq!(memory(&old), "1408Mi");
+    assert_eq!(memory(&new), "2048Mi");
+    let mount = |o: &DriverObjects| container(o)["volumeMounts"][0].clone();
+    assert!(mount(&old).get("subPathExpr").is_none());
+    assert_eq!(mount(&new)["subPathExpr"], "$(POD)");
+    let claim = |o: &DriverObjects| {
+        o.objects
+            .iter()
+            .find(|x| x["kind"] == "PersistentVolumeClaim")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(claim(&old)["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert!(claim(&old)["metadata"]["labels"].get("tier").is_none());
+    assert_eq!(
+        claim(&new)["spec"]["accessModes"],
+        json!(["ReadWriteOncePod"])
+    );
+    assert_eq!(claim(&new)["metadata"]["labels"]["tier"], "hot");
+}
+
+#[test]
+fn the_version_conf_overrides_the_image_and_bad_versions_are_refused() {
+    let o = build_ok(&with_image(
+        "apache/spark:4.3.0",
+        &["--conf", "spark.kubernetes.submitter.sparkVersion=3.5"],
+    ));
+    assert_eq!(o.identity.spark_version.release(), "3.5.9");
+    assert_eq!(o.identity.spark_version.source(), VersionSource::Conf);
+    for (image, extra, kind) in [
+        (
+            "apache/spark:4.3.0",
+            ["--conf", "spark.kubernetes.submitter.sparkVersion=3.4.1"],
+            "unsupported_spark_version",
+        ),
+        (
+            "apache/spark:4.3.0",
+            ["--conf", "spark.kubernetes.submitter.sparkVersion=latest"],
+            "invalid_spark_version",
+        ),
+        (
+            "gcr.io/spark-operator/spark:v3.1.1",
+            ["--name", "old"],
+            "unsupported_spark_version",
+        ),
+    ] {
+        let e = build_err(&with_image(image, &extra));
+        assert_eq!(e.kind(), kind, "{image} {extra:?}");
+        assert_eq!(e.error_code(), ErrorCode::InvalidSparkSubmitArgs);
+    }
+}
+
+/// The one difference inside a line: spark.kubernetes.legacy.useReadWriteOnceAccessMode came with
+/// Spark 3.5.1, so 3.5.0 asks ReadWriteOnce even when told not to.
+#[test]
+fn spark_3_5_0_has_no_switch_for_the_claim_access_mode() {
+    let extra = [
+        "--conf",
+        "spark.kubernetes.legacy.useReadWriteOnceAccessMode=false",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.mount.path=/d",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.claimName=OnDemand",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.storageClass=std",
+        "--conf",
+        "spark.kubernetes.driver.volumes.persistentVolumeClaim.d.options.sizeLimit=1Gi",
+    ];
+    let mode = |image: &str| {
+        build_ok(&with_image(image, &extra))
+            .objects
+            .iter()
+            .find(|x| x["kind"] == "PersistentVolumeClaim")
+            .unwrap()["spec"]["accessModes"][0]
+            .clone()
+    };
+    assert_eq!(mode("apache/spark:3.5.0"), "ReadWriteOnce");
+    assert_eq!(mode("apache/spark:3.5.1"), "ReadWriteOncePod");
+    assert_eq!(mode("apache/spark:3.5"), "ReadWriteOncePod");
+}
+
+/// Spark 3.5.0 alone kept --total-executor-cores as spark.cores.max on Kubernetes.
+#[test]
+fn only_spark_3_5_0_writes_total_executor_cores() {
+    for (image, expected) in [
+        ("apache/spark:3.5.0", Some("6".to_owned())),
+        ("apache/spark:3.5.1", None),
+        ("apache/spark:4.3.0", None),
+    ] {
+        let o = build_ok(&with_image(image, &["--total-executor-cores", "6"]));
+        assert_eq!(property(&o, "spark.cores.max"), expected, "{image}");
     }
 }

@@ -9,7 +9,9 @@ use serde_json::{Map, Value, json};
 
 use super::BuildError;
 use super::java;
+use super::version::SparkLine;
 use crate::conf::SparkConf;
+use hash_order::Scala;
 
 pub(crate) const DRIVER_PREFIX: &str = "spark.kubernetes.driver.volumes.";
 pub(crate) const EXECUTOR_PREFIX: &str = "spark.kubernetes.executor.volumes.";
@@ -51,11 +53,15 @@ pub(crate) struct VolumeSpec {
 
 impl VolumeSpec {
     /// Spark's `KubernetesVolumeSpec.hashCode` (a case class of strings, a boolean and the
-    /// type's own case class), which decides where the spec sits in a hash set.
-    fn scala_hash(&self) -> i32 {
+    /// type's own case class), which decides where the spec sits in a hash set. The fields are
+    /// the release's: Spark 4.0 added `mountSubPathExpr`, the hostPath `volumeType` and the
+    /// claim's labels and annotations.
+    fn scala_hash(&self, line: SparkLine) -> i32 {
         use hash_order::{
             bool_hash, option_hash, option_string_hash, product_hash, string_hash, string_map_hash,
         };
+        let scala = scala_of(line);
+        let spark_4 = line >= SparkLine::V4_0;
         let pairs = |v: &[(String, String)]| -> i32 {
             string_map_hash(v.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         };
@@ -63,50 +69,64 @@ impl VolumeSpec {
             VolumeKind::HostPath {
                 path,
                 host_path_type,
-            } => product_hash(
-                "KubernetesHostPathVolumeConf",
-                &[string_hash(path), string_hash(host_path_type)],
-            ),
+            } => {
+                let mut fields = vec![string_hash(path)];
+                if spark_4 {
+                    fields.push(string_hash(host_path_type));
+                }
+                product_hash(scala, "KubernetesHostPathVolumeConf", &fields)
+            }
             VolumeKind::Pvc {
                 claim_name,
                 storage_class,
                 size_limit,
                 labels,
                 annotations,
-            } => product_hash(
-                "KubernetesPVCVolumeConf",
-                &[
+            } => {
+                let mut fields = vec![
                     string_hash(claim_name),
-                    option_string_hash(storage_class.as_deref()),
-                    option_string_hash(size_limit.as_deref()),
+                    option_string_hash(scala, storage_class.as_deref()),
+                    option_string_hash(scala, size_limit.as_deref()),
+                ];
+                if spark_4 {
                     // Spark always wraps both maps in `Some`, empty or not.
-                    option_hash(Some(pairs(labels))),
-                    option_hash(Some(pairs(annotations))),
-                ],
-            ),
+                    fields.push(option_hash(scala, Some(pairs(labels))));
+                    fields.push(option_hash(scala, Some(pairs(annotations))));
+                }
+                product_hash(scala, "KubernetesPVCVolumeConf", &fields)
+            }
             VolumeKind::EmptyDir { medium, size_limit } => product_hash(
+                scala,
                 "KubernetesEmptyDirVolumeConf",
                 &[
-                    option_string_hash(medium.as_deref()),
-                    option_string_hash(size_limit.as_deref()),
+                    option_string_hash(scala, medium.as_deref()),
+                    option_string_hash(scala, size_limit.as_deref()),
                 ],
             ),
             VolumeKind::Nfs { path, server } => product_hash(
+                scala,
                 "KubernetesNFSVolumeConf",
                 &[string_hash(path), string_hash(server)],
             ),
         };
-        product_hash(
-            "KubernetesVolumeSpec",
-            &[
-                string_hash(&self.name),
-                string_hash(&self.mount_path),
-                string_hash(&self.sub_path),
-                string_hash(&self.sub_path_expr),
-                bool_hash(self.read_only),
-                conf,
-            ],
-        )
+        let mut fields = vec![
+            string_hash(&self.name),
+            string_hash(&self.mount_path),
+            string_hash(&self.sub_path),
+        ];
+        if spark_4 {
+            fields.push(string_hash(&self.sub_path_expr));
+        }
+        fields.extend([bool_hash(self.read_only), conf]);
+        product_hash(scala, "KubernetesVolumeSpec", &fields)
+    }
+}
+
+fn scala_of(line: SparkLine) -> Scala {
+    if line.scala_2_12() {
+        Scala::V2_12
+    } else {
+        Scala::V2_13
     }
 }
 
@@ -118,32 +138,38 @@ impl VolumeSpec {
 /// 3. the specs built from the pairs are mapped into another `Set`, so up to four keep the
 ///    pairs' order and five or more come in hash order of `KubernetesVolumeSpec.hashCode`.
 ///
-/// Step 1 starts from `getAllWithPrefix`, whose order is that of a mutable hash set of all
-/// `spark_conf_size` settings; it shows only when at most four keys are under `prefix` (a
-/// `Map1`..`Map4` keeps it).
+/// Step 1 starts from `getAllWithPrefix`, whose order is that of a mutable hash set of all the
+/// settings of `spark_conf` (Spark's whole conf); it shows only when at most four keys are under
+/// `prefix` (a `Map1`..`Map4` keeps it).
+///
+/// `line` picks the release's Scala (2.12 for Spark 3.5, 2.13 after) and the options it reads:
+/// Spark 3.5 has no `mount.subPathExpr`, hostPath `options.type` or claim `label.*` /
+/// `annotation.*` (they came with 4.0), so it ignores them.
 pub(crate) fn parse(
     conf: &SparkConf,
     prefix: &str,
-    spark_conf_size: usize,
+    spark_conf: &[(String, String)],
+    line: SparkLine,
 ) -> Result<Vec<VolumeSpec>, BuildError> {
+    let scala = scala_of(line);
+    let spark_4 = line >= SparkLine::V4_0;
     // SparkConf keys are unique, so once ordered this is the map `getAllWithPrefix(..).toMap`
-    // makes.
-    let unordered: Vec<(&str, &str)> = conf.with_prefix(prefix).collect();
-    let entry_hashes: Vec<i32> = unordered
-        .iter()
-        .map(|(k, v)| hash_order::string_pair_hash(&format!("{prefix}{k}"), v))
-        .collect();
-    let props: Vec<(&str, &str)> = hash_order::mutable_set_order(&entry_hashes, spark_conf_size)
+    // makes. `spark_conf` holds `conf` and a few settings Spark adds.
+    let props: Vec<(&str, &str)> = hash_order::get_all_order(scala, spark_conf)
         .into_iter()
-        .map(|i| unordered[i])
+        .filter_map(|i| {
+            let (k, v) = &spark_conf[i];
+            k.strip_prefix(prefix).map(|rest| (rest, v.as_str()))
+        })
         .collect();
+    debug_assert_eq!(props.len(), conf.with_prefix(prefix).count());
     let get = |key: &str| props.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
     let key_hashes: Vec<i32> = props
         .iter()
         .map(|(k, _)| hash_order::string_hash(k))
         .collect();
     let mut pairs: Vec<(&str, &str)> = Vec::new();
-    for i in hash_order::immutable_order(&key_hashes) {
+    for i in hash_order::immutable_order(scala, &key_hashes) {
         let parts = java::split(props[i].0, '.');
         if let [volume_type, name, ..] = parts.as_slice()
             && !pairs.contains(&(volume_type, name))
@@ -153,9 +179,9 @@ pub(crate) fn parse(
     }
     let pair_hashes: Vec<i32> = pairs
         .iter()
-        .map(|(t, n)| hash_order::string_pair_hash(t, n))
+        .map(|(t, n)| hash_order::string_pair_hash(scala, t, n))
         .collect();
-    let seen: Vec<(&str, &str)> = hash_order::immutable_order(&pair_hashes)
+    let seen: Vec<(&str, &str)> = hash_order::immutable_order(scala, &pair_hashes)
         .into_iter()
         .map(|i| pairs[i])
         .collect();
@@ -164,7 +190,7 @@ pub(crate) fn parse(
         let key = |suffix: &str| format!("{volume_type}.{name}.{suffix}");
         let full = |k: &str| format!("{prefix}{k}");
         let (sub_path_key, sub_path_expr_key) = (key("mount.subPath"), key("mount.subPathExpr"));
-        if get(&sub_path_key).is_some() && get(&sub_path_expr_key).is_some() {
+        if spark_4 && get(&sub_path_key).is_some() && get(&sub_path_expr_key).is_some() {
             return Err(BuildError::InvalidVolume {
                 name: name.to_owned(),
                 reason: format!(
@@ -204,12 +230,17 @@ pub(crate) fn parse(
         let kind = match volume_type {
             "hostPath" => VolumeKind::HostPath {
                 path: required("options.path")?,
-                host_path_type: optional("options.type").unwrap_or_default(),
+                host_path_type: optional("options.type")
+                    .filter(|_| spark_4)
+                    .unwrap_or_default(),
             },
             "persistentVolumeClaim" => {
                 let claim_name = required("options.claimName")?;
                 let size_limit = optional("options.sizeLimit");
-                verify_size(name, size_limit.as_deref())?;
+                // Spark 4.0 began refusing sizes without a unit.
+                if spark_4 {
+                    verify_size(name, size_limit.as_deref())?;
+                }
                 let sub_map = |infix: &str| -> Vec<(String, String)> {
                     let start = key(infix);
                     props
@@ -220,17 +251,25 @@ pub(crate) fn parse(
                         })
                         .collect()
                 };
+                let (labels, annotations) = if spark_4 {
+                    (sub_map("label."), sub_map("annotation."))
+                } else {
+                    (Vec::new(), Vec::new())
+                };
                 VolumeKind::Pvc {
                     claim_name,
                     storage_class: optional("options.storageClass"),
                     size_limit,
-                    labels: sub_map("label."),
-                    annotations: sub_map("annotation."),
+                    labels,
+                    annotations,
                 }
             }
             "emptyDir" => {
                 let size_limit = optional("options.sizeLimit");
-                verify_size(name, size_limit.as_deref())?;
+                // Spark 4.0 began refusing sizes without a unit.
+                if spark_4 {
+                    verify_size(name, size_limit.as_deref())?;
+                }
                 VolumeKind::EmptyDir {
                     medium: optional("options.medium"),
                     size_limit,
@@ -250,14 +289,16 @@ pub(crate) fn parse(
             name: name.to_owned(),
             mount_path: mount_path.to_owned(),
             sub_path: optional("mount.subPath").unwrap_or_default(),
-            sub_path_expr: optional("mount.subPathExpr").unwrap_or_default(),
+            sub_path_expr: optional("mount.subPathExpr")
+                .filter(|_| spark_4)
+                .unwrap_or_default(),
             read_only,
             kind,
         });
     }
-    let spec_hashes: Vec<i32> = specs.iter().map(VolumeSpec::scala_hash).collect();
+    let spec_hashes: Vec<i32> = specs.iter().map(|s| s.scala_hash(line)).collect();
     let mut slots: Vec<Option<VolumeSpec>> = specs.into_iter().map(Some).collect();
-    Ok(hash_order::immutable_order(&spec_hashes)
+    Ok(hash_order::immutable_order(scala, &spec_hashes)
         .into_iter()
         .filter_map(|i| slots[i].take())
         .collect())
@@ -292,6 +333,7 @@ pub(crate) fn driver_volumes(
     prefix: &str,
     app_id: &str,
     read_write_once: bool,
+    line: SparkLine,
 ) -> Result<DriverVolumes, BuildError> {
     let mut duplicates: Vec<String> = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
@@ -312,13 +354,17 @@ pub(crate) fn driver_volumes(
         claims: Vec::new(),
     };
     for (i, spec) in specs.iter().enumerate() {
-        out.mounts.push(json!({
+        let mut mount = json!({
             "mountPath": spec.mount_path,
             "name": spec.name,
             "readOnly": spec.read_only,
             "subPath": spec.sub_path,
-            "subPathExpr": spec.sub_path_expr,
-        }));
+        });
+        // Spark 4.0 added subPathExpr (always written, "" when unset).
+        if line >= SparkLine::V4_0 {
+            mount["subPathExpr"] = json!(spec.sub_path_expr);
+        }
+        out.mounts.push(mount);
         let mut volume = Map::new();
         volume.insert("name".into(), json!(spec.name));
         match &spec.kind {
@@ -401,6 +447,23 @@ mod tests {
         pairs.iter().copied().collect()
     }
 
+    /// `parse` of the driver volumes of `conf` in a Spark conf of `size` settings (`conf` and
+    /// fillers outside the prefix).
+    fn parse_sized(
+        conf: &SparkConf,
+        size: usize,
+        line: SparkLine,
+    ) -> Result<Vec<VolumeSpec>, BuildError> {
+        let mut entries: Vec<(String, String)> = conf
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        for i in entries.len()..size {
+            entries.push((format!("spark.test.filler{i}"), String::new()));
+        }
+        parse(conf, DRIVER_PREFIX, &entries, line)
+    }
+
     #[test]
     fn each_kind_is_parsed() {
         let c = conf(&[
@@ -450,10 +513,10 @@ mod tests {
                 "5Gi",
             ),
         ]);
-        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
+        let specs = parse_sized(&c, c.len(), SparkLine::V4_3).unwrap();
         // Spark's order for these twelve keys (see `volumes_come_in_sparks_order`).
         assert_eq!(names(&specs), ["p", "e", "n", "h"]);
-        let built = driver_volumes(&specs, "app-1", "spark-x", false).unwrap();
+        let built = driver_volumes(&specs, "app-1", "spark-x", false, SparkLine::V4_3).unwrap();
         assert_eq!(
             built.volumes[0],
             json!({"name": "p", "persistentVolumeClaim": {"claimName": "app-1-driver-pvc-0", "readOnly": true}})
@@ -570,7 +633,7 @@ mod tests {
             ),
         ];
         for (what, lines, expected) in cases {
-            let specs = parse(&driver_conf(lines), DRIVER_PREFIX, 20).unwrap();
+            let specs = parse_sized(&driver_conf(lines), 20, SparkLine::V4_3).unwrap();
             assert_eq!(names(&specs), expected, "{what}");
         }
     }
@@ -586,7 +649,7 @@ mod tests {
             "emptyDir.cache.mount.path=/cache
              emptyDir.tmp.mount.path=/tmp",
         );
-        let order = |size| names(&parse(&c, DRIVER_PREFIX, size).unwrap()).join(",");
+        let order = |size| names(&parse_sized(&c, size, SparkLine::V4_3).unwrap()).join(",");
         assert_eq!(order(11), "tmp,cache");
         assert_eq!(order(12), "cache,tmp");
     }
@@ -618,12 +681,12 @@ mod tests {
              persistentVolumeClaim.p2.options.storageClass=standard
              persistentVolumeClaim.p2.options.sizeLimit=2Gi",
         );
-        let specs = parse(&c, DRIVER_PREFIX, c.len()).unwrap();
+        let specs = parse_sized(&c, c.len(), SparkLine::V4_3).unwrap();
         assert_eq!(
             names(&specs),
             ["n1", "p2", "h1", "e1", "e2", "n2", "h2", "p1"]
         );
-        let built = driver_volumes(&specs, "app", "spark-x", false).unwrap();
+        let built = driver_volumes(&specs, "app", "spark-x", false, SparkLine::V4_3).unwrap();
         let claim_of = |name: &str| {
             built
                 .volumes
@@ -647,7 +710,7 @@ mod tests {
     /// `KubernetesVolumeSpec.hashCode()` as the JVM computes it for these specs.
     #[test]
     fn spec_hash_is_sparks_hash_code() {
-        let specs = parse(
+        let specs = parse_sized(
             &driver_conf(
                 "emptyDir.a.mount.path=/a
                  emptyDir.b.mount.path=/b
@@ -655,13 +718,13 @@ mod tests {
                  emptyDir.d.mount.path=/d
                  emptyDir.e.mount.path=/e",
             ),
-            DRIVER_PREFIX,
             20,
+            SparkLine::V4_3,
         )
         .unwrap();
         let hashes: Vec<(&str, i32)> = specs
             .iter()
-            .map(|s| (s.name.as_str(), s.scala_hash()))
+            .map(|s| (s.name.as_str(), s.scala_hash(SparkLine::V4_3)))
             .collect();
         assert_eq!(
             hashes,
@@ -673,7 +736,7 @@ mod tests {
                 ("b", 404_579_084),
             ]
         );
-        let state = parse(
+        let state = parse_sized(
             &driver_conf(
                 "persistentVolumeClaim.state.mount.path=/state
                  persistentVolumeClaim.state.options.claimName=OnDemand
@@ -683,11 +746,11 @@ mod tests {
                  persistentVolumeClaim.state.label.team=data
                  persistentVolumeClaim.state.annotation.example.com/backup=daily",
             ),
-            DRIVER_PREFIX,
             20,
+            SparkLine::V4_3,
         )
         .unwrap();
-        assert_eq!(state[0].scala_hash(), -1_398_178_696);
+        assert_eq!(state[0].scala_hash(SparkLine::V4_3), -1_398_178_696);
     }
 
     proptest::proptest! {
@@ -717,7 +780,7 @@ mod tests {
             let mut shuffled: Vec<(u32, &str)> = seed.into_iter().zip(lines).collect();
             shuffled.sort_by_key(|&(k, _)| k);
             let text: Vec<&str> = shuffled.into_iter().map(|(_, l)| l).collect();
-            let specs = parse(&driver_conf(&text.join("\n")), DRIVER_PREFIX, 30).unwrap();
+            let specs = parse_sized(&driver_conf(&text.join("\n")), 30, SparkLine::V4_3).unwrap();
             proptest::prop_assert_eq!(
                 names(&specs),
                 ["scratch", "checkpoint", "reference", "shared", "host-logs"]
@@ -725,11 +788,56 @@ mod tests {
         }
     }
 
+    /// Every configuration of tests/corpus/volume-order/<release>.txt, recorded from that
+    /// release's own `parseVolumesWithPrefix` (tests/corpus/tools/volume_order.py): mixed volumes
+    /// (trie order) and two to four bare emptyDirs among up to 50 other settings (the order of
+    /// the conf's hash set, Scala 2.12's open-addressing table for 3.5).
+    #[test]
+    fn volume_order_matches_each_releases_own_parser() {
+        for line in SparkLine::ALL {
+            let release = line.newest_release();
+            let path = format!(
+                "{}/../tests/corpus/volume-order/{release}.txt",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).expect("volume-order fixture");
+            let mut checked = 0;
+            for block in text.split("\n\n").filter(|b| b.contains("=> ")) {
+                let mut entries: Vec<(String, String)> = Vec::new();
+                let mut expected = "";
+                for l in block.lines().filter(|l| !l.starts_with('#')) {
+                    if let Some(fill) = l.strip_prefix("fill ") {
+                        let n: usize = fill.parse().unwrap();
+                        entries.extend((0..n).map(|i| (format!("spark.fill.{i}"), i.to_string())));
+                    } else if let Some(answer) = l.strip_prefix("=> ") {
+                        expected = answer;
+                    } else {
+                        let (k, v) = l.split_once('=').unwrap();
+                        entries.push((format!("{DRIVER_PREFIX}{k}"), v.to_owned()));
+                    }
+                }
+                let conf: SparkConf = entries.iter().cloned().collect();
+                let ours = match parse(&conf, DRIVER_PREFIX, &entries, line) {
+                    Ok(specs) => names(&specs).join(","),
+                    Err(_) => "!".to_owned(),
+                };
+                let spark = if expected.starts_with('!') {
+                    "!"
+                } else {
+                    expected
+                };
+                assert_eq!(ours, spark, "Spark {release}:\n{block}");
+                checked += 1;
+            }
+            assert!(checked >= 200, "{path}: {checked} configurations");
+        }
+    }
+
     #[test]
     fn bad_volume_confs_are_refused() {
         let kind = |pairs: &[(&str, &str)]| {
-            parse(&conf(pairs), DRIVER_PREFIX, pairs.len())
-                .and_then(|s| driver_volumes(&s, "p", "a", false).map(|_| ()))
+            parse_sized(&conf(pairs), pairs.len(), SparkLine::V4_3)
+                .and_then(|s| driver_volumes(&s, "p", "a", false, SparkLine::V4_3).map(|_| ()))
                 .unwrap_err()
                 .kind()
         };

@@ -46,6 +46,9 @@ pub struct Submission {
     pub app_args: Vec<String>,
     /// Goes into the driver args right after `driver`, and into `SPARK_USER`.
     pub proxy_user: Option<String>,
+    /// `--total-executor-cores` (or `spark.cores.max`): Spark 3.5.0 alone writes it into
+    /// `spark.cores.max` on Kubernetes; the conf leaves it out, as every later release does.
+    pub total_executor_cores: Option<String>,
 }
 
 const DEFAULT_NAMESPACE: &str = "default";
@@ -69,6 +72,7 @@ impl Submission {
             primary_resource: args.primary_resource.clone(),
             app_args: args.app_args.clone(),
             proxy_user: args.proxy_user.clone(),
+            total_executor_cores: args.total_executor_cores.clone(),
         }
     }
 

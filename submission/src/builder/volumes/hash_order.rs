@@ -1,20 +1,34 @@
-//! The order in which Scala 2.13's immutable `Map`/`Set` iterate, which is the order Spark
-//! gives volumes, their `-pvc-N` claim indices and the pod's volume list.
+//! The order in which Scala's immutable `Map`/`Set` iterate, which is the order Spark gives
+//! volumes, their `-pvc-N` claim indices and the pod's volume list. Spark 4.x is built with
+//! Scala 2.13, Spark 3.5 with Scala 2.12, whose collections differ (see [`Scala`]).
 //!
-//! Up to four elements, `Map1`..`Map4` and `Set1`..`Set4` keep insertion order. From the fifth
-//! on, the builders switch to a CHAMP hash trie (`HashMap`/`HashSet`), whose iterator visits a
-//! node's own elements first (in order of their 5-bit hash slice), then its sub-nodes (in slice
-//! order), depth first. Where an element lands depends only on `improve(element.##)`, so the
-//! order is a function of the hashes; elements whose 32-bit hashes are equal share a collision
-//! node and keep insertion order.
+//! Up to four elements, `Map1`..`Map4` and `Set1`..`Set4` keep insertion order (both Scalas).
+//! From the fifth on, the builders switch to a hash trie (`HashMap`/`HashSet`):
+//! * 2.13's CHAMP trie visits a node's own elements first (in order of their 5-bit hash slice),
+//!   then its sub-nodes (in slice order), depth first;
+//! * 2.12's `HashTrieMap`/`HashTrieSet` keeps elements and sub-tries in one array by slice, so
+//!   its order is that of the slices read from the lowest five bits up.
+//!
+//! Where an element lands depends only on `improve(element.##)`, so the order is a function of
+//! the hashes; elements whose 32-bit hashes are equal share a collision node and keep insertion
+//! order.
 //!
 //! Before that, `SparkConf.getAll` lists the settings through a `scala.collection.mutable.HashSet`
 //! of `(key, value)` tuples; that order only shows when at most four volume keys are set (a
-//! `Map1`..`Map4` keeps it), see [`mutable_set_order`].
+//! `Map1`..`Map4` keeps it), see [`get_all_order`].
 //!
 //! The hashes are Scala's own: `String.hashCode` for strings, `MurmurHash3.productHash` for case
-//! classes, tuples and `Some`, `MurmurHash3.mapHash` for maps (all read from scala-library
-//! 2.13.18, the one Spark 4.3 ships).
+//! classes, tuples and `Some`, `MurmurHash3.mapHash` for maps (read from scala-library 2.13.18,
+//! the one Spark 4.3 ships, and 2.12.18, Spark 3.5.9's).
+
+/// The Scala a Spark release is built with: its collections and case-class hashes differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scala {
+    /// Spark 3.5.
+    V2_12,
+    /// Spark 4.0 and later.
+    V2_13,
+}
 
 /// `scala.collection.immutable.Map`/`Set` builders switch to a hash trie above this size.
 const ORDERED_UP_TO: usize = 4;
@@ -61,31 +75,35 @@ fn finalize_hash(hash: i32, length: i32) -> i32 {
 }
 
 /// The `hashCode` of a case class (or tuple, or `Some`) named `prefix` whose fields hash to
-/// `fields`: `MurmurHash3.productHash` with the prefix mixed into the product seed. The compiler
-/// folds `mix(productSeed, prefix.hashCode)` into a constant, which the tests check.
-pub(crate) fn product_hash(prefix: &str, fields: &[i32]) -> i32 {
-    let seed = mix(PRODUCT_SEED, string_hash(prefix));
+/// `fields`: `MurmurHash3.productHash`. Scala 2.13 mixes the prefix into the product seed (the
+/// compiler folds `mix(productSeed, prefix.hashCode)` into a constant, which the tests check);
+/// 2.12 starts from the bare product seed.
+pub(crate) fn product_hash(scala: Scala, prefix: &str, fields: &[i32]) -> i32 {
+    let seed = match scala {
+        Scala::V2_13 => mix(PRODUCT_SEED, string_hash(prefix)),
+        Scala::V2_12 => PRODUCT_SEED,
+    };
     let h = fields.iter().fold(seed, |h, &field| mix(h, field));
     // A product has at most 22 fields.
     finalize_hash(h, fields.len() as i32)
 }
 
 /// `(a, b).##` of two strings: a `Tuple2` is a two-field case class.
-pub(crate) fn string_pair_hash(a: &str, b: &str) -> i32 {
-    product_hash("Tuple2", &[string_hash(a), string_hash(b)])
+pub(crate) fn string_pair_hash(scala: Scala, a: &str, b: &str) -> i32 {
+    product_hash(scala, "Tuple2", &[string_hash(a), string_hash(b)])
 }
 
 /// `Option[A].##`: `None` is a case object (its name's hash), `Some` a one-field case class.
-pub(crate) fn option_hash(value: Option<i32>) -> i32 {
+pub(crate) fn option_hash(scala: Scala, value: Option<i32>) -> i32 {
     match value {
         None => string_hash("None"),
-        Some(h) => product_hash("Some", &[h]),
+        Some(h) => product_hash(scala, "Some", &[h]),
     }
 }
 
 /// `Option[String].##`.
-pub(crate) fn option_string_hash(value: Option<&str>) -> i32 {
-    option_hash(value.map(string_hash))
+pub(crate) fn option_string_hash(scala: Scala, value: Option<&str>) -> i32 {
+    option_hash(scala, value.map(string_hash))
 }
 
 /// `Boolean.##` (Java's `Boolean.hashCode`).
@@ -93,12 +111,13 @@ pub(crate) fn bool_hash(value: bool) -> i32 {
     if value { 1231 } else { 1237 }
 }
 
-/// `MurmurHash3.mapHash` of a `Map[String, String]`: an order-independent sum, xor and product
-/// of each entry's `tuple2Hash`.
+/// Scala 2.13's `MurmurHash3.mapHash` of a `Map[String, String]`: an order-independent sum, xor
+/// and product of each entry's `tuple2Hash`. (Only Spark 4.x hashes maps: the claim labels and
+/// annotations they belong to came with 4.0.)
 pub(crate) fn string_map_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> i32 {
     let (mut a, mut b, mut c, mut n) = (0i32, 0i32, 1i32, 0i32);
     for (key, value) in entries {
-        let h = string_pair_hash(key, value);
+        let h = string_pair_hash(Scala::V2_13, key, value);
         a = a.wrapping_add(h);
         b ^= h;
         c = c.wrapping_mul(h | 1);
@@ -116,11 +135,34 @@ fn improve(hash: i32) -> u32 {
     h ^ (h >> 10)
 }
 
+/// The order in which `SparkConf.getAll` lists `entries` (the whole conf, in the order the
+/// settings were made): a permutation of `0..entries.len()`. It lists
+/// `settings.entrySet().asScala.map(e => (e.getKey, e.getValue))`: the `ConcurrentHashMap`'s
+/// entries collected into a `mutable.HashSet` of tuples, which each Scala iterates its own way.
+pub(crate) fn get_all_order(scala: Scala, entries: &[(String, String)]) -> Vec<usize> {
+    let hashes: Vec<i32> = entries
+        .iter()
+        .map(|(k, v)| string_pair_hash(scala, k, v))
+        .collect();
+    match scala {
+        Scala::V2_13 => mutable_set_order(&hashes, hashes.len()),
+        Scala::V2_12 => {
+            let inserted = concurrent_hash_map_order(entries);
+            let in_map_order: Vec<i32> = inserted.iter().map(|&i| hashes[i]).collect();
+            flat_hash_table_order(&in_map_order)
+                .into_iter()
+                .map(|j| inserted[j])
+                .collect()
+        }
+    }
+}
+
 /// `mutable.HashSet`'s default capacity and load factor (16, 0.75).
 const MUTABLE_INITIAL_BUCKETS: usize = 16;
 
-/// The iteration order, among themselves, of some elements of a `scala.collection.mutable.HashSet`
-/// that holds `set_size` elements in all: a permutation of `0..hashes.len()`.
+/// The iteration order, among themselves, of some elements of a Scala 2.13
+/// `scala.collection.mutable.HashSet` that holds `set_size` elements in all: a permutation of
+/// `0..hashes.len()`.
 ///
 /// That set spreads `h ^ (h >>> 16)` of each `##` over a table of buckets, keeps each bucket
 /// sorted by that value (as a signed int), and doubles the table when an addition would reach
@@ -145,10 +187,77 @@ pub(crate) fn mutable_set_order(hashes: &[i32], set_size: usize) -> Vec<usize> {
     order.into_iter().map(|(_, _, i)| i).collect()
 }
 
+/// `java.util.concurrent.ConcurrentHashMap`'s default table size and resize threshold (16, 3/4).
+const CONCURRENT_MAP_INITIAL_BINS: usize = 16;
+
+/// The order in which a `ConcurrentHashMap` (SparkConf's `settings`) iterates keys put in this
+/// order: by bin (`spread(key.hashCode)` masked to the table, which doubles when the count
+/// reaches three quarters of it), and within a bin by insertion. (A resize can reverse part of a
+/// bin, and SparkSubmit's real insertion order is not ours; either only matters through the
+/// probing of [`flat_hash_table_order`], so this is the model's one approximation.)
+fn concurrent_hash_map_order(entries: &[(String, String)]) -> Vec<usize> {
+    let mut bins = CONCURRENT_MAP_INITIAL_BINS;
+    while entries.len() >= bins / 4 * 3 {
+        bins *= 2;
+    }
+    let mask = (bins - 1) as u32;
+    let mut order: Vec<(u32, usize)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| {
+            let h = string_hash(key) as u32;
+            (((h ^ (h >> 16)) & 0x7fff_ffff) & mask, i)
+        })
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Scala 2.12's `FlatHashTable` (behind `mutable.HashSet`): 32 slots to start, open addressing
+/// with linear probing, doubled (and every element re-added in slot order) when the count
+/// reaches 0.45 of the slots.
+const FLAT_INITIAL_SLOTS: usize = 32;
+const FLAT_LOAD_FACTOR_PER_MILLE: usize = 450;
+
+/// The iteration order (slot order) of a Scala 2.12 `mutable.HashSet` to which distinct elements
+/// with these hashes were added in this order: a permutation of `0..hashes.len()`.
+fn flat_hash_table_order(hashes: &[i32]) -> Vec<usize> {
+    fn slot(hash: i32, slots: usize) -> usize {
+        // `index(hcode)`: byteswap32, rotated right by the table's seed (the bit count of
+        // `slots - 1`), then the top bits.
+        let bits = (slots - 1).count_ones();
+        let swapped = (hash.wrapping_mul(0x9e37_75cd_u32 as i32))
+            .swap_bytes()
+            .wrapping_mul(0x9e37_75cd_u32 as i32) as u32;
+        let rotated = swapped.rotate_right(bits % 32);
+        ((rotated >> (32 - bits)) as usize) & (slots - 1)
+    }
+    fn insert(table: &mut [Option<usize>], hashes: &[i32], element: usize) {
+        let slots = table.len();
+        let mut at = slot(hashes[element], slots);
+        while table[at].is_some() {
+            at = (at + 1) % slots;
+        }
+        table[at] = Some(element);
+    }
+    let mut table: Vec<Option<usize>> = vec![None; FLAT_INITIAL_SLOTS];
+    for (count, element) in (0..hashes.len()).enumerate() {
+        insert(&mut table, hashes, element);
+        if count + 1 >= table.len() * FLAT_LOAD_FACTOR_PER_MILLE / 1000 {
+            let doubled = vec![None; table.len() * 2];
+            let old = std::mem::replace(&mut table, doubled);
+            for e in old.into_iter().flatten() {
+                insert(&mut table, hashes, e);
+            }
+        }
+    }
+    table.into_iter().flatten().collect()
+}
+
 /// The iteration order of an immutable `Set` (or a `Map`'s keys) built by adding elements with
 /// these `##` hashes in this order: a permutation of `0..hashes.len()`. The elements must be
 /// distinct (a builder keeps the first of equal elements).
-pub(crate) fn immutable_order(hashes: &[i32]) -> Vec<usize> {
+pub(crate) fn immutable_order(scala: Scala, hashes: &[i32]) -> Vec<usize> {
     if hashes.len() <= ORDERED_UP_TO {
         return (0..hashes.len()).collect();
     }
@@ -157,9 +266,25 @@ pub(crate) fn immutable_order(hashes: &[i32]) -> Vec<usize> {
         .enumerate()
         .map(|(i, &h)| (improve(h), i))
         .collect();
-    let mut order = Vec::with_capacity(items.len());
-    trie_order(items, 0, &mut order);
-    order
+    match scala {
+        Scala::V2_13 => {
+            let mut order = Vec::with_capacity(items.len());
+            trie_order(items, 0, &mut order);
+            order
+        }
+        Scala::V2_12 => hash_trie_order(items),
+    }
+}
+
+/// Scala 2.12's `HashTrieMap`/`HashTrieSet`: each level holds elements and sub-tries together,
+/// ordered by the level's 5-bit slice, so the order is lexicographic in the slices from the
+/// lowest bits up; equal hashes (a collision node) keep insertion order.
+fn hash_trie_order(mut items: Vec<(u32, usize)>) -> Vec<usize> {
+    let slices = |hash: u32| -> [u32; 7] {
+        std::array::from_fn(|level| (hash >> (BITS_PER_LEVEL * level as u32)) & 31)
+    };
+    items.sort_by_key(|&(hash, i)| (slices(hash), i));
+    items.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Appends the pre-order of the trie node holding `items` at `shift`: the slices that only one
@@ -205,6 +330,8 @@ mod tests {
     #[test]
     fn product_seeds_match_the_compiled_hash_codes() {
         let folded = |prefix: &str| mix(PRODUCT_SEED, string_hash(prefix));
+        // Scala 2.12 (Spark 3.5) starts every product from the bare seed, -889275714.
+        assert_eq!(PRODUCT_SEED, -889_275_714);
         assert_eq!(folded("Some"), 1_323_286_827);
         assert_eq!(folded("Tuple2"), -116_390_334);
         assert_eq!(folded("KubernetesHostPathVolumeConf"), -340_119_557);
@@ -217,8 +344,11 @@ mod tests {
 
     #[test]
     fn small_collections_keep_insertion_order() {
-        assert_eq!(immutable_order(&[]), Vec::<usize>::new());
-        assert_eq!(immutable_order(&[9, 3, 7, 1]), vec![0, 1, 2, 3]);
+        assert_eq!(immutable_order(Scala::V2_13, &[]), Vec::<usize>::new());
+        assert_eq!(
+            immutable_order(Scala::V2_13, &[9, 3, 7, 1]),
+            vec![0, 1, 2, 3]
+        );
     }
 
     #[test]
@@ -237,7 +367,9 @@ mod tests {
             by_slice(0),
             by_slice(15),
         ];
-        assert_eq!(immutable_order(&hashes), vec![3, 1, 0, 4, 2]);
+        assert_eq!(immutable_order(Scala::V2_13, &hashes), vec![3, 1, 0, 4, 2]);
+        // Scala 2.12 orders the same five by slice too: they all sit at the root.
+        assert_eq!(immutable_order(Scala::V2_12, &hashes), vec![3, 1, 0, 4, 2]);
     }
 
     #[test]
@@ -249,7 +381,9 @@ mod tests {
                 .expect("reachable")
         };
         let hashes = [with(0, 4), with(5, 0), with(0, 1), with(31, 0), with(1, 0)];
-        assert_eq!(immutable_order(&hashes), vec![4, 1, 3, 2, 0]);
+        assert_eq!(immutable_order(Scala::V2_13, &hashes), vec![4, 1, 3, 2, 0]);
+        // Scala 2.12 keeps a sub-trie at its slice's place: slice 0's pair comes first.
+        assert_eq!(immutable_order(Scala::V2_12, &hashes), vec![2, 0, 4, 1, 3]);
     }
 
     #[test]
@@ -267,7 +401,12 @@ mod tests {
 
     #[test]
     fn equal_hashes_keep_insertion_order() {
-        assert_eq!(immutable_order(&[5, 5, 5, 5, 5]), vec![0, 1, 2, 3, 4]);
+        for scala in [Scala::V2_12, Scala::V2_13] {
+            assert_eq!(
+                immutable_order(scala, &[5, 5, 5, 5, 5]),
+                vec![0, 1, 2, 3, 4]
+            );
+        }
     }
 
     /// Values from the JVM: `MurmurHash3.emptyMapHash` and `Map("tier" -> "hot", "team" ->
