@@ -34,10 +34,11 @@ use tracing::{info, warn};
 
 use crate::crd::SparkApplication;
 use crate::metrics::Metrics;
-use crate::progress_store::AnyStore;
+use crate::progress_store::ProgressStore;
 use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
-use crate::reconciler::{Context, Health, WatchHealth, error_policy, observe, reconcile};
+use crate::reconciler::kube::KubeEffects;
+use crate::reconciler::{Health, Reconciler, WatchHealth, error_policy, observe, reconcile};
 use crate::recovery::StoreKind;
 use crate::state_machine::Settings;
 
@@ -201,32 +202,69 @@ pub async fn run(
         controller: MANAGER.to_owned(),
         instance: config.instance.clone(),
     };
-    let store = match config.settings.recovery.as_ref().map(|r| &r.store) {
-        None => None,
-        Some(StoreKind::Kubernetes) => Some(AnyStore::Kube(KubeStore::new(client.clone()))),
-        Some(StoreKind::Redis { url }) => Some(AnyStore::Redis(
-            RedisStore::connect(url)
-                .await
-                .map_err(RunError::ConnectStore)?,
-        )),
-    };
-    let mut ctx = Context::new(
-        client.clone(),
-        submitter,
+    let streams = Streams {
+        apps,
+        app_reader,
+        pods,
         pod_reader,
+    };
+    let effects = KubeEffects {
+        client: client.clone(),
+        submitter,
+        pods: streams.pod_reader.clone(),
         health,
-        Recorder::new(client, reporter),
-        (config.settings.clone(), config.master.clone()),
-        config.metrics.clone(),
-    );
-    if let Some(store) = store {
-        ctx = ctx.with_store(store);
+        recorder: Recorder::new(client.clone(), reporter),
+        master: config.master.clone(),
+        recovery: config.settings.recovery.clone(),
+        metrics: config.metrics.clone(),
+        store: None::<KubeStore>,
+    };
+    // The state store's backend is chosen here, once; everything after is generic over it.
+    match config.settings.recovery.as_ref().map(|r| &r.store) {
+        None => control(streams, effects, &config, shutdown).await,
+        Some(StoreKind::Kubernetes) => {
+            let store = KubeStore::new(client.clone());
+            control(streams, effects.with_store(store), &config, shutdown).await
+        }
+        Some(StoreKind::Redis { url }) => {
+            let store = RedisStore::connect(url)
+                .await
+                .map_err(RunError::ConnectStore)?;
+            control(streams, effects.with_store(store), &config, shutdown).await
+        }
     }
-    let ctx = Arc::new(ctx);
+    info!("controller stopped");
+    Ok(())
+}
+
+/// The two watch streams and their caches.
+struct Streams<A, P> {
+    apps: A,
+    app_reader: reflector::Store<SparkApplication>,
+    pods: P,
+    pod_reader: reflector::Store<Pod>,
+}
+
+/// Runs kube-runtime's controller over the streams until `shutdown`.
+async fn control<S, A, P>(
+    streams: Streams<A, P>,
+    effects: KubeEffects<S>,
+    config: &RunConfig,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) where
+    S: ProgressStore + 'static,
+    A: futures::Stream<Item = Result<SparkApplication, watcher::Error>> + Send + 'static,
+    P: futures::Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
+{
+    let ctx = Arc::new(Reconciler::new(
+        effects,
+        config.settings.clone(),
+        config.metrics.clone(),
+    ));
     info!(namespace = ?config.namespace, "starting the controller");
-    Controller::for_stream(apps, app_reader)
+    Controller::for_stream(streams.apps, streams.app_reader)
         .with_config(ControllerConfig::default().concurrency(MAX_CONCURRENT_RECONCILES))
-        .owns_stream(pods)
+        .owns_stream(streams.pods)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -237,8 +275,6 @@ pub async fn run(
             }
         })
         .await;
-    info!("controller stopped");
-    Ok(())
 }
 
 fn watcher<K>(

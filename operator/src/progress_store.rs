@@ -13,6 +13,8 @@
 
 use std::future::Future;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
 pub use crate::fence::{Heartbeat, Marker};
 
 /// Kubernetes-native backend: compare-and-swap on one ConfigMap per application.
@@ -146,8 +148,8 @@ impl StoreError {
     }
 }
 
-/// The operations of the state store. Generic callers (`S: ProgressStore`) rather than `dyn`: the
-/// methods return `impl Future`, and [`AnyStore`] picks a backend at run time.
+/// The operations of the state store. Callers are generic (`S: ProgressStore`), the backend chosen
+/// once at start (`operator run`, `operator agent`).
 pub trait ProgressStore: Send + Sync {
     /// Fences the driver that ran under `observed` and returns the epoch for its successor (see
     /// [`crate::fence::advance_from`]: a retry after a crash returns the same epoch).
@@ -196,57 +198,17 @@ pub trait ProgressStore: Send + Sync {
         app: &AppKey,
         keep: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send;
-}
 
-/// A backend chosen at run time (from the operator's configuration).
-pub enum AnyStore {
-    /// One ConfigMap per application (the default).
-    Kube(kube::KubeStore),
-    /// Redis or Redis Cluster.
-    Redis(redis::RedisStore),
-    /// In memory (tests).
-    Memory(memory::MemoryStore),
-}
-
-/// Forwards one call to the chosen backend.
-macro_rules! dispatch {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            AnyStore::Kube($s) => $call.await,
-            AnyStore::Redis($s) => $call.await,
-            AnyStore::Memory($s) => $call.await,
-        }
-    };
-}
-
-impl ProgressStore for AnyStore {
-    async fn advance_epoch(&self, app: &AppKey, observed: u64) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.advance_epoch(app, observed))
-    }
-    async fn epoch(&self, app: &AppKey) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.epoch(app))
-    }
-    async fn commit(
+    /// Makes `owner` (the SparkApplication) the owner of what the store keeps for `app`, where the
+    /// backend has owners: deleting the application then deletes its progress. Idempotent; called
+    /// right after an advance. Backends without owners do nothing.
+    fn adopt(
         &self,
         app: &AppKey,
-        epoch: u64,
-        seq: u64,
-        payload: &str,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.commit(app, epoch, seq, payload, now_ms))
-    }
-    async fn latest(&self, app: &AppKey) -> Result<Option<Marker>, StoreError> {
-        dispatch!(self, s => s.latest(app))
-    }
-    async fn heartbeat(&self, app: &AppKey, epoch: u64, now_ms: u64) -> Result<(), StoreError> {
-        dispatch!(self, s => s.heartbeat(app, epoch, now_ms))
-    }
-    async fn last_heartbeat(&self, app: &AppKey) -> Result<Option<Heartbeat>, StoreError> {
-        dispatch!(self, s => s.last_heartbeat(app))
-    }
-    async fn prune(&self, app: &AppKey, keep: usize) -> Result<usize, StoreError> {
-        dispatch!(self, s => s.prune(app, keep))
+        owner: &OwnerReference,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (app, owner);
+        std::future::ready(Ok(()))
     }
 }
 
@@ -298,5 +260,12 @@ impl<S: ProgressStore> ProgressStore for std::sync::Arc<S> {
         keep: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send {
         (**self).prune(app, keep)
+    }
+    fn adopt(
+        &self,
+        app: &AppKey,
+        owner: &OwnerReference,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).adopt(app, owner)
     }
 }

@@ -2,8 +2,9 @@
 //! `decide(app, observed, now) -> Decision { status, actions }`.
 //!
 //! The reconciler observes (the app from the API, the driver pod from the watch cache, the answer
-//! of a submission it just made), calls [`decide`], then executes the actions in order and calls
-//! `decide` again on what changed. Nothing here reads a clock, a cache or the network.
+//! of a submission it just made), calls [`decide`], then executes the actions in the order they
+//! are listed ([`Action::order`]) and calls `decide` again on what changed. Nothing here reads a
+//! clock, a cache or the network.
 //!
 //! States and transitions are the widely used operator's (table in `docs/operator.md`), with
 //! these differences:
@@ -230,7 +231,8 @@ pub enum EventType {
     Warning,
 }
 
-/// An effect for the reconciler to carry out, in the order given.
+/// An effect for the reconciler to carry out. A decision lists its actions in execution order
+/// ([`Action::order`]), and the reconciler runs them as listed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Delete the driver pod, with a uid precondition.
@@ -258,7 +260,32 @@ pub enum Action {
     Requeue(Duration),
 }
 
-/// The status to persist and what to do.
+impl Action {
+    /// The order the actions of one decision run in, the one place this rule lives:
+    /// 1. `WriteStatus` first: it persists what the later actions rely on (the submission id and
+    ///    the epoch before a `Submit`, FAILING before a `DeleteDriver`), and a lost race (409)
+    ///    stops everything after it;
+    /// 2. `AdvanceEpoch`, then `VerifyDriverAbsent`: the reads and fences whose answers the next
+    ///    round records;
+    /// 3. `DeleteDriver` before `Submit`: an older epoch's driver goes before its successor is
+    ///    submitted;
+    /// 4. `RecordEvent`s (best effort, never blocking what matters);
+    /// 5. `DeleteApplication` (after it there is nothing left to act on), then `Requeue`.
+    pub fn order(&self) -> u8 {
+        match self {
+            Action::WriteStatus => 0,
+            Action::AdvanceEpoch { .. } => 1,
+            Action::VerifyDriverAbsent { .. } => 2,
+            Action::DeleteDriver { .. } => 3,
+            Action::Submit { .. } => 4,
+            Action::RecordEvent { .. } => 5,
+            Action::DeleteApplication => 6,
+            Action::Requeue(_) => 7,
+        }
+    }
+}
+
+/// The status to persist and what to do, in execution order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub status: SparkApplicationStatus,
@@ -394,6 +421,7 @@ impl Draft<'_> {
         if self.delete_app {
             // The object goes away: writing its status first would only race the deletion.
             actions.push(Action::DeleteApplication);
+            actions.sort_by_key(Action::order);
             return Decision {
                 status: original.clone(),
                 actions,
@@ -406,6 +434,8 @@ impl Draft<'_> {
         if let Some(after) = self.requeue {
             actions.push(Action::Requeue(after));
         }
+        // Stable: events keep the order they happened in, deletions the order they were found.
+        actions.sort_by_key(Action::order);
         Decision {
             status: self.status,
             actions,

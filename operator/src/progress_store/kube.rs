@@ -50,30 +50,6 @@ impl KubeStore {
         Self { client }
     }
 
-    /// Makes `owner` (the SparkApplication) the owner of the application's progress object, so
-    /// deleting the application lets the garbage collector delete its progress too. Idempotent;
-    /// the object must exist (the operator calls this right after advancing the epoch).
-    pub async fn adopt(
-        &self,
-        app: &AppKey,
-        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
-    ) -> Result<(), StoreError> {
-        let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
-        self.api(app)
-            .patch(
-                &object_name(app),
-                &::kube::api::PatchParams::default(),
-                &::kube::api::Patch::Merge(&patch),
-            )
-            .await
-            .map(drop)
-            .map_err(|e| StoreError::Backend {
-                op: "adopt",
-                app: app.clone(),
-                source: Box::new(e),
-            })
-    }
-
     fn api(&self, app: &AppKey) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), &app.namespace)
     }
@@ -335,6 +311,28 @@ impl ProgressStore for KubeStore {
 
     async fn last_heartbeat(&self, app: &AppKey) -> Result<Option<Heartbeat>, StoreError> {
         Ok(self.read_state("last_heartbeat", app).await?.heartbeat)
+    }
+
+    /// The owner goes into the object's metadata, which every later compare-and-swap keeps.
+    async fn adopt(
+        &self,
+        app: &AppKey,
+        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    ) -> Result<(), StoreError> {
+        let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
+        self.api(app)
+            .patch(
+                &object_name(app),
+                &::kube::api::PatchParams::default(),
+                &::kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| StoreError::Backend {
+                op: "adopt",
+                app: app.clone(),
+                source: Box::new(e),
+            })
     }
 
     async fn prune(&self, app: &AppKey, keep: usize) -> Result<usize, StoreError> {

@@ -282,8 +282,8 @@ fn transitions_of_the_state_diagram() {
             now: 1,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -321,8 +321,8 @@ fn transitions_of_the_state_diagram() {
             now: 10,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -451,8 +451,8 @@ fn transitions_of_the_state_diagram() {
             now: 1,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -739,11 +739,14 @@ fn rerun_gets_a_new_submission_id_and_resets_the_run() {
     assert_eq!(s.failure_reason, None);
     assert!(s.app_state.error_message.is_empty());
     assert_eq!(
-        rerun.actions[0],
-        Action::DeleteDriver {
-            name: "pi-driver".into(),
-            uid: "pod-uid".into()
-        }
+        rerun.actions[..2],
+        [
+            Action::WriteStatus,
+            Action::DeleteDriver {
+                name: "pi-driver".into(),
+                uid: "pod-uid".into()
+            }
+        ]
     );
 
     let prepared = decide_at(&spec, Some(s), &synced(None), 11).status;
@@ -858,8 +861,8 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
     assert_eq!(
         kinds(&late.actions),
         [
-            "DeleteDriver",
             "WriteStatus",
+            "DeleteDriver",
             "Event(SparkDriverStartTimedOut)",
             "Requeue(0s)"
         ]
@@ -910,7 +913,7 @@ fn driver_ready_timeout_counts_from_the_container_start() {
         late.status.failure_reason,
         Some(FailureReason::DriverReadyTimeout)
     );
-    assert_eq!(kinds(&late.actions)[0], "DeleteDriver");
+    assert_eq!(kinds(&late.actions)[..2], ["WriteStatus", "DeleteDriver"]);
 }
 
 #[test]

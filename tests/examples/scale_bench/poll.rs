@@ -1,7 +1,7 @@
 //! The polling variant of the scale benchmark: a minimal operator that, every interval, LISTs all
 //! SparkApplications and all driver pods (the real operator's label selector) and drives every
 //! app with the same pure core as `operator run` (`observe::find_driver`, `state_machine::decide`,
-//! `reconciler::rank`) and the same effects (fenced status write, submission through
+//! `Action::order`) and the same effects (fenced status write, submission through
 //! `SubmitterClient`, uid-preconditioned deletes, events). Only the source of observations
 //! differs: a LIST per interval instead of watches and caches.
 //!
@@ -25,7 +25,8 @@ use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
 use operator::metrics::Metrics;
-use operator::reconciler::{Health, observe, publish_event, rank, send_submission};
+use operator::reconciler::kube::{publish_event, send_submission};
+use operator::reconciler::{Health, observe};
 use operator::state_machine::{Action, AppView, Observed, Settings, SubmissionOutcome, decide};
 use submission::error_chain::error_chain;
 use submitter_client::{ClientConfig, SubmitterClient};
@@ -214,11 +215,10 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
             return;
         };
         let decision = decide(&view, &observed, Timestamp::now());
-        let mut actions = decision.actions;
-        actions.sort_by_key(rank);
         let mut again = false;
         let mut later = false;
-        for action in actions {
+        // In the order listed: `decide` lists them in execution order (`Action::order`).
+        for action in decision.actions {
             if !matches!(action, Action::Requeue(_)) {
                 acted = true;
             }
