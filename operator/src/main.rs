@@ -13,7 +13,7 @@ use operator::controller::{self, RunConfig};
 use operator::leader::{LeaderConfig, run_elected};
 use operator::metrics::Metrics;
 use operator::reconciler::Health;
-use operator::recovery::{RecoverySettings, StoreKind};
+use operator::recovery::{RecoverySettings, RecoveryStore};
 use operator::state_machine::Settings;
 use submitter_client::ClientConfig;
 
@@ -107,7 +107,7 @@ struct RecoveryArgs {
     /// State store of fenced restarts: `kubernetes` (one ConfigMap per app), a `redis://` URL,
     /// or `none` to turn the feature off (apps asking for it then fail with a message).
     #[arg(long, env = "OPERATOR_RECOVERY_STORE", default_value = "kubernetes")]
-    recovery_store: String,
+    recovery_store: RecoveryStore,
     /// Image of the recovery agent sidecar: the operator's own image (entrypoint `operator`).
     #[arg(
         long,
@@ -131,27 +131,18 @@ struct RecoveryArgs {
 }
 
 impl RecoveryArgs {
-    fn settings(&self) -> anyhow::Result<Option<RecoverySettings>> {
-        let store = match self.recovery_store.as_str() {
-            "none" => return Ok(None),
-            "kubernetes" => StoreKind::Kubernetes,
-            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
-                StoreKind::Redis {
-                    url: url.to_owned(),
-                }
-            }
-            other => anyhow::bail!(
-                "--recovery-store {other:?}: expected kubernetes, none or a redis:// URL"
-            ),
+    fn settings(&self) -> Option<RecoverySettings> {
+        let RecoveryStore::Store(store) = &self.recovery_store else {
+            return None;
         };
-        Ok(Some(RecoverySettings {
-            store,
+        Some(RecoverySettings {
+            store: store.clone(),
             agent_image: self.agent_image.clone(),
             agent_port: self.agent_port,
             agent_port_span: self.agent_port_span.max(1),
             heartbeat_millis: self.agent_heartbeat_millis.max(1),
             heartbeat_timeout_seconds: self.heartbeat_timeout_seconds.max(1),
-        }))
+        })
     }
 }
 
@@ -225,7 +216,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         settings: Settings {
             driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
             default_ttl_seconds: args.default_ttl_seconds,
-            recovery: args.recovery.settings()?,
+            recovery: args.recovery.settings(),
             ..Settings::default()
         },
         instance: args.instance.clone(),

@@ -1,11 +1,12 @@
-//! The state store of fenced restarts: one small trait, three backends.
+//! The state store of fenced restarts: one small trait, two backends.
 //!
 //! - [`kube::KubeStore`] (the default, needs nothing extra): one ConfigMap `<app>-progress` per
 //!   application, every write a read → [`crate::fence`] rule → compare-and-swap on resourceVersion.
 //! - [`redis::RedisStore`]: one Lua script per write operation doing check-and-write atomically,
 //!   keys hash-tagged `spark:{<namespace>/<app>}:…` so all keys of an application share one Redis
 //!   Cluster slot (a script may only touch keys of one slot).
-//! - [`memory::MemoryStore`]: the same rules under a lock, for tests of callers.
+//!
+//! (Tests of callers use the same rules under a lock: the sandbox package's `MemoryStore`.)
 //!
 //! Every write made on behalf of a driver (`commit`, `heartbeat`) names the epoch the driver runs
 //! under and is refused with [`StoreError::Fenced`] unless it is the current epoch; a refused write
@@ -19,8 +20,6 @@ pub use crate::fence::{Heartbeat, Marker};
 
 /// Kubernetes-native backend: compare-and-swap on one ConfigMap per application.
 pub mod kube;
-/// In-memory backend for tests of callers.
-pub mod memory;
 /// Redis backend: Lua check-and-write, hash-tagged keys.
 pub mod redis;
 

@@ -50,6 +50,47 @@ impl StoreKind {
     }
 }
 
+/// `--recovery-store`: where fenced restarts keep their state (`kubernetes`, a `redis://` or
+/// `rediss://` URL), or `none` to turn the feature off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoveryStore {
+    /// Fenced restarts are off; applications asking for them fail with a message saying so.
+    None,
+    /// Fenced restarts keep their state in this store.
+    Store(StoreKind),
+}
+
+/// `--recovery-store` is none of `kubernetes`, `none` or a Redis URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a recovery store: expected kubernetes, none or a redis:// URL")]
+pub struct ParseRecoveryStoreError {
+    pub value: String,
+}
+
+impl std::str::FromStr for RecoveryStore {
+    type Err = ParseRecoveryStoreError;
+
+    fn from_str(value: &str) -> Result<RecoveryStore, ParseRecoveryStoreError> {
+        let has_host = |rest: &str| !rest.is_empty() && !rest.starts_with('/');
+        match value {
+            "none" => Ok(RecoveryStore::None),
+            "kubernetes" => Ok(RecoveryStore::Store(StoreKind::Kubernetes)),
+            url if url
+                .strip_prefix("redis://")
+                .or_else(|| url.strip_prefix("rediss://"))
+                .is_some_and(has_host) =>
+            {
+                Ok(RecoveryStore::Store(StoreKind::Redis {
+                    url: url.to_owned(),
+                }))
+            }
+            other => Err(ParseRecoveryStoreError {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
 /// Operator-wide settings of fenced restarts; absent when the operator runs with the feature off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoverySettings {
@@ -216,6 +257,32 @@ mod tests {
             epoch: 3,
             pod_name: "pi-driver-e3",
             settings,
+        }
+    }
+
+    #[test]
+    fn the_recovery_store_flag_is_kubernetes_none_or_a_redis_url() {
+        let parse = |v: &str| v.parse::<RecoveryStore>();
+        assert_eq!(
+            parse("kubernetes"),
+            Ok(RecoveryStore::Store(StoreKind::Kubernetes))
+        );
+        assert_eq!(parse("none"), Ok(RecoveryStore::None));
+        for url in ["redis://127.0.0.1:6379/0", "rediss://redis.spark:6380"] {
+            assert_eq!(
+                parse(url),
+                Ok(RecoveryStore::Store(StoreKind::Redis { url: url.into() }))
+            );
+        }
+        for bad in [
+            "",
+            "Kubernetes",
+            "redis",
+            "redis://",
+            "redis:///0",
+            "http://redis:6379",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use operator::agent::state::MAX_PAYLOAD_BYTES;
 use operator::agent::{self, AgentError, Settings};
 use operator::progress_store::kube::KubeStore;
-use operator::progress_store::memory::MemoryStore;
 use operator::progress_store::redis::RedisStore;
 use operator::progress_store::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
+use sandbox::memory_store::MemoryStore;
 use serde_json::{Value, json};
 use store_support::{RedisServer, app, bounded};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -478,15 +478,24 @@ async fn the_heartbeat_fences_an_idle_superseded_agent() {
         let latest = redis.latest(&a).await.unwrap().expect("a marker");
         assert_eq!((latest.epoch, latest.seq), (0, 1), "nothing written");
 
-        // Heartbeats are writes too: the fenced loop has stopped writing.
+        // Heartbeats are writes too: the fenced loop has stopped writing. The clock that shows
+        // it is the successor's own loop, on the same interval: once it has beaten five times,
+        // a live loop of the fenced agent would have beaten again too.
         let beats = store.heartbeats();
         let later = get(agent.port, "/v1/status").await.body["heartbeats"].clone();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let successor_store = Observed::new(redis.clone());
+        let successor =
+            InProcessAgent::ready(successor_store.clone(), &a, 1, Duration::from_millis(50)).await;
+        eventually("the successor to beat five times", || async {
+            successor_store.heartbeats() >= 5
+        })
+        .await;
         assert_eq!(store.heartbeats(), beats, "no heartbeat after the fence");
         assert_eq!(
             get(agent.port, "/v1/status").await.body["heartbeats"],
             later
         );
+        successor.stop().await;
         agent.stop().await;
     })
     .await;

@@ -4,6 +4,6 @@ mod store_support;
 
 use std::sync::Arc;
 
-use operator::progress_store::memory::MemoryStore;
+use sandbox::memory_store::MemoryStore;
 
 store_support::conformance_cases!(async { ((), Arc::new(MemoryStore::new())) });

@@ -42,6 +42,9 @@ pub mod staged_driver;
 /// A real `redis-server` on loopback: the one launcher every test and benchmark shares.
 pub mod redis;
 
+/// The state store's rules under a lock, for tests of its callers.
+pub mod memory_store;
+
 /// The image kubesim runs as `sandbox agent` (the args `agent` come from the sidecar spec).
 pub const AGENT_IMAGE: &str = "spark-recovery-agent:sandbox";
 /// The image kubesim runs as `sandbox staged-driver`, ignoring Spark's driver arguments.

@@ -241,8 +241,17 @@ async fn dropped_and_compacted_watches_still_complete() {
     )
     .await;
     env.wait_for_state("resilient", State::Running).await;
+    let before = (
+        env.watch_requests("sparkapplications"),
+        env.watch_requests("pods"),
+    );
     env.cluster.store.drop_watches();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("both watches to resume after the drop", || {
+        let resumed = env.watch_requests("sparkapplications") > before.0
+            && env.watch_requests("pods") > before.1;
+        async move { resumed.then_some(()) }
+    })
+    .await;
     // History forgotten: resumes get 410 and the watches re-list.
     env.cluster.store.compact();
     env.cluster.store.drop_watches();
@@ -262,7 +271,7 @@ async fn steady_state_makes_no_list_calls() {
     for name in ["steady-a", "steady-b"] {
         env.create_app(
             name,
-            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "60"}}}),
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
         )
         .await;
     }
@@ -270,7 +279,11 @@ async fn steady_state_makes_no_list_calls() {
         env.wait_for_state(name, State::Running).await;
     }
     env.cluster.control.reset_counts();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The barrier: the drivers finish and the operator follows both apps to COMPLETED, which it
+    // can only learn from its watches. Whatever it listed meanwhile is counted.
+    for name in ["steady-a", "steady-b"] {
+        env.wait_for_state(name, State::Completed).await;
+    }
     assert_eq!(env.list_calls(), 0, "{:#?}", env.cluster.control.counts());
 }
 

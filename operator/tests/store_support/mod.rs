@@ -176,9 +176,11 @@ pub async fn racing_zombies_after_the_fence_never_land<S: ProgressStore + Clone 
 pub async fn racing_the_fence_itself<S: ProgressStore + Clone + 'static>(s: &S) {
     let a = app("race-fence");
     let fenced = Arc::new(AtomicBool::new(false));
+    let (first_landed, writing) = tokio::sync::oneshot::channel();
     let zombie = {
         let (s, a, fenced) = (s.clone(), a.clone(), fenced.clone());
         tokio::spawn(async move {
+            let mut first_landed = Some(first_landed);
             let mut late_accepted = 0;
             for seq in 1..=40u64 {
                 let after_fence = fenced.load(Ordering::SeqCst);
@@ -189,11 +191,16 @@ pub async fn racing_the_fence_itself<S: ProgressStore + Clone + 'static>(s: &S) 
                 if let Err(e) = r {
                     assert_eq!(e.kind(), "fenced");
                 }
+                if let Some(tx) = first_landed.take() {
+                    // The test may be gone already; nothing to tell then.
+                    let _ = tx.send(());
+                }
             }
             late_accepted
         })
     };
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The fence lands while the zombie is writing: after its first commit, before its last.
+    writing.await.expect("the zombie made its first commit");
     let new_epoch = s.advance_epoch(&a, 0).await.unwrap();
     fenced.store(true, Ordering::SeqCst);
     let last_old = latest_seq(s, &a).await.unwrap_or(0);

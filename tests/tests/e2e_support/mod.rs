@@ -228,6 +228,17 @@ impl Env {
             .sum()
     }
 
+    /// How many watch requests kubesim has served for `resource` (each resume is one).
+    pub fn watch_requests(&self, resource: &str) -> u64 {
+        self.cluster
+            .control
+            .counts()
+            .iter()
+            .filter(|c| c.watch && c.resource == resource)
+            .map(|c| c.count)
+            .sum()
+    }
+
     /// How many `list` requests kubesim has served (watches excluded).
     pub fn list_calls(&self) -> u64 {
         self.cluster

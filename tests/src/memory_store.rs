@@ -1,11 +1,12 @@
-//! The fence rules under a lock: a store for tests of callers (the agent, the reconciler) and the
-//! reference the other backends are checked against.
+//! The fence rules under a lock: a state store for tests of its callers (the agent) and the
+//! reference the real backends are checked against by the conformance suite. Test-only, so it
+//! lives here and not in the operator.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use super::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
-use crate::fence::{self, FenceState};
+use operator::fence::{self, FenceState};
+use operator::progress_store::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
 
 /// An in-memory store; clones of an `Arc<MemoryStore>` share state.
 #[derive(Debug, Default)]
