@@ -31,8 +31,9 @@ enum Command {
     Crd,
     /// Reconcile SparkApplications, submitting through the submitter over mTLS.
     Run(Box<RunArgs>),
-    /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1.
-    Agent(operator::agent::AgentArgs),
+    /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1;
+    /// `agent probe` is its startup probe.
+    Agent(operator::agent::AgentCommand),
 }
 
 #[derive(Debug, Args)]
@@ -115,8 +116,8 @@ struct RecoveryArgs {
         default_value = concat!("spark-operator:", env!("CARGO_PKG_VERSION"))
     )]
     agent_image: String,
-    /// Loopback port of the agent inside the driver pod.
-    #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = 7079)]
+    /// Loopback port of the agent inside the driver pod (free in a Spark driver pod).
+    #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = operator::agent::config::DEFAULT_PORT)]
     agent_port: u16,
     /// Spread agent ports over this many ports by pod name (1 in a real cluster; more on kubesim,
     /// where every pod shares the host's loopback).
@@ -162,7 +163,11 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(run(*args))?;
         }
-        Command::Agent(args) => {
+        Command::Agent(operator::agent::AgentCommand {
+            action: Some(operator::agent::AgentAction::Probe(probe)),
+            ..
+        }) => return Ok(operator::agent::probe_main(&probe)),
+        Command::Agent(operator::agent::AgentCommand { args, .. }) => {
             init_tracing();
             // One thread is plenty for a sidecar that answers one driver.
             let runtime = tokio::runtime::Builder::new_current_thread()

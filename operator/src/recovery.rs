@@ -28,8 +28,11 @@ pub mod env {
 /// The agent's container name in the driver pod.
 pub const AGENT_CONTAINER: &str = "spark-recovery-agent";
 
-/// The agent's startup probe path: passes once the last marker has been restored.
-pub use crate::agent::api::READY_PATH;
+/// The agent's startup probe, an `exec` probe run inside the agent's container: it asks the agent
+/// on the pod's loopback (`GET /v1/ready`) and passes once the last marker has been restored. A
+/// kubelet sends `httpGet` probes from the node, which never reaches a loopback-only listener.
+/// `operator` must be on the agent image's `PATH` (the operator's image has it).
+pub const AGENT_PROBE_COMMAND: [&str; 3] = ["operator", "agent", "probe"];
 
 /// Which state store backs the epochs and markers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +116,7 @@ impl Default for RecoverySettings {
         RecoverySettings {
             store: StoreKind::Kubernetes,
             agent_image: "spark-operator:latest".to_owned(),
-            agent_port: 7079,
+            agent_port: crate::agent::config::DEFAULT_PORT,
             agent_port_span: 1,
             heartbeat_millis: 1000,
             heartbeat_timeout_seconds: 30,
@@ -213,8 +216,9 @@ impl DriverRecovery<'_> {
             "restartPolicy": "Always",
             "env": env,
             "startupProbe": {
-                "httpGet": {"path": READY_PATH, "port": port, "host": "127.0.0.1"},
+                "exec": {"command": AGENT_PROBE_COMMAND},
                 "periodSeconds": 1,
+                "timeoutSeconds": 1,
                 "failureThreshold": 300,
             },
         })
@@ -295,8 +299,9 @@ mod tests {
     #[test]
     fn a_span_of_one_is_a_fixed_port_and_wider_spans_stay_in_range() {
         let fixed = RecoverySettings::default();
-        assert_eq!(agent_port(&fixed, "a"), 7079);
-        assert_eq!(agent_port(&fixed, "b"), 7079);
+        let default = crate::agent::config::DEFAULT_PORT;
+        assert_eq!(agent_port(&fixed, "a"), default);
+        assert_eq!(agent_port(&fixed, "b"), default);
         let spread = RecoverySettings {
             agent_port: 20000,
             agent_port_span: 10000,
@@ -324,8 +329,6 @@ mod tests {
         let r = recovery(&settings);
         let c = r.agent_container();
         assert_eq!(c["restartPolicy"], "Always");
-        assert_eq!(c["startupProbe"]["httpGet"]["path"], READY_PATH);
-        assert_eq!(c["startupProbe"]["httpGet"]["port"], 7079);
         let env: std::collections::BTreeMap<&str, &str> = c["env"]
             .as_array()
             .unwrap()
@@ -345,6 +348,32 @@ mod tests {
             "spark.kubernetes.driver.label.sparkoperator.k8s.io/recovery-epoch".into(),
             "3".into()
         )));
+    }
+
+    #[test]
+    fn the_agents_startup_probe_runs_inside_its_container_not_from_the_node() {
+        let settings = RecoverySettings::default();
+        let c = recovery(&settings).agent_container();
+        let probe = &c["startupProbe"];
+        // A kubelet sends httpGet and tcpSocket probes from the node to the pod IP (or to `host`
+        // as the node sees it): neither reaches an agent listening on the pod's loopback.
+        assert!(probe.get("httpGet").is_none(), "{probe}");
+        assert!(probe.get("tcpSocket").is_none(), "{probe}");
+        assert_eq!(
+            probe["exec"]["command"],
+            json!(["operator", "agent", "probe"])
+        );
+        // The probe finds the agent's port in the container's own environment.
+        let port = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == env::PORT)
+            .map(|e| e["value"].clone());
+        assert_eq!(
+            port,
+            Some(json!(crate::agent::config::DEFAULT_PORT.to_string()))
+        );
     }
 
     #[test]

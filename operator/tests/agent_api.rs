@@ -851,3 +851,46 @@ fn the_agent_binary_refuses_an_incomplete_configuration_with_a_clear_message() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The startup probe, as the kubelet runs it: `operator agent probe` inside the agent's container.
+
+/// Runs `operator agent probe` with the container's `SPARK_RECOVERY_PORT`; its exit code and
+/// standard error.
+async fn run_probe(port: u16) -> (Option<i32>, String) {
+    let mut cmd = agent_command(&[("SPARK_RECOVERY_PORT", port.to_string())]);
+    cmd.arg("probe");
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("the probe runs")
+        .expect("the operator binary starts");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_command_passes_only_once_the_agent_has_restored() {
+    bounded(async {
+        // Nothing listens yet: the agent is still starting.
+        let (code, stderr) = run_probe(free_port()).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("cannot connect"), "{stderr}");
+
+        let a = app("probe");
+        let (open, gate) = watch::channel(false);
+        let store = Observed::gated(Arc::new(MemoryStore::new()), gate);
+        let agent = InProcessAgent::start(store, &a, 0, NO_MORE_HEARTBEATS).await;
+        let (code, stderr) = run_probe(agent.port).await;
+        assert_eq!(code, Some(1), "the restore has not finished: {stderr}");
+        assert!(stderr.contains("not ready"), "{stderr}");
+
+        open.send(true).expect("the agent holds the gate");
+        wait_ready(agent.port).await;
+        let (code, stderr) = run_probe(agent.port).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        agent.stop().await;
+    })
+    .await;
+}

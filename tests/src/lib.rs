@@ -214,9 +214,28 @@ impl Sandbox {
                 .collect(),
             env: BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]),
         };
+        // The agent's startup probe runs `operator agent probe` inside its container, as in the
+        // operator's image: there, `operator` is this binary, first on the container's PATH.
+        let image_bin = dir.path().join("agent-image-bin");
+        std::fs::create_dir_all(&image_bin).map_err(|source| StartSandboxError::WriteFile {
+            path: image_bin.clone(),
+            source,
+        })?;
+        let operator_link = image_bin.join("operator");
+        std::os::unix::fs::symlink(&config.sandbox_bin, &operator_link).map_err(|source| {
+            StartSandboxError::WriteFile {
+                path: operator_link.clone(),
+                source,
+            }
+        })?;
+        let mut agent_image = image(&[]);
+        let path = std::env::var("PATH").unwrap_or_default();
+        agent_image
+            .env
+            .insert("PATH".to_owned(), format!("{}:{path}", image_bin.display()));
         let cluster = Cluster::start(ClusterConfig {
             images: BTreeMap::from([
-                (AGENT_IMAGE.to_owned(), image(&[])),
+                (AGENT_IMAGE.to_owned(), agent_image),
                 (DRIVER_IMAGE.to_owned(), image(&["staged-driver", "--"])),
             ]),
             work_dir: Some(dir.path().join("kubesim")),

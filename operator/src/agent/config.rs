@@ -19,10 +19,42 @@ pub const ENV_PORT: &str = "SPARK_RECOVERY_PORT";
 /// The heartbeat interval (`SPARK_RECOVERY_HEARTBEAT_MILLIS`).
 pub const ENV_HEARTBEAT_MILLIS: &str = "SPARK_RECOVERY_HEARTBEAT_MILLIS";
 
-/// The port the marker API listens on when none is set.
-pub const DEFAULT_PORT: u16 = 7079;
+/// The port the marker API listens on when none is set. A pod's containers share one port space,
+/// so it must be one a Spark driver never binds: not Spark's driver and block-manager ports
+/// (7078, 7079 on Kubernetes) nor the UI's (4040), Spark Connect's (15002) or the standalone
+/// master's (7077), nor the 16 ports after each that `spark.port.maxRetries` lets Spark try.
+pub const DEFAULT_PORT: u16 = 7979;
 /// The heartbeat interval when none is set.
 pub const DEFAULT_HEARTBEAT_MILLIS: u64 = 1000;
+
+/// `operator agent [probe]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentCommand {
+    #[command(subcommand)]
+    pub action: Option<AgentAction>,
+    #[command(flatten)]
+    pub args: AgentArgs,
+}
+
+/// What `operator agent` does besides serving.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AgentAction {
+    /// The startup probe: exit 0 once the agent in this pod has restored the latest marker.
+    Probe(ProbeArgs),
+}
+
+/// `operator agent probe`: run by the kubelet inside the agent's container, where it shares the
+/// pod's loopback with the agent.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// The agent's port on 127.0.0.1 (the container's own `SPARK_RECOVERY_PORT`).
+    #[arg(long, env = ENV_PORT, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Bound on each step (connect, exchange); both together stay below the probe's
+    /// `timeoutSeconds` (1).
+    #[arg(long, default_value_t = 400)]
+    pub timeout_millis: u64,
+}
 
 /// `operator agent`: the recovery agent, a native sidecar of the Spark driver.
 #[derive(Debug, Clone, clap::Args)]
@@ -224,7 +256,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_kubernetes_store_on_port_7079_beating_every_second() {
+    fn defaults_are_the_kubernetes_store_on_the_default_port_beating_every_second() {
         let c = config(&["--app", "spark/pi", "--epoch", "3"]).unwrap();
         assert_eq!(
             c,
@@ -232,10 +264,48 @@ mod tests {
                 app: AppKey::new("spark", "pi"),
                 epoch: 3,
                 store: StoreConfig::Kubernetes,
-                port: 7079,
+                port: DEFAULT_PORT,
                 heartbeat_interval: Duration::from_secs(1),
             }
         );
+    }
+
+    #[test]
+    fn the_default_agent_port_is_free_in_a_spark_driver_pod() {
+        // Spark's defaults, each followed by the `spark.port.maxRetries` (16) ports it may try
+        // next: the standalone master, the driver and block manager on Kubernetes, the UI and
+        // Spark Connect; and the external shuffle service.
+        let spark = [
+            7077..=7077 + 16,
+            7078..=7078 + 16,
+            7079..=7079 + 16,
+            4040..=4040 + 16,
+            15002..=15002 + 16,
+            7337..=7337,
+        ];
+        for range in spark {
+            assert!(
+                !range.contains(&DEFAULT_PORT),
+                "{DEFAULT_PORT} is Spark's ({range:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn agent_probe_is_a_subcommand_reading_the_agents_port() {
+        #[derive(Debug, Parser)]
+        struct AgentCli {
+            #[command(flatten)]
+            agent: AgentCommand,
+        }
+        let cli = AgentCli::try_parse_from(["agent", "probe", "--port", "7000"]).unwrap();
+        match cli.agent.action {
+            Some(AgentAction::Probe(p)) => assert_eq!(p.port, 7000),
+            other => panic!("{other:?}"),
+        }
+        let cli = AgentCli::try_parse_from(["agent", "--app", "a/b"]).unwrap();
+        assert!(cli.agent.action.is_none());
+        assert_eq!(cli.agent.args.app.as_deref(), Some("a/b"));
     }
 
     #[test]
