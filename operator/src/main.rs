@@ -119,10 +119,6 @@ struct RecoveryArgs {
     /// Loopback port of the agent inside the driver pod (free in a Spark driver pod).
     #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = operator::agent::config::DEFAULT_PORT)]
     agent_port: u16,
-    /// Spread agent ports over this many ports by pod name (1 in a real cluster; more on kubesim,
-    /// where every pod shares the host's loopback).
-    #[arg(long, env = "OPERATOR_AGENT_PORT_SPAN", default_value_t = 1)]
-    agent_port_span: u16,
     /// Agent heartbeat interval.
     #[arg(long, env = "OPERATOR_AGENT_HEARTBEAT_MILLIS", default_value_t = 1000)]
     agent_heartbeat_millis: u64,
@@ -140,7 +136,6 @@ impl RecoveryArgs {
             store: store.clone(),
             agent_image: self.agent_image.clone(),
             agent_port: self.agent_port,
-            agent_port_span: self.agent_port_span.max(1),
             heartbeat_millis: self.agent_heartbeat_millis.max(1),
             heartbeat_timeout_seconds: self.heartbeat_timeout_seconds.max(1),
         })

@@ -100,12 +100,8 @@ pub struct RecoverySettings {
     pub store: StoreKind,
     /// The image of the agent sidecar (the operator's own image; its entrypoint is `operator`).
     pub agent_image: String,
-    /// The agent's loopback port inside the driver pod.
+    /// The agent's loopback port inside the driver pod (every pod has its own network).
     pub agent_port: u16,
-    /// Spread agent ports over `agent_port..agent_port + span` by pod name. A real pod has its own
-    /// network namespace, so 1 (a fixed port) is right there; kubesim runs every pod's processes on
-    /// the host's loopback, where two live agents (a zombie and its successor) need two ports.
-    pub agent_port_span: u16,
     pub heartbeat_millis: u64,
     /// Heartbeat staleness window for apps that set none.
     pub heartbeat_timeout_seconds: i64,
@@ -117,7 +113,6 @@ impl Default for RecoverySettings {
             store: StoreKind::Kubernetes,
             agent_image: "spark-operator:latest".to_owned(),
             agent_port: crate::agent::config::DEFAULT_PORT,
-            agent_port_span: 1,
             heartbeat_millis: 1000,
             heartbeat_timeout_seconds: 30,
         }
@@ -148,17 +143,6 @@ pub fn pod_name(base: &str, epoch: u64) -> String {
     format!("{base}-e{epoch}")
 }
 
-/// The agent's port for the driver pod `pod_name` (FNV-1a of the name, so the same pod always
-/// gets the same port).
-pub fn agent_port(settings: &RecoverySettings, pod_name: &str) -> u16 {
-    let span = u64::from(settings.agent_port_span.max(1));
-    let hash = pod_name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let offset = u16::try_from(hash % span).unwrap_or(0);
-    settings.agent_port.saturating_add(offset)
-}
-
 /// What one driver's submission carries for its epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverRecovery<'a> {
@@ -171,7 +155,7 @@ pub struct DriverRecovery<'a> {
 
 impl DriverRecovery<'_> {
     fn port(&self) -> u16 {
-        agent_port(self.settings, self.pod_name)
+        self.settings.agent_port
     }
 
     /// `--conf` pairs: the driver container's env and the epoch label on the pod.
@@ -294,28 +278,6 @@ mod tests {
     fn every_epoch_gets_its_own_pod_name() {
         assert_eq!(pod_name("pi-driver", 1), "pi-driver-e1");
         assert_ne!(pod_name("pi-driver", 1), pod_name("pi-driver", 2));
-    }
-
-    #[test]
-    fn a_span_of_one_is_a_fixed_port_and_wider_spans_stay_in_range() {
-        let fixed = RecoverySettings::default();
-        let default = crate::agent::config::DEFAULT_PORT;
-        assert_eq!(agent_port(&fixed, "a"), default);
-        assert_eq!(agent_port(&fixed, "b"), default);
-        let spread = RecoverySettings {
-            agent_port: 20000,
-            agent_port_span: 10000,
-            ..RecoverySettings::default()
-        };
-        let ports: std::collections::BTreeSet<u16> = (0..50)
-            .map(|e| agent_port(&spread, &pod_name("pi-driver", e)))
-            .collect();
-        assert!(ports.iter().all(|p| (20000..30000).contains(p)));
-        assert!(ports.len() > 40, "names spread over the range: {ports:?}");
-        assert_eq!(
-            agent_port(&spread, "pi-driver-e7"),
-            agent_port(&spread, "pi-driver-e7")
-        );
     }
 
     #[test]

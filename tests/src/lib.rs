@@ -45,6 +45,9 @@ pub mod redis;
 /// The state store's rules under a lock, for tests of its callers.
 pub mod memory_store;
 
+/// Agent ports spread by pod name while kubesim's pods share one loopback (sandbox only).
+pub mod agent_ports;
+
 /// The image kubesim runs as `sandbox agent` (the args `agent` come from the sidecar spec).
 pub const AGENT_IMAGE: &str = "spark-recovery-agent:sandbox";
 /// The image kubesim runs as `sandbox staged-driver`, ignoring Spark's driver arguments.
@@ -76,6 +79,9 @@ pub struct SandboxConfig {
     pub heartbeat_timeout_seconds: i64,
     /// The agents' heartbeat interval.
     pub agent_heartbeat_millis: u64,
+    /// Spread the agents' ports by pod name ([`agent_ports`]): needed while kubesim's pods share
+    /// this machine's loopback.
+    pub spread_agent_ports: bool,
 }
 
 impl SandboxConfig {
@@ -86,6 +92,7 @@ impl SandboxConfig {
             store: StoreKind::Kubernetes,
             heartbeat_timeout_seconds: 5,
             agent_heartbeat_millis: 500,
+            spread_agent_ports: true,
         }
     }
 }
@@ -208,11 +215,22 @@ impl Sandbox {
             .tempdir()
             .map_err(StartSandboxError::TempDir)?;
         let bin = config.sandbox_bin.display().to_string();
+        let mut env = BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]);
+        if config.spread_agent_ports {
+            env.insert(
+                agent_ports::ENV_BASE.to_owned(),
+                agent_ports::BASE.to_string(),
+            );
+            env.insert(
+                agent_ports::ENV_SPAN.to_owned(),
+                agent_ports::SPAN.to_string(),
+            );
+        }
         let image = |args: &[&str]| ImageCommand {
             command: std::iter::once(bin.clone())
                 .chain(args.iter().map(|a| (*a).to_owned()))
                 .collect(),
-            env: BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]),
+            env: env.clone(),
         };
         // The agent's startup probe runs `operator agent probe` inside its container, as in the
         // operator's image: there, `operator` is this binary, first on the container's PATH.
@@ -291,12 +309,9 @@ impl Sandbox {
         let recovery = RecoverySettings {
             store: config.store,
             agent_image: AGENT_IMAGE.to_owned(),
-            // Every pod's processes share this machine's loopback: spread the agents' ports
-            // below the ephemeral range so a zombie and its successor never collide.
-            agent_port: 21_000,
-            agent_port_span: 10_000,
             heartbeat_millis: config.agent_heartbeat_millis,
             heartbeat_timeout_seconds: config.heartbeat_timeout_seconds,
+            ..RecoverySettings::default()
         };
         Ok(Sandbox {
             cluster,

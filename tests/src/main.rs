@@ -45,10 +45,14 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             }
         }
         Command::Agent(operator::agent::AgentCommand {
-            action: Some(operator::agent::AgentAction::Probe(probe)),
+            action: Some(operator::agent::AgentAction::Probe(mut probe)),
             ..
-        }) => return Ok(operator::agent::probe_main(&probe)),
-        Command::Agent(operator::agent::AgentCommand { args, .. }) => {
+        }) => {
+            probe.port = sandbox::agent_ports::from_env(probe.port);
+            return Ok(operator::agent::probe_main(&probe));
+        }
+        Command::Agent(operator::agent::AgentCommand { mut args, .. }) => {
+            args.port = sandbox::agent_ports::from_env(args.port);
             init_tracing("info");
             // One thread is plenty for a sidecar that answers one driver.
             let runtime = tokio::runtime::Builder::new_current_thread()
