@@ -39,7 +39,7 @@ use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
 use crate::reconciler::kube::KubeEffects;
 use crate::reconciler::{Health, Reconciler, WatchHealth, error_policy, observe, reconcile};
-use crate::recovery::StoreKind;
+use crate::recovery::{RecoverySettings, StoreKind};
 use crate::state_machine::Settings;
 
 /// The field manager of everything the operator applies, and its event reporter name.
@@ -220,16 +220,24 @@ pub async fn run(
         store: None::<KubeStore>,
     };
     // The state store's backend is chosen here, once; everything after is generic over it.
-    match config.settings.recovery.as_ref().map(|r| &r.store) {
+    match config.settings.recovery.as_ref() {
         None => control(streams, effects, &config, shutdown).await,
-        Some(StoreKind::Kubernetes) => {
+        Some(RecoverySettings {
+            store: StoreKind::Kubernetes,
+            ..
+        }) => {
             let store = KubeStore::new(client.clone());
             control(streams, effects.with_store(store), &config, shutdown).await
         }
-        Some(StoreKind::Redis { url }) => {
+        Some(RecoverySettings {
+            store: StoreKind::Redis { url },
+            redis_ttl,
+            ..
+        }) => {
             let store = RedisStore::connect(url)
                 .await
-                .map_err(RunError::ConnectStore)?;
+                .map_err(RunError::ConnectStore)?
+                .with_ttl(*redis_ttl);
             control(streams, effects.with_store(store), &config, shutdown).await
         }
     }

@@ -125,6 +125,14 @@ struct RecoveryArgs {
     /// Seconds without a heartbeat after which a running driver is fenced and replaced.
     #[arg(long, env = "OPERATOR_HEARTBEAT_TIMEOUT_SECONDS", default_value_t = 30)]
     heartbeat_timeout_seconds: i64,
+    /// Seconds the Redis store keeps an application's progress after its last write (the
+    /// Kubernetes store's ConfigMap goes with its application instead).
+    #[arg(
+        long,
+        env = "OPERATOR_RECOVERY_REDIS_TTL_SECONDS",
+        default_value_t = operator::progress_store::redis::DEFAULT_TTL.as_secs()
+    )]
+    recovery_redis_ttl_seconds: u64,
 }
 
 impl RecoveryArgs {
@@ -138,6 +146,7 @@ impl RecoveryArgs {
             agent_port: self.agent_port,
             heartbeat_millis: self.agent_heartbeat_millis.max(1),
             heartbeat_timeout_seconds: self.heartbeat_timeout_seconds.max(1),
+            redis_ttl: Duration::from_secs(self.recovery_redis_ttl_seconds.max(1)),
         })
     }
 }

@@ -8,13 +8,14 @@
 //!
 //! (Tests of callers use the same rules under a lock: the sandbox package's `MemoryStore`.)
 //!
-//! Every write made on behalf of a driver (`commit`, `heartbeat`) names the epoch the driver runs
-//! under and is refused with [`StoreError::Fenced`] unless it is the current epoch; a refused write
-//! leaves the store unchanged. Times are passed in (`now_ms`): the store never reads a clock.
+//! Every operation names the application's [`Scope`] (its uid and run) in its [`AppKey`]: a fence
+//! for a new scope starts from nothing, and reads of another scope see nothing. Every write made
+//! on behalf of a driver (`commit`, `heartbeat`) names the epoch the driver runs under and is
+//! refused with [`StoreError::Fenced`] unless scope and epoch are the current ones; a refused write
+//! leaves the store unchanged, and no driver write ever creates state. Times are passed in
+//! (`now_ms`): the store never reads a clock.
 
 use std::future::Future;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 pub use crate::fence::{Heartbeat, Marker};
 
@@ -23,22 +24,86 @@ pub mod kube;
 /// Redis backend: Lua check-and-write, hash-tagged keys.
 pub mod redis;
 
-/// The application a store entry belongs to.
+/// Which application object, and which run of it, progress belongs to: the SparkApplication's
+/// uid (an application deleted and created again under its name is another object) and its run
+/// (`status.recoveryStatus.run`: a spec change and the next run of an `Always` application start
+/// a new one). Written `<uid>/<run>`, as the agent reads it from `SPARK_RECOVERY_SCOPE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope {
+    /// The SparkApplication's uid.
+    pub uid: String,
+    /// The run of that object.
+    pub run: u64,
+}
+
+impl Scope {
+    /// The scope of run `run` of the object `uid`.
+    pub fn new(uid: impl Into<String>, run: u64) -> Self {
+        Self {
+            uid: uid.into(),
+            run,
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.uid, self.run)
+    }
+}
+
+/// A scope is not `<uid>/<run>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not <uid>/<run>")]
+pub struct ParseScopeError {
+    pub value: String,
+}
+
+impl std::str::FromStr for Scope {
+    type Err = ParseScopeError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseScopeError {
+            value: value.to_owned(),
+        };
+        let (uid, run) = value.rsplit_once('/').ok_or_else(bad)?;
+        let run = run.parse().map_err(|_| bad())?;
+        let valid_uid = !uid.is_empty()
+            && uid
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid_uid {
+            return Err(bad());
+        }
+        Ok(Self::new(uid, run))
+    }
+}
+
+/// The application a store entry belongs to: where it lives (namespace and name) and the scope
+/// every operation is judged under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AppKey {
     /// The SparkApplication's namespace.
     pub namespace: String,
     /// The SparkApplication's name.
     pub name: String,
+    /// The object and run the progress belongs to.
+    pub scope: Scope,
 }
 
 impl AppKey {
-    /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    /// The key of `namespace/name` under `scope`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, scope: Scope) -> Self {
         Self {
             namespace: namespace.into(),
             name: name.into(),
+            scope,
         }
+    }
+
+    /// The scope as the store keeps it.
+    pub fn scope_text(&self) -> String {
+        self.scope.to_string()
     }
 }
 
@@ -151,14 +216,16 @@ impl StoreError {
 /// once at start (`operator run`, `operator agent`).
 pub trait ProgressStore: Send + Sync {
     /// Fences the driver that ran under `observed` and returns the epoch for its successor (see
-    /// [`crate::fence::advance_from`]: a retry after a crash returns the same epoch).
+    /// [`crate::fence::advance_from`]: a retry after a crash returns the same epoch, and a new
+    /// scope starts from nothing). The store keeps the application's progress tied to the
+    /// application (the Kubernetes store: an ownerReference to its uid; Redis: an expiry).
     fn advance_epoch(
         &self,
         app: &AppKey,
         observed: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The current epoch ([`crate::fence::INITIAL_EPOCH`] for an application never seen).
+    /// The current epoch ([`crate::fence::INITIAL_EPOCH`] for a scope never fenced).
     fn epoch(&self, app: &AppKey) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Commits a progress marker under `epoch`; [`StoreError::Fenced`] unless it is current.
@@ -197,18 +264,6 @@ pub trait ProgressStore: Send + Sync {
         app: &AppKey,
         keep: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send;
-
-    /// Makes `owner` (the SparkApplication) the owner of what the store keeps for `app`, where the
-    /// backend has owners: deleting the application then deletes its progress. Idempotent; called
-    /// right after an advance. Backends without owners do nothing.
-    fn adopt(
-        &self,
-        app: &AppKey,
-        owner: &OwnerReference,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let _ = (app, owner);
-        std::future::ready(Ok(()))
-    }
 }
 
 /// Shared handles (an `Arc` held by the agent's HTTP handlers and its heartbeat task) are stores.
@@ -259,12 +314,5 @@ impl<S: ProgressStore> ProgressStore for std::sync::Arc<S> {
         keep: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send {
         (**self).prune(app, keep)
-    }
-    fn adopt(
-        &self,
-        app: &AppKey,
-        owner: &OwnerReference,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        (**self).adopt(app, owner)
     }
 }

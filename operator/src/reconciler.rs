@@ -169,16 +169,19 @@ pub trait Effects: Send + Sync {
         submission_id: String,
     ) -> impl Future<Output = SubmissionOutcome> + Send;
 
-    /// Fences every driver of the app under epoch `observed` in the state store, and reads the
-    /// marker the next driver restores.
+    /// Fences every driver of the app under epoch `observed` in the state store, for run `run`
+    /// of the application object (a new run starts from nothing), and reads the marker the next
+    /// driver restores.
     fn fence(
         &self,
         app: &SparkApplication,
         observed: u64,
+        run: u64,
     ) -> impl Future<Output = Result<FenceOutcome, ReconcileError>> + Send;
 
-    /// The app's last heartbeat in the state store: `Some(None)` read and never written, `None`
-    /// when it cannot be read now (staleness is then judged at the next look).
+    /// The app's last heartbeat in the state store, in its current run: `Some(None)` read and
+    /// never written, `None` when it cannot be read now (staleness is then judged at the next
+    /// look).
     fn last_heartbeat(
         &self,
         app: &SparkApplication,
@@ -443,8 +446,9 @@ impl<E: Effects> Reconciler<E> {
                     }
                     Action::AdvanceEpoch {
                         observed: observed_epoch,
+                        run,
                     } => {
-                        let fence = self.effects.fence(&app, observed_epoch).await?;
+                        let fence = self.effects.fence(&app, observed_epoch, run).await?;
                         info!(
                             observed = observed_epoch,
                             epoch = fence.epoch,

@@ -13,13 +13,14 @@ use serde_json::{Value, json};
 
 use crate::crd::SparkApplicationSpec;
 use crate::labels;
+use crate::progress_store::Scope;
 
 /// The agent's environment: the contract between the pod template written here and
 /// `operator agent` (docs/recovery-agent.md). One definition, in the agent's configuration.
 pub mod env {
     pub use crate::agent::config::{
         ENV_APP as APP, ENV_EPOCH as EPOCH, ENV_HEARTBEAT_MILLIS as HEARTBEAT_MILLIS,
-        ENV_PORT as PORT, ENV_REDIS_URL as REDIS_URL, ENV_STORE as STORE,
+        ENV_PORT as PORT, ENV_REDIS_URL as REDIS_URL, ENV_SCOPE as SCOPE, ENV_STORE as STORE,
     };
     /// For the driver: the agent's base URL.
     pub const URL: &str = "SPARK_RECOVERY_URL";
@@ -105,6 +106,8 @@ pub struct RecoverySettings {
     pub heartbeat_millis: u64,
     /// Heartbeat staleness window for apps that set none.
     pub heartbeat_timeout_seconds: i64,
+    /// How long the Redis store keeps an application's progress after its last write.
+    pub redis_ttl: std::time::Duration,
 }
 
 impl Default for RecoverySettings {
@@ -115,6 +118,7 @@ impl Default for RecoverySettings {
             agent_port: crate::agent::config::DEFAULT_PORT,
             heartbeat_millis: 1000,
             heartbeat_timeout_seconds: 30,
+            redis_ttl: crate::progress_store::redis::DEFAULT_TTL,
         }
     }
 }
@@ -148,6 +152,8 @@ pub fn pod_name(base: &str, epoch: u64) -> String {
 pub struct DriverRecovery<'a> {
     pub namespace: &'a str,
     pub app: &'a str,
+    /// The application object and run the driver's progress belongs to.
+    pub scope: &'a Scope,
     pub epoch: u64,
     pub pod_name: &'a str,
     pub settings: &'a RecoverySettings,
@@ -186,6 +192,7 @@ impl DriverRecovery<'_> {
         let mut env = vec![
             json!({"name": env::APP, "value": format!("{}/{}", self.namespace, self.app)}),
             json!({"name": env::EPOCH, "value": self.epoch.to_string()}),
+            json!({"name": env::SCOPE, "value": self.scope.to_string()}),
             json!({"name": env::STORE, "value": self.settings.store.as_str()}),
             json!({"name": env::PORT, "value": port.to_string()}),
             json!({"name": env::HEARTBEAT_MILLIS, "value": self.settings.heartbeat_millis.to_string()}),
@@ -238,10 +245,13 @@ impl DriverRecovery<'_> {
 mod tests {
     use super::*;
 
+    static SCOPE: std::sync::LazyLock<Scope> = std::sync::LazyLock::new(|| Scope::new("uid-1", 2));
+
     fn recovery(settings: &RecoverySettings) -> DriverRecovery<'_> {
         DriverRecovery {
             namespace: "ns",
             app: "pi",
+            scope: &SCOPE,
             epoch: 3,
             pod_name: "pi-driver-e3",
             settings,
@@ -299,6 +309,7 @@ mod tests {
             .collect();
         assert_eq!(env[env::EPOCH], "3");
         assert_eq!(env[env::APP], "ns/pi");
+        assert_eq!(env[env::SCOPE], "uid-1/2");
         assert_eq!(env[env::STORE], "redis");
         assert_eq!(env[env::REDIS_URL], "redis://127.0.0.1:6379");
         let confs = r.confs();

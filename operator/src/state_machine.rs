@@ -38,6 +38,9 @@ use crate::crd::{
 };
 use crate::defaults::with_defaults;
 use crate::fence::{Heartbeat, INITIAL_EPOCH};
+
+/// The run of an application's progress before any spec change or `Always` rerun.
+pub const FIRST_RUN: u64 = 1;
 use crate::recovery::{self, RecoverySettings};
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
@@ -243,9 +246,10 @@ pub enum Action {
     VerifyDriverAbsent { name: String },
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
-    /// Fence every driver under epoch `observed` in the state store and report
-    /// [`Observed::fence`] (a retry after a crash gets the epoch already fenced, not a new one).
-    AdvanceEpoch { observed: u64 },
+    /// Fence every driver under epoch `observed` in the state store, for run `run` of the
+    /// application (a new run starts from nothing), and report [`Observed::fence`] (a retry after
+    /// a crash gets the epoch already fenced, not a new one).
+    AdvanceEpoch { observed: u64, run: u64 },
     /// Write [`Decision::status`] with the resourceVersion that was read.
     WriteStatus,
     /// Record an event on the SparkApplication.
@@ -591,6 +595,7 @@ impl Draft<'_> {
                     .map_or(INITIAL_EPOCH, |r| r.epoch);
                 self.effects.push(Action::AdvanceEpoch {
                     observed: observed_epoch,
+                    run: self.run(),
                 });
                 return;
             };
@@ -615,12 +620,39 @@ impl Draft<'_> {
             .filter(|_| recovery::requested(&self.spec))
     }
 
+    /// The run of the application's progress: the first is 1.
+    fn run(&self) -> u64 {
+        self.status
+            .recovery_status
+            .as_ref()
+            .map_or(FIRST_RUN, |r| r.run)
+    }
+
+    /// The next driver starts a new run: it restores nothing from the previous one (whose drivers
+    /// are fenced when the new run's first epoch is).
+    fn new_run(&mut self) {
+        if let Some(r) = self.status.recovery_status.as_mut() {
+            r.run = r.run.saturating_add(1);
+            r.run_start_epoch = None;
+            r.restored_from_epoch = None;
+            r.restored_seq = None;
+        }
+    }
+
     /// Records the epoch the next driver runs under and the marker it will restore.
     fn record_fence(&mut self, fence: &FenceOutcome) {
         let previous = self.status.recovery_status.as_ref().map(|r| r.epoch);
-        let rerun = self.status.execution_attempts > 0;
+        let run_start = self
+            .status
+            .recovery_status
+            .as_ref()
+            .and_then(|r| r.run_start_epoch);
+        // A driver of this run ran before: this is a restart, which should resume.
+        let restart = run_start.is_some();
         self.status.recovery_status = Some(RecoveryStatus {
             epoch: fence.epoch,
+            run: self.run(),
+            run_start_epoch: Some(run_start.unwrap_or(fence.epoch)),
             restored_from_epoch: fence.latest.map(|(epoch, _)| epoch),
             restored_seq: fence.latest.map(|(_, seq)| seq),
         });
@@ -639,7 +671,7 @@ impl Draft<'_> {
             };
             self.event(EventType::Normal, reasons::EPOCH_ADVANCED, message);
         }
-        if rerun && fence.latest.is_none() {
+        if restart && fence.latest.is_none() {
             let message = format!(
                 "SparkApplication {} restarts from zero: its drivers never committed a progress marker",
                 self.name()
@@ -1017,6 +1049,8 @@ impl Draft<'_> {
 
     fn succeeding(&mut self) {
         if self.policy_type() == RestartPolicyType::Always {
+            // The next run of an `Always` application is a run of its own, not a restart.
+            self.new_run();
             self.rerun();
         } else {
             self.status.app_state.state = State::Completed;
@@ -1093,6 +1127,8 @@ impl Draft<'_> {
         if self.recovery().is_none() {
             self.delete_owned_driver();
         }
+        // What ran under the old spec is no progress of the new one.
+        self.new_run();
         let status = &mut self.status;
         status.spark_application_id.clear();
         status.submission_attempts = 0;

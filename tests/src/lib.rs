@@ -180,6 +180,9 @@ pub struct StagedApp {
     pub retry_interval_seconds: i64,
     /// `spec.restartPolicy.recovery.enabled`.
     pub recovery: bool,
+    /// The name of its journal and output files ([`Sandbox::journal_path`]); another application
+    /// object of the same name can keep its own.
+    pub files: String,
 }
 
 impl StagedApp {
@@ -192,6 +195,7 @@ impl StagedApp {
             retries: 3,
             retry_interval_seconds: 1,
             recovery: true,
+            files: name.to_owned(),
         }
     }
 }
@@ -328,12 +332,12 @@ impl Sandbox {
         self.dir.path()
     }
 
-    /// The file a staged app's drivers append each committed stage to.
+    /// The file a staged app's drivers append each committed stage to (`app`: its `files`).
     pub fn output_path(&self, app: &str) -> PathBuf {
         self.dir().join(format!("{app}.output"))
     }
 
-    /// The file a staged app's drivers append each of their log lines to.
+    /// The file a staged app's drivers append each of their log lines to (`app`: its `files`).
     pub fn journal_path(&self, app: &str) -> PathBuf {
         self.dir().join(format!("{app}.journal"))
     }
@@ -419,8 +423,8 @@ impl Sandbox {
                 "sparkConf": {
                     conf("STAGES"): app.stages.to_string(),
                     conf("STAGE_MILLIS"): app.stage_millis.to_string(),
-                    conf("OUTPUT"): self.output_path(&app.name).display().to_string(),
-                    conf("JOURNAL"): self.journal_path(&app.name).display().to_string(),
+                    conf("OUTPUT"): self.output_path(&app.files).display().to_string(),
+                    conf("JOURNAL"): self.journal_path(&app.files).display().to_string(),
                 },
                 "restartPolicy": {
                     "type": "OnFailure",

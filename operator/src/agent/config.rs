@@ -4,12 +4,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::progress_store::AppKey;
+use crate::progress_store::{AppKey, ParseScopeError, Scope};
 
 /// The application (`SPARK_RECOVERY_APP`).
 pub const ENV_APP: &str = "SPARK_RECOVERY_APP";
 /// The epoch the driver runs under (`SPARK_RECOVERY_EPOCH`).
 pub const ENV_EPOCH: &str = "SPARK_RECOVERY_EPOCH";
+/// The application object and run the progress belongs to, `<uid>/<run>` (`SPARK_RECOVERY_SCOPE`).
+pub const ENV_SCOPE: &str = "SPARK_RECOVERY_SCOPE";
 /// The store backend (`SPARK_RECOVERY_STORE`).
 pub const ENV_STORE: &str = "SPARK_RECOVERY_STORE";
 /// The Redis URL (`SPARK_RECOVERY_REDIS_URL`).
@@ -67,6 +69,9 @@ pub struct AgentArgs {
     /// The epoch the driver in this pod runs under (required).
     #[arg(long, env = ENV_EPOCH)]
     pub epoch: Option<u64>,
+    /// The application object and run the progress belongs to, `<uid>/<run>` (required).
+    #[arg(long, env = ENV_SCOPE)]
+    pub scope: Option<String>,
     /// The state store backend.
     #[arg(long, env = ENV_STORE, value_enum, default_value_t = StoreKind::Kubernetes)]
     pub store: StoreKind,
@@ -146,6 +151,9 @@ pub enum ConfigError {
         /// The flag.
         flag: &'static str,
     },
+    /// `SPARK_RECOVERY_SCOPE` is not `<uid>/<run>`.
+    #[error("{ENV_SCOPE} must be <uid>/<run>")]
+    Scope(#[source] ParseScopeError),
     /// Redis was chosen without a URL.
     #[error("{ENV_STORE}=redis needs {ENV_REDIS_URL}")]
     MissingRedisUrl,
@@ -160,6 +168,7 @@ impl ConfigError {
         match self {
             Self::App { .. } => "app",
             Self::Missing { .. } => "missing",
+            Self::Scope(_) => "scope",
             Self::MissingRedisUrl => "missing_redis_url",
             Self::HeartbeatInterval => "heartbeat_interval",
         }
@@ -168,7 +177,10 @@ impl ConfigError {
 
 /// A `<namespace>/<name>` reference to a SparkApplication.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppRef(pub AppKey);
+pub struct AppRef {
+    pub namespace: String,
+    pub name: String,
+}
 
 impl FromStr for AppRef {
     type Err = ConfigError;
@@ -185,7 +197,10 @@ impl FromStr for AppRef {
         if !is_dns_subdomain(name) {
             return Err(bad("the name is not a DNS subdomain"));
         }
-        Ok(Self(AppKey::new(namespace, name)))
+        Ok(Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -208,7 +223,7 @@ impl TryFrom<AgentArgs> for Config {
     type Error = ConfigError;
 
     fn try_from(args: AgentArgs) -> Result<Self, Self::Error> {
-        let AppRef(app) = args
+        let AppRef { namespace, name } = args
             .app
             .ok_or(ConfigError::Missing {
                 var: ENV_APP,
@@ -219,6 +234,15 @@ impl TryFrom<AgentArgs> for Config {
             var: ENV_EPOCH,
             flag: "epoch",
         })?;
+        let scope: Scope = args
+            .scope
+            .ok_or(ConfigError::Missing {
+                var: ENV_SCOPE,
+                flag: "scope",
+            })?
+            .parse()
+            .map_err(ConfigError::Scope)?;
+        let app = AppKey::new(namespace, name, scope);
         let store = match (args.store, args.redis_url) {
             (StoreKind::Kubernetes, _) => StoreConfig::Kubernetes,
             (StoreKind::Redis, Some(url)) if !url.trim().is_empty() => StoreConfig::Redis { url },
@@ -249,7 +273,18 @@ mod tests {
         agent: AgentArgs,
     }
 
+    /// The configuration of `args`, with a scope unless they name one.
     fn config(args: &[&str]) -> Result<Config, ConfigError> {
+        let scope = ["--scope", "uid-1/1"];
+        let extra: &[&str] = if args.contains(&"--scope") {
+            &[]
+        } else {
+            &scope
+        };
+        raw_config(&[args, extra].concat())
+    }
+
+    fn raw_config(args: &[&str]) -> Result<Config, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("agent").chain(args.iter().copied()))
             .expect("flags parse");
         Config::try_from(cli.agent)
@@ -261,7 +296,7 @@ mod tests {
         assert_eq!(
             c,
             Config {
-                app: AppKey::new("spark", "pi"),
+                app: AppKey::new("spark", "pi", Scope::new("uid-1", 1)),
                 epoch: 3,
                 store: StoreConfig::Kubernetes,
                 port: DEFAULT_PORT,
@@ -339,6 +374,19 @@ mod tests {
         let err = config(&["--app", "a/b"]).unwrap_err();
         assert_eq!(err.kind(), "missing");
         assert!(err.to_string().contains(ENV_EPOCH), "{err}");
+        let err = raw_config(&["--app", "a/b", "--epoch", "1"]).unwrap_err();
+        assert_eq!(err.kind(), "missing");
+        assert!(err.to_string().contains(ENV_SCOPE), "{err}");
+    }
+
+    #[test]
+    fn the_scope_is_an_application_uid_and_a_run() {
+        let c = config(&["--app", "a/b", "--epoch", "1", "--scope", "4f1c-9a/3"]).unwrap();
+        assert_eq!(c.app.scope, Scope::new("4f1c-9a", 3));
+        for bad in ["", "uid", "uid/", "/3", "uid/x", "u id/1"] {
+            let err = config(&["--app", "a/b", "--epoch", "1", "--scope", bad]).unwrap_err();
+            assert_eq!(err.kind(), "scope", "{bad:?}");
+        }
     }
 
     #[test]
@@ -371,6 +419,7 @@ mod tests {
         for env in [
             ENV_APP,
             ENV_EPOCH,
+            ENV_SCOPE,
             ENV_STORE,
             ENV_REDIS_URL,
             ENV_PORT,

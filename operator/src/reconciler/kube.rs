@@ -19,9 +19,9 @@ use crate::crd::{SparkApplication, SparkApplicationStatus};
 use crate::fence::Heartbeat;
 use crate::labels;
 use crate::metrics::{Metrics, outcome};
-use crate::progress_store::{AppKey, ProgressStore, StoreError};
+use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
-use crate::state_machine::{EventType, FenceOutcome, ObservedDriver, SubmissionOutcome};
+use crate::state_machine::{EventType, FIRST_RUN, FenceOutcome, ObservedDriver, SubmissionOutcome};
 
 /// The effects of `operator run`.
 pub struct KubeEffects<S> {
@@ -52,8 +52,18 @@ fn namespace(app: &SparkApplication) -> String {
     app.namespace().unwrap_or_default()
 }
 
-fn app_key(app: &SparkApplication) -> AppKey {
-    AppKey::new(namespace(app), app.name_any())
+/// The store's key of run `run` of `app`.
+fn app_key(app: &SparkApplication, run: u64) -> AppKey {
+    let uid = app.metadata.uid.clone().unwrap_or_default();
+    AppKey::new(namespace(app), app.name_any(), Scope::new(uid, run))
+}
+
+/// The run of the app's current driver, as its status records it.
+fn current_run(app: &SparkApplication) -> u64 {
+    app.status
+        .as_ref()
+        .and_then(|s| s.recovery_status.as_ref())
+        .map_or(FIRST_RUN, |r| r.run)
 }
 
 impl<S> KubeEffects<S> {
@@ -82,19 +92,16 @@ impl<S: ProgressStore> KubeEffects<S> {
         Api::namespaced(self.client.clone(), &namespace(app))
     }
 
-    /// Advances the epoch and reads the marker the next driver restores; the application becomes
-    /// the owner of what the store keeps for it, so deleting the application deletes it too.
+    /// Advances the epoch and reads the marker the next driver restores.
     async fn advance(
         &self,
         store: &S,
         app: &SparkApplication,
         observed: u64,
+        run: u64,
     ) -> Result<FenceOutcome, StoreError> {
-        let key = app_key(app);
+        let key = app_key(app, run);
         let epoch = store.advance_epoch(&key, observed).await?;
-        if let Some(owner) = app.controller_owner_ref(&()) {
-            store.adopt(&key, &owner).await?;
-        }
         let latest = store.latest(&key).await?;
         Ok(FenceOutcome {
             epoch,
@@ -188,16 +195,17 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         &self,
         app: &SparkApplication,
         observed: u64,
+        run: u64,
     ) -> Result<FenceOutcome, ReconcileError> {
         let store = self.store.as_ref().ok_or(ReconcileError::NoStore)?;
-        self.advance(store, app, observed)
+        self.advance(store, app, observed, run)
             .await
             .map_err(ReconcileError::Fence)
     }
 
     async fn last_heartbeat(&self, app: &SparkApplication) -> Option<Option<Heartbeat>> {
         let store = self.store.as_ref()?;
-        match store.last_heartbeat(&app_key(app)).await {
+        match store.last_heartbeat(&app_key(app, current_run(app))).await {
             Ok(heartbeat) => Some(heartbeat),
             Err(error) => {
                 warn!(kind = error.kind(), error = %error_chain(&error), "cannot read the heartbeat");

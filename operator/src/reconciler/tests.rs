@@ -137,6 +137,7 @@ impl Effects for Fake {
         &self,
         _app: &SparkApplication,
         observed: u64,
+        _run: u64,
     ) -> Result<FenceOutcome, ReconcileError> {
         self.call(Call::Fence(observed));
         Ok(FenceOutcome {
@@ -373,6 +374,8 @@ fn a_fenced_restart_fences_then_records_then_deletes_the_old_driver_then_submits
     let mut status = run_status(&base, State::Failing, "pi-driver-e1");
     status.recovery_status = Some(RecoveryStatus {
         epoch: 1,
+        run: 1,
+        run_start_epoch: Some(1),
         ..RecoveryStatus::default()
     });
     let failed = DriverPhase::Failed {

@@ -129,7 +129,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
-            Action::AdvanceEpoch { observed } => format!("AdvanceEpoch({observed})"),
+            Action::AdvanceEpoch { observed, run } => format!("AdvanceEpoch({observed}, {run})"),
             Action::WriteStatus => "WriteStatus".to_owned(),
             Action::RecordEvent { reason, .. } => format!("Event({reason})"),
             Action::DeleteApplication => "DeleteApplication".to_owned(),
