@@ -1,6 +1,6 @@
 //! The SparkApplication operator, in two layers.
 //!
-//! The pure core ([`crd`], [`labels`], [`defaults`], [`unsupported`], [`argv`],
+//! The pure core ([`crd`], [`labels`], [`defaults`], [`unsupported`], [`sparkconf`], [`argv`],
 //! [`state_machine`], [`fence`], [`recovery`]): the CRD types, the spec fields we cannot honour,
 //! the `spark-submit` argument vector and inline pod templates for the submitter, the state
 //! machine that decides what to do next, and the fencing rules. No I/O and no clock there: the
@@ -22,6 +22,9 @@ pub mod defaults;
 
 /// Spec fields that are set but not honoured, for a condition and an event.
 pub mod unsupported;
+
+/// `sparkConf` keys the operator refuses (they would take the driver out of its control).
+pub mod sparkconf;
 
 /// From a SparkApplication to the submitter's request: argv plus inline pod templates.
 pub mod argv;

@@ -42,6 +42,7 @@ use crate::fence::{Heartbeat, INITIAL_EPOCH};
 /// The run of an application's progress before any spec change or `Always` rerun.
 pub const FIRST_RUN: u64 = 1;
 use crate::recovery::{self, RecoverySettings};
+use crate::sparkconf::{self, RefusedKey, refused_keys};
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
@@ -106,6 +107,7 @@ impl Default for Settings {
 #[derive(Debug, Clone, Copy)]
 pub struct AppView<'a> {
     pub name: &'a str,
+    pub namespace: &'a str,
     pub uid: &'a str,
     pub spec: &'a SparkApplicationSpec,
     /// `None` for an app whose status was never written.
@@ -114,11 +116,12 @@ pub struct AppView<'a> {
 }
 
 impl<'a> AppView<'a> {
-    /// The view of a SparkApplication read from the API; `None` without a name or uid (an object
-    /// the API server returned always has both).
+    /// The view of a SparkApplication read from the API; `None` without a name, namespace or uid
+    /// (an object the API server returned always has them).
     pub fn of(app: &'a SparkApplication, settings: &'a Settings) -> Option<AppView<'a>> {
         Some(AppView {
             name: app.metadata.name.as_deref()?,
+            namespace: app.metadata.namespace.as_deref()?,
             uid: app.metadata.uid.as_deref()?,
             spec: &app.spec,
             status: app.status.as_ref(),
@@ -366,6 +369,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         app,
         spec: with_defaults(app.spec),
         unsupported: unsupported_fields(app.spec),
+        refused: refused_keys(app.spec, app.namespace),
         observed,
         now,
         status: original.clone(),
@@ -375,6 +379,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         delete_app: false,
     };
     d.update_unsupported_condition();
+    d.update_refused_condition();
 
     let hash = spec_hash(app.spec);
     let changed = d.status.spec_hash.as_ref().is_some_and(|h| *h != hash);
@@ -410,6 +415,8 @@ struct Draft<'a> {
     /// With the widely used operator's defaults (restart intervals).
     spec: SparkApplicationSpec,
     unsupported: Vec<UnsupportedField>,
+    /// `sparkConf` keys the operator refuses.
+    refused: Vec<RefusedKey>,
     observed: &'a Observed,
     now: Timestamp,
     status: SparkApplicationStatus,
@@ -492,18 +499,41 @@ impl Draft<'_> {
 
     /// The condition listing unsupported fields, and a Warning event when it appears or changes.
     fn update_unsupported_condition(&mut self) {
-        let existing = self
-            .status
-            .conditions
-            .iter()
-            .position(|c| c.type_ == unsupported::CONDITION_TYPE);
-        if self.unsupported.is_empty() {
+        let message =
+            (!self.unsupported.is_empty()).then(|| unsupported::message(&self.unsupported));
+        self.update_condition(
+            (unsupported::CONDITION_TYPE, unsupported::REASON),
+            message,
+            "fields set but not supported",
+        );
+    }
+
+    /// The condition listing refused `sparkConf` keys, and a Warning event when it appears or
+    /// changes.
+    fn update_refused_condition(&mut self) {
+        let message = (!self.refused.is_empty()).then(|| sparkconf::message(&self.refused));
+        self.update_condition(
+            (sparkconf::CONDITION_TYPE, sparkconf::REASON),
+            message,
+            "sparkConf keys refused",
+        );
+    }
+
+    /// Sets the condition `type_` to `message` (removes it for `None`), with a Warning event
+    /// (`what: message`) when it appears or its message changes.
+    fn update_condition(
+        &mut self,
+        (type_, reason): (&'static str, &'static str),
+        message: Option<String>,
+        what: &str,
+    ) {
+        let existing = self.status.conditions.iter().position(|c| c.type_ == type_);
+        let Some(message) = message else {
             if let Some(i) = existing {
                 self.status.conditions.remove(i);
             }
             return;
-        }
-        let message = unsupported::message(&self.unsupported);
+        };
         if let Some(i) = existing {
             if self.status.conditions[i].message == message {
                 return;
@@ -511,18 +541,14 @@ impl Draft<'_> {
             self.status.conditions.remove(i);
         }
         self.status.conditions.push(Condition {
-            type_: unsupported::CONDITION_TYPE.to_owned(),
+            type_: type_.to_owned(),
             status: "True".to_owned(),
-            reason: unsupported::REASON.to_owned(),
+            reason: reason.to_owned(),
             message: message.clone(),
             last_transition_time: self.time(),
             observed_generation: None,
         });
-        self.event(
-            EventType::Warning,
-            unsupported::REASON,
-            format!("fields set but not supported: {message}"),
-        );
+        self.event(EventType::Warning, reason, format!("{what}: {message}"));
     }
 
     /// NEW, PENDING_RERUN, and SUBMISSION_FAILED once a retry is due: apply the answer to a
@@ -559,6 +585,15 @@ impl Draft<'_> {
                 self.requeue(self.app.settings.deletion_requeue);
                 return;
             }
+        }
+        if !self.refused.is_empty() {
+            // Before anything is submitted: the driver would escape the operator's control.
+            let message = format!(
+                "sparkConf keys refused: {}",
+                sparkconf::message(&self.refused)
+            );
+            self.fail_spec(hash, FailureReason::RefusedSparkConf, message);
+            return;
         }
         if self.unsupported.iter().any(|f| f.blocking) {
             self.fail_unsupported(hash);
@@ -705,7 +740,7 @@ impl Draft<'_> {
     /// An app asking for fenced restarts from an operator running without them.
     fn fail_recovery_disabled(&mut self, hash: &str) {
         let message = "spec.restartPolicy.recovery is set, but this operator runs with fenced restarts disabled (start it with --recovery-store kubernetes or redis://...)".to_owned();
-        self.fail_spec(hash, message);
+        self.fail_spec(hash, FailureReason::UnsupportedSpec, message);
     }
 
     fn apply_outcome(&mut self, outcome: &SubmissionOutcome) {
@@ -763,14 +798,14 @@ impl Draft<'_> {
             .cloned()
             .collect();
         let message = format!("unsupported spec: {}", unsupported::message(&blocking));
-        self.fail_spec(hash, message);
+        self.fail_spec(hash, FailureReason::UnsupportedSpec, message);
     }
 
-    /// A spec this operator cannot run, failed at once with `message`.
-    fn fail_spec(&mut self, hash: &str, message: String) {
+    /// A spec this operator cannot run, failed at once for `reason` with `message`.
+    fn fail_spec(&mut self, hash: &str, reason: FailureReason, message: String) {
         self.status.submission_pending = false;
         self.status.spec_hash = Some(hash.to_owned());
-        self.status.failure_reason = Some(FailureReason::UnsupportedSpec);
+        self.status.failure_reason = Some(reason);
         self.status.app_state.error_message = message.clone();
         self.status.termination_time.get_or_insert(Time(self.now));
         self.enter_failed(message);

@@ -379,3 +379,39 @@ async fn readiness_drops_while_a_watch_is_down_and_returns_after() {
     .await;
     assert!(operator.health.pods.restarts() >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spark_conf_namespace_elsewhere_is_refused_before_anything_is_submitted() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "escape",
+        json!({"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}),
+    )
+    .await;
+    let app = env.wait_for_state("escape", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.failure_reason, Some(FailureReason::RefusedSparkConf));
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == operator::sparkconf::CONDITION_TYPE)
+        .expect("the SparkConfRefused condition");
+    assert!(
+        condition.message.contains("spark.kubernetes.namespace"),
+        "{}",
+        condition.message
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let warnings: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(operator::sparkconf::REASON))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(env.pod_creations(), 0, "nothing was submitted");
+}

@@ -243,6 +243,9 @@ pub enum FailureReason {
     SubmitterUnavailable,
     /// The spec uses a field this operator cannot honour for this application.
     UnsupportedSpec,
+    /// `spec.sparkConf` sets a key the operator refuses (namespace, service account, master,
+    /// image, credentials).
+    RefusedSparkConf,
 }
 
 impl FailureReason {
@@ -313,6 +316,7 @@ impl FailureReason {
             FailureReason::SubmissionRejected => "SubmissionRejected",
             FailureReason::SubmitterUnavailable => "SubmitterUnavailable",
             FailureReason::UnsupportedSpec => "UnsupportedSpec",
+            FailureReason::RefusedSparkConf => "RefusedSparkConf",
         }
     }
 }

@@ -227,7 +227,7 @@ proptest! {
                 submission,
                 ..Observed::default()
             };
-            let view = AppView { name: "pi", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
+            let view = AppView { name: "pi", namespace: "default", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
             let decision = decide(&view, &observed, Timestamp::from_second(BASE + now).unwrap());
 
             prop_assert!(decision.actions.is_sorted_by_key(Action::order),

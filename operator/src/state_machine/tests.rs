@@ -113,6 +113,7 @@ fn decide_with(
 ) -> Decision {
     let view = AppView {
         name: "pi",
+        namespace: "default",
         uid: UID,
         spec,
         status,
@@ -1087,3 +1088,56 @@ fn failed_driver_message_has_exit_code_and_reason() {
 }
 
 mod recovery;
+
+#[test]
+fn spark_conf_keys_that_escape_the_operator_fail_the_app_before_anything_is_submitted() {
+    for (key, value) in [
+        ("spark.kubernetes.namespace", "elsewhere"),
+        (
+            "spark.kubernetes.authenticate.driver.serviceAccountName",
+            "admin",
+        ),
+        ("spark.kubernetes.authenticate.submission.oauthToken", "t"),
+        ("spark.master", "local[*]"),
+        ("spark.kubernetes.container.image", "evil:1"),
+    ] {
+        let spec = spec(json!({"sparkConf": {key: value}}));
+        let decision = decide_at(&spec, None, &synced(None), 0);
+        let status = &decision.status;
+        assert_eq!(status.app_state.state, State::Failed, "{key}");
+        assert_eq!(
+            status.failure_reason,
+            Some(FailureReason::RefusedSparkConf),
+            "{key}"
+        );
+        assert!(
+            status.submission_id.is_empty(),
+            "no submission prepared for {key}"
+        );
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == crate::sparkconf::CONDITION_TYPE)
+            .unwrap_or_else(|| panic!("no condition for {key}"));
+        assert!(condition.message.contains(key), "{}", condition.message);
+        assert!(
+            decision.actions.iter().any(|a| matches!(a,
+                Action::RecordEvent { event_type: EventType::Warning, reason, .. }
+                    if *reason == crate::sparkconf::REASON)),
+            "a Warning event for {key}: {:?}",
+            decision.actions
+        );
+        assert!(
+            !decision
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Submit { .. } | Action::AdvanceEpoch { .. })),
+            "{key}"
+        );
+    }
+    // The application's own namespace is fine.
+    let spec = spec(json!({"sparkConf": {"spark.kubernetes.namespace": "default"}}));
+    let decision = decide_at(&spec, None, &synced(None), 0);
+    assert_eq!(decision.status.app_state.state, State::New);
+    assert!(!decision.status.submission_id.is_empty());
+}
