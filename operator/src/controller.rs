@@ -20,7 +20,7 @@ use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
@@ -102,7 +102,7 @@ impl RunError {
 /// Server-side applies the CRD (it is too large for client-side apply's annotation).
 pub async fn install_crd(client: &Client) -> Result<(), RunError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = SparkApplication::crd();
+    let crd = crate::crd::crd();
     crds.patch(
         &crd.name_any(),
         &PatchParams::apply(MANAGER).force(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{CustomResourceExt, ResourceExt};
+use kube::ResourceExt;
 use operator::crd::SparkApplication;
 use operator::progress_store::kube::{KubeStore, MAX_ATTEMPTS, object_name};
 use operator::progress_store::{AppKey, ProgressStore, Scope};
@@ -63,12 +63,12 @@ async fn spark_application(cluster: &Cluster, name: &str) -> SparkApplication {
     let client = cluster.client().unwrap();
     let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
     if crds
-        .get_opt(&SparkApplication::crd().name_any())
+        .get_opt(&operator::crd::crd().name_any())
         .await
         .unwrap()
         .is_none()
     {
-        crds.create(&Default::default(), &SparkApplication::crd())
+        crds.create(&Default::default(), &operator::crd::crd())
             .await
             .unwrap();
     }
