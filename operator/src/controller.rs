@@ -74,6 +74,11 @@ pub enum RunError {
     NewSubmitterClient(#[source] NewClientError),
     #[error("cannot apply the SparkApplication CRD")]
     InstallCrd(#[source] kube::Error),
+    #[error(
+        "the SparkApplication CRD is managed by another field manager and differs from this operator's; it was not changed (install this operator's CRD explicitly, or run without --install-crd): {}",
+        conflicts.join("; ")
+    )]
+    CrdManagedElsewhere { conflicts: Vec<String> },
     #[error("cannot listen for probes on {addr}")]
     ListenProbes {
         addr: SocketAddr,
@@ -92,6 +97,7 @@ impl RunError {
         match self {
             RunError::NewSubmitterClient(_) => "new_submitter_client",
             RunError::InstallCrd(_) => "install_crd",
+            RunError::CrdManagedElsewhere { .. } => "crd_managed_elsewhere",
             RunError::ListenProbes { .. } => "listen_probes",
             RunError::ConnectStore(_) => "connect_store",
             RunError::LostLeadership { .. } => "lost_leadership",
@@ -99,17 +105,37 @@ impl RunError {
     }
 }
 
-/// Server-side applies the CRD (it is too large for client-side apply's annotation).
+/// Server-side applies the CRD (it is too large for client-side apply's annotation), never by
+/// force: where another field manager (a Helm release, another operator) owns a field this CRD
+/// would change, the API server answers 409 and nothing is written; that is reported, not
+/// overwritten.
 pub async fn install_crd(client: &Client) -> Result<(), RunError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crate::crd::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(RunError::InstallCrd)?;
+    match crds
+        .patch(
+            &crd.name_any(),
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(&crd),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let conflicts = status
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| format!("{} ({})", c.field, c.message))
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Err(RunError::CrdManagedElsewhere { conflicts });
+        }
+        Err(error) => return Err(RunError::InstallCrd(error)),
+    }
     info!(crd = %crd.name_any(), "applied the CRD");
     // Watching before the API server serves the new type only yields retried errors; waiting
     // for Established keeps start-up logs clean. Not fatal: the watches retry regardless.

@@ -63,8 +63,10 @@ struct RunArgs {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "OPERATOR_NAMESPACE")]
     namespace: Option<String>,
-    /// Apply the CRD at start (server-side apply); needs RBAC on CRDs.
-    #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = true, action = clap::ArgAction::Set)]
+    /// Apply the CRD at start (server-side apply, never by force: a CRD another manager owns is
+    /// reported, not overwritten); needs RBAC on CRDs. Off by default: install it explicitly
+    /// (`operator crd | kubectl apply --server-side -f -`, or the chart).
+    #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = false, action = clap::ArgAction::Set)]
     install_crd: bool,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     #[arg(long, env = "OPERATOR_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
@@ -269,4 +271,43 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller::run(client, run_config, health, shutdown).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let args = [
+            "operator",
+            "run",
+            "--submitter-url",
+            "https://submitter:8443",
+        ];
+        let cli = Cli::try_parse_from(args.iter().chain(extra)).unwrap();
+        match cli.command {
+            Command::Run(args) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_crd_is_installed_only_when_asked() {
+        assert!(!run_args(&[]).install_crd);
+        assert!(run_args(&["--install-crd", "true"]).install_crd);
+    }
+
+    #[test]
+    fn an_unknown_recovery_store_is_refused_by_the_parser() {
+        let args = [
+            "operator",
+            "run",
+            "--submitter-url",
+            "https://s:1",
+            "--recovery-store",
+            "etcd",
+        ];
+        let err = Cli::try_parse_from(args).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
 }

@@ -415,3 +415,41 @@ async fn a_spark_conf_namespace_elsewhere_is_refused_before_anything_is_submitte
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
     assert_eq!(env.pod_creations(), 0, "nothing was submitted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_run_reports_a_crd_another_manager_owns_and_leaves_it_unchanged() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+
+    let env = Env::start().await;
+    // Another controller (a Helm release of the widely used operator) manages the CRD, with a
+    // field of its own that differs from ours.
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let mut theirs = operator::crd::crd();
+    theirs.spec.names.short_names = Some(vec!["sparkapp".into(), "helmapp".into()]);
+    crds.patch(
+        &theirs.name_any(),
+        &PatchParams::apply("helm"),
+        &Patch::Apply(&theirs),
+    )
+    .await
+    .unwrap();
+
+    let mut config = env.run_config();
+    config.install_crd = true;
+    let health = std::sync::Arc::new(operator::reconciler::Health::default());
+    let run = operator::controller::run(env.client.clone(), config, health, std::future::pending());
+    let error = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("operator run stops at once")
+        .expect_err("a CRD another manager owns is not overwritten");
+    assert_eq!(error.kind(), "crd_managed_elsewhere");
+    assert!(error.to_string().contains("shortNames"), "{error}");
+    let now = crds.get(&theirs.name_any()).await.unwrap();
+    assert_eq!(
+        now.spec.names.short_names,
+        Some(vec!["sparkapp".to_owned(), "helmapp".to_owned()]),
+        "the other manager's CRD is unchanged"
+    );
+}
