@@ -60,9 +60,15 @@ struct RunArgs {
         default_value = "k8s://https://kubernetes.default.svc:443"
     )]
     master: String,
-    /// Watch only this namespace (default: all).
-    #[arg(long, env = "OPERATOR_NAMESPACE")]
-    namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated (default: all). A namespace-scoped operator
+    /// needs list and watch permission in these namespaces only.
+    #[arg(
+        long,
+        alias = "namespace",
+        env = "OPERATOR_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
     /// Apply the CRD at start (server-side apply, never by force: a CRD another manager owns is
     /// reported, not overwritten); needs RBAC on CRDs. Off by default: install it explicitly
     /// (`operator crd | kubectl apply --server-side -f -`, or the chart).
@@ -223,7 +229,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         submitter,
         master: args.master,
         install_crd: args.install_crd,
-        namespace: args.namespace,
+        namespaces: args
+            .namespaces
+            .into_iter()
+            .map(|ns| ns.trim().to_owned())
+            .filter(|ns| !ns.is_empty())
+            .collect(),
         settings: Settings {
             driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
             default_ttl_seconds: args.default_ttl_seconds,
@@ -295,6 +306,16 @@ mod tests {
     fn the_crd_is_installed_only_when_asked() {
         assert!(!run_args(&[]).install_crd);
         assert!(run_args(&["--install-crd", "true"]).install_crd);
+    }
+
+    #[test]
+    fn namespaces_are_a_comma_separated_list_and_none_means_all() {
+        assert!(run_args(&[]).namespaces.is_empty());
+        assert_eq!(
+            run_args(&["--namespaces", "team-a,team-b"]).namespaces,
+            ["team-a", "team-b"]
+        );
+        assert_eq!(run_args(&["--namespace", "solo"]).namespaces, ["solo"]);
     }
 
     #[test]

@@ -56,16 +56,16 @@ pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 const ERROR_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Whether one watch is connected and has listed once.
+/// Whether one watch stream is connected and has listed once.
 #[derive(Debug, Default)]
-pub struct WatchHealth {
+pub struct StreamHealth {
     synced: AtomicBool,
     up: AtomicBool,
     restarts: AtomicU64,
 }
 
-impl WatchHealth {
-    /// A watch event arrived: the watch is up; `InitDone` means its cache is complete.
+impl StreamHealth {
+    /// A watch event arrived: the stream is up; `InitDone` means its cache is complete.
     pub fn on_event(&self, init_done: bool) {
         self.up.store(true, Ordering::Relaxed);
         if init_done {
@@ -73,7 +73,7 @@ impl WatchHealth {
         }
     }
 
-    /// The watch failed; the watcher retries with backoff. True when it was up until now.
+    /// The stream failed; the watcher retries with backoff. True when it was up until now.
     pub fn on_error(&self) -> bool {
         let was_up = self.up.swap(false, Ordering::Relaxed);
         if was_up {
@@ -81,18 +81,47 @@ impl WatchHealth {
         }
         was_up
     }
+}
 
+/// The watches of one resource type: one stream per namespace watched, or one for all.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    streams: Mutex<Vec<Arc<StreamHealth>>>,
+}
+
+impl WatchHealth {
+    /// A new stream of this resource, down and unsynced until its events say otherwise.
+    pub fn stream(&self) -> Arc<StreamHealth> {
+        let stream = Arc::new(StreamHealth::default());
+        self.lock().push(stream.clone());
+        stream
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<StreamHealth>>> {
+        // The list is only ever pushed to; a poisoned lock still holds whole entries.
+        self.streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every stream (at least one) has listed once.
     pub fn synced(&self) -> bool {
-        self.synced.load(Ordering::Relaxed)
+        let streams = self.lock();
+        !streams.is_empty() && streams.iter().all(|s| s.synced.load(Ordering::Relaxed))
     }
 
+    /// Every stream (at least one) is connected.
     pub fn up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        let streams = self.lock();
+        !streams.is_empty() && streams.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
-    /// Times the watch went down after being up.
+    /// Times a stream went down after being up.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(Ordering::Relaxed)
+        self.lock()
+            .iter()
+            .map(|s| s.restarts.load(Ordering::Relaxed))
+            .sum()
     }
 }
 

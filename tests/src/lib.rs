@@ -358,7 +358,7 @@ impl Sandbox {
             submitter,
             master: "k8s://https://kubernetes.default.svc:443".into(),
             install_crd: true,
-            namespace: None,
+            namespaces: Vec::new(),
             settings: Settings {
                 driver_creation_grace: Duration::from_secs(2),
                 default_ttl_seconds: None,

@@ -453,3 +453,59 @@ async fn operator_run_reports_a_crd_another_manager_owns_and_leaves_it_unchanged
         "the other manager's CRD is unchanged"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other() {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let env = Env::start().await;
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    for ns in ["team-a", "team-b", "team-c"] {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+    }
+    operator::controller::install_crd(&env.client)
+        .await
+        .unwrap();
+    // Present from the start: an operator that listed team-c would see it at once.
+    env.create_app_in("team-c", "outside", json!({})).await;
+    env.cluster.control.reset_counts();
+
+    let mut config = env.run_config();
+    config.namespaces = vec!["team-a".into(), "team-b".into()];
+    let _operator = env.operator_with(config).await;
+    env.create_app_in("team-a", "pi", json!({})).await;
+    env.create_app_in("team-b", "pi", json!({})).await;
+    env.wait_for_state_in("team-a", "pi", State::Completed)
+        .await;
+    env.wait_for_state_in("team-b", "pi", State::Completed)
+        .await;
+
+    let outside: Api<operator::crd::SparkApplication> =
+        Api::namespaced(env.client.clone(), "team-c");
+    assert!(
+        outside.get("outside").await.unwrap().status.is_none(),
+        "an app outside the namespaces watched is not reconciled"
+    );
+    // Every list and watch of the operator's resources was scoped to a namespace it watches.
+    let reads: Vec<_> = env
+        .cluster
+        .control
+        .counts()
+        .into_iter()
+        .filter(|c| {
+            c.verb == "list" && ["sparkapplications", "pods"].contains(&c.resource.as_str())
+        })
+        .collect();
+    assert!(!reads.is_empty());
+    for read in &reads {
+        assert!(
+            ["team-a", "team-b"].contains(&read.namespace.as_str()),
+            "{read:?}"
+        );
+    }
+}

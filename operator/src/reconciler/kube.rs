@@ -27,8 +27,9 @@ use crate::state_machine::{EventType, FIRST_RUN, FenceOutcome, ObservedDriver, S
 pub struct KubeEffects<S> {
     pub client: Client,
     pub submitter: SubmitterClient,
-    /// The driver pod cache (the controller's pod watch feeds it).
-    pub pods: Store<Pod>,
+    /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
+    /// watches feed them.
+    pub pods: Vec<Store<Pod>>,
     pub health: Arc<Health>,
     pub recorder: Recorder,
     /// `--master` given to the submitter in the argv.
@@ -123,9 +124,15 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             return (None, Vec::new());
         };
         let namespace = namespace(app);
-        let cached = self
+        let cached: Vec<Arc<Pod>> = self
             .pods
-            .state_filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace.as_str()));
+            .iter()
+            .flat_map(|store| {
+                store.state_filter(|pod| {
+                    pod.metadata.namespace.as_deref() == Some(namespace.as_str())
+                })
+            })
+            .collect();
         let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
         let driver = observe::find_driver(app, &pods);
         let others = observe::other_drivers(uid, &pods, driver)

@@ -444,13 +444,35 @@ fn errors_back_off_per_application_and_a_success_resets_the_count() {
 fn health_is_ready_only_with_both_watches_synced_and_up() {
     let health = Health::default();
     assert!(!health.ready());
-    health.apps.on_event(true);
-    health.pods.on_event(false);
+    let (apps, pods) = (health.apps.stream(), health.pods.stream());
+    apps.on_event(true);
+    pods.on_event(false);
     assert!(!health.ready());
-    health.pods.on_event(true);
+    pods.on_event(true);
     assert!(health.ready());
-    health.pods.on_error();
+    pods.on_error();
     assert!(!health.ready());
     assert!(health.synced());
     assert_eq!(health.pods.restarts(), 1);
+}
+
+#[test]
+fn with_several_namespaces_every_stream_must_be_synced_and_up() {
+    let health = Health::default();
+    let streams = [
+        (health.apps.stream(), health.pods.stream()),
+        (health.apps.stream(), health.pods.stream()),
+    ];
+    for (apps, pods) in &streams[..1] {
+        apps.on_event(true);
+        pods.on_event(true);
+    }
+    assert!(!health.synced(), "the second namespace has not listed");
+    for (apps, pods) in &streams[1..] {
+        apps.on_event(true);
+        pods.on_event(true);
+    }
+    assert!(health.ready());
+    streams[1].1.on_error();
+    assert!(!health.ready(), "one namespace's pod watch is down");
 }

@@ -117,6 +117,8 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
     let pod_selector = ListParams::default().labels(&observe::driver_pod_selector());
     let all_apps = ListParams::default();
     let interval = Duration::from_millis(args.interval_ms.max(10));
+    // The poller's "watches": one stream each, fed by its LISTs.
+    let (apps_stream, pods_stream) = (health.apps.stream(), health.pods.stream());
     let stop_at = Instant::now() + Duration::from_secs(args.max_seconds);
     while Instant::now() < stop_at {
         let round = Instant::now();
@@ -130,8 +132,8 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
             Ok(Err(error)) => warn!(error = %error_chain(&error), "list failed"),
             Ok(Ok((apps, pods))) => {
                 // Both "caches" are the lists just read: ready from the first round on.
-                health.apps.on_event(true);
-                health.pods.on_event(true);
+                apps_stream.on_event(true);
+                pods_stream.on_event(true);
                 let index = Arc::new(PodIndex::new(pods.items));
                 futures::stream::iter(apps.items)
                     .map(|app| reconcile(ctx.clone(), index.clone(), app))
