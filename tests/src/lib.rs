@@ -206,6 +206,7 @@ pub struct Sandbox {
     pub cluster: Cluster,
     pub client: kube::Client,
     pub recovery: RecoverySettings,
+    ca: certs::Ca,
     dir: tempfile::TempDir,
     submitter_port: u16,
     _stop_submitter: oneshot::Sender<()>,
@@ -321,10 +322,31 @@ impl Sandbox {
             cluster,
             client,
             recovery,
+            ca,
             dir,
             submitter_port,
             _stop_submitter: stop,
         })
+    }
+
+    /// Replaces the operator's client certificate files with a new certificate for `identity`,
+    /// as cert-manager rotates a Secret: each file written aside, then renamed over the old one.
+    pub fn rotate_operator_certificate(&self, identity: &str) -> Result<(), StartSandboxError> {
+        let issued = self
+            .ca
+            .client(identity)
+            .map_err(StartSandboxError::Certificates)?;
+        for (name, text) in [
+            ("operator.crt", &issued.cert),
+            ("operator.key", &issued.key),
+        ] {
+            let path = self.dir().join(name);
+            let aside = self.dir().join(format!("{name}.new"));
+            std::fs::write(&aside, text)
+                .and_then(|()| std::fs::rename(&aside, &path))
+                .map_err(|source| StartSandboxError::WriteFile { path, source })?;
+        }
+        Ok(())
     }
 
     /// The sandbox's folder (certificates, kubesim's pods, the drivers' output files).

@@ -509,3 +509,24 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_client_certificate_is_reloaded_when_its_files_change() {
+    let env = Env::start().await;
+    let mut config = env.run_config().submitter;
+    config.cert_check_interval = Duration::ZERO;
+    config.max_retries = 1;
+    let client = submitter_client::SubmitterClient::new(config).unwrap();
+    // Rotated before the first connection: it must present the new certificate, here one of an
+    // identity the submitter's policy does not know.
+    env.rotate_operator_certificate("stranger.example").unwrap();
+    let error = client
+        .driver_status("default", "no-such-driver")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.status(),
+        Some(403),
+        "answered for the new identity: {error}"
+    );
+}
