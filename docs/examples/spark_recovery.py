@@ -49,7 +49,8 @@ class RecoveryError(Exception):
 
 
 class Fenced(RecoveryError):
-    """A newer epoch took over the application. Stop writing anything and exit non-zero."""
+    """A newer epoch took over the application (or its progress now belongs to another object or
+    run of it). Stop writing anything and exit non-zero."""
 
     @property
     def epoch(self) -> int | None:

@@ -8,8 +8,8 @@ mod fidelity {
     pub mod crud;
     pub mod gc;
     pub mod pods;
-    pub mod spark_image;
     pub mod rbac;
+    pub mod spark_image;
     pub mod support;
     pub mod watch;
     pub mod wire;

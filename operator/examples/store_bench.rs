@@ -6,7 +6,8 @@
 //!         [--warmup 100] [--concurrency 8] [--backends kube,redis]
 //!
 //! Sequential: one client, one operation at a time, each operation type on its own application:
-//! `advance_epoch` (from the current epoch, so every call moves it), `commit` (epoch 0, growing
+//! `advance_epoch` (from the current epoch, so every call moves it), `commit` (epoch 1, after the
+//! operator's first fence, growing
 //! seq, a payload of about 50 bytes; an untimed `prune(16)` every 64 commits keeps the history as
 //! the operator would), `heartbeat`, `latest` (16 markers stored) and `epoch`. Each type runs
 //! `--warmup` untimed calls, then `--ops` timed calls or until `--max-seconds`, whichever comes
@@ -28,7 +29,7 @@ use clap::{Parser, ValueEnum};
 use kubesim::{Cluster, ClusterConfig};
 use operator::progress_store::kube::KubeStore;
 use operator::progress_store::redis::RedisStore;
-use operator::progress_store::{AppKey, ProgressStore, StoreError};
+use operator::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 
 const NAMESPACE: &str = "default";
 /// Markers kept by the untimed prune during the commit run, and stored before the `latest` run.
@@ -159,8 +160,12 @@ struct Skipped {
 }
 
 fn app(name: String) -> AppKey {
-    AppKey::new(NAMESPACE, name)
+    let scope = Scope::new(format!("uid-{name}"), 1);
+    AppKey::new(NAMESPACE, name, scope)
 }
+
+/// The epoch of the first driver: the operator fences once before it starts.
+const FIRST_EPOCH: u64 = 1;
 
 /// A small marker payload like a staged driver's.
 fn payload(seq: u64) -> String {
@@ -183,8 +188,8 @@ async fn call<S: ProgressStore>(
                 bail!("advance_epoch from {i} returned {epoch}");
             }
         }
-        Op::Commit => s.commit(a, 0, i + 1, body, i).await?,
-        Op::Heartbeat => s.heartbeat(a, 0, i).await?,
+        Op::Commit => s.commit(a, FIRST_EPOCH, i + 1, body, i).await?,
+        Op::Heartbeat => s.heartbeat(a, FIRST_EPOCH, i).await?,
         Op::Latest => {
             if s.latest(a).await?.is_none() {
                 bail!("latest found no marker for {a}");
@@ -201,14 +206,15 @@ async fn call<S: ProgressStore>(
 async fn prepare<S: ProgressStore>(s: &S, a: &AppKey, op: Op) -> Result<(), StoreError> {
     match op {
         Op::Latest => {
+            s.advance_epoch(a, 0).await?;
             for seq in 1..=HISTORY as u64 {
-                s.commit(a, 0, seq, &payload(seq), seq).await?;
+                s.commit(a, FIRST_EPOCH, seq, &payload(seq), seq).await?;
             }
         }
-        Op::Epoch => {
+        Op::Epoch | Op::Commit | Op::Heartbeat => {
             s.advance_epoch(a, 0).await?;
         }
-        Op::AdvanceEpoch | Op::Commit | Op::Heartbeat => {}
+        Op::AdvanceEpoch => {}
     }
     Ok(())
 }
@@ -269,6 +275,7 @@ async fn mix<S: ProgressStore + Clone + 'static>(
     let mut handles = Vec::new();
     for task in 0..tasks {
         let (s, a) = (s.clone(), app(format!("bench-mix-{task}")));
+        s.advance_epoch(&a, 0).await?;
         handles.push(tokio::spawn(async move {
             let mut samples: Vec<(Op, Duration)> = Vec::with_capacity(rounds as usize * 4);
             for r in 0..rounds {

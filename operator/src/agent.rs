@@ -7,7 +7,8 @@
 //! fenced agent refuses every write without touching the store while it keeps serving reads.
 //! SIGTERM or SIGINT stop it gracefully with exit code 0, so it never holds the pod.
 //!
-//! The marker API listens on 127.0.0.1 only: it is for the driver in the same pod.
+//! The marker API listens on 127.0.0.1 only: it is for the driver in the same pod. The kubelet's
+//! startup probe reaches it the same way, from inside the pod: `operator agent probe` ([`probe`]).
 //!
 //! Layout: [`config`] and [`state`] are pure (flags, validation, the answers and their rules);
 //! [`api`] (axum) and `heartbeat` are the shells; this module wires them to a store and a listener.
@@ -31,10 +32,12 @@ pub mod api;
 /// Flags and `SPARK_RECOVERY_*` variables, validated.
 pub mod config;
 mod heartbeat;
+/// `operator agent probe`: the startup probe, run inside the agent's container.
+pub mod probe;
 /// The agent's state and the rules its answers follow (pure).
 pub mod state;
 
-pub use config::{AgentArgs, Config, StoreConfig};
+pub use config::{AgentAction, AgentArgs, AgentCommand, Config, ProbeArgs, StoreConfig};
 
 /// How long one store call may take before the agent answers `STORE_UNAVAILABLE` (a commit) or
 /// tries again (a heartbeat, the restore).
@@ -345,6 +348,19 @@ pub async fn shutdown_signal() {
             if tokio::signal::ctrl_c().await.is_err() {
                 std::future::pending::<()>().await;
             }
+        }
+    }
+}
+
+/// `operator agent probe`: exit 0 when the agent on this pod's loopback is ready, else 1 with the
+/// reason on standard error (the kubelet puts it in the `Unhealthy` event).
+pub fn probe_main(args: &ProbeArgs) -> std::process::ExitCode {
+    let timeout = Duration::from_millis(args.timeout_millis.max(1));
+    match probe::probe(args.port, timeout) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", ErrorChain(&error));
+            std::process::ExitCode::FAILURE
         }
     }
 }

@@ -23,6 +23,7 @@ use thiserror::Error;
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};
 use crate::defaults::with_defaults;
 use crate::labels;
+use crate::progress_store::Scope;
 use crate::recovery::{self, DriverRecovery, RecoverySettings};
 use crate::unsupported::{message, unsupported_fields};
 
@@ -189,28 +190,30 @@ pub fn build_submission(
     let spec = with_defaults(&app.spec);
     let epoch = if recovery::requested(&spec) {
         let settings = recovery.ok_or(BuildArgsError::RecoveryDisabled)?;
-        let epoch = app
+        let status = app
             .status
             .as_ref()
             .and_then(|s| s.recovery_status.as_ref())
-            .map(|r| r.epoch)
             .ok_or(BuildArgsError::MissingEpoch)?;
-        Some((settings, epoch))
+        Some((settings, status.epoch, Scope::new(uid, status.run)))
     } else {
         None
     };
     let base_name = driver_pod_name(name, &spec);
-    let pod_name = match epoch {
-        Some((_, epoch)) => recovery::pod_name(&base_name, epoch),
+    let pod_name = match &epoch {
+        Some((_, epoch, _)) => recovery::pod_name(&base_name, *epoch),
         None => base_name,
     };
-    let driver_recovery = epoch.map(|(settings, epoch)| DriverRecovery {
-        namespace,
-        app: name,
-        epoch,
-        pod_name: &pod_name,
-        settings,
-    });
+    let driver_recovery = epoch
+        .as_ref()
+        .map(|(settings, epoch, scope)| DriverRecovery {
+            namespace,
+            app: name,
+            scope,
+            epoch: *epoch,
+            pod_name: &pod_name,
+            settings,
+        });
     let mut a = Argv::default();
 
     a.flag("--master", master);

@@ -15,12 +15,13 @@ use submission::error_chain::error_chain;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
@@ -30,15 +31,17 @@ use kube_runtime::watcher::{self, Event as WatchEvent};
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use crate::crd::SparkApplication;
 use crate::metrics::Metrics;
-use crate::progress_store::AnyStore;
+use crate::progress_store::ProgressStore;
 use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
-use crate::reconciler::{Context, Health, WatchHealth, error_policy, observe, reconcile};
-use crate::recovery::StoreKind;
+use crate::reconciler::kube::KubeEffects;
+use crate::reconciler::{Health, Reconciler, WatchHealth, error_policy, observe, reconcile};
+use crate::recovery::{RecoverySettings, StoreKind};
 use crate::state_machine::Settings;
 
 /// The field manager of everything the operator applies, and its event reporter name.
@@ -57,8 +60,8 @@ pub struct RunConfig {
     pub master: String,
     /// Apply the CRD at start (needs RBAC on customresourcedefinitions).
     pub install_crd: bool,
-    /// Watch one namespace; `None`: all.
-    pub namespace: Option<String>,
+    /// The namespaces watched; empty: all of them (one cluster-wide watch per resource).
+    pub namespaces: Vec<String>,
     pub settings: Settings,
     /// Event reporter instance (the pod name in a cluster).
     pub instance: Option<String>,
@@ -73,6 +76,11 @@ pub enum RunError {
     NewSubmitterClient(#[source] NewClientError),
     #[error("cannot apply the SparkApplication CRD")]
     InstallCrd(#[source] kube::Error),
+    #[error(
+        "the SparkApplication CRD is managed by another field manager and differs from this operator's; it was not changed (install this operator's CRD explicitly, or run without --install-crd): {}",
+        conflicts.join("; ")
+    )]
+    CrdManagedElsewhere { conflicts: Vec<String> },
     #[error("cannot listen for probes on {addr}")]
     ListenProbes {
         addr: SocketAddr,
@@ -91,6 +99,7 @@ impl RunError {
         match self {
             RunError::NewSubmitterClient(_) => "new_submitter_client",
             RunError::InstallCrd(_) => "install_crd",
+            RunError::CrdManagedElsewhere { .. } => "crd_managed_elsewhere",
             RunError::ListenProbes { .. } => "listen_probes",
             RunError::ConnectStore(_) => "connect_store",
             RunError::LostLeadership { .. } => "lost_leadership",
@@ -98,17 +107,37 @@ impl RunError {
     }
 }
 
-/// Server-side applies the CRD (it is too large for client-side apply's annotation).
+/// Server-side applies the CRD (it is too large for client-side apply's annotation), never by
+/// force: where another field manager (a Helm release, another operator) owns a field this CRD
+/// would change, the API server answers 409 and nothing is written; that is reported, not
+/// overwritten.
 pub async fn install_crd(client: &Client) -> Result<(), RunError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = SparkApplication::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(RunError::InstallCrd)?;
+    let crd = crate::crd::crd();
+    match crds
+        .patch(
+            &crd.name_any(),
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(&crd),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let conflicts = status
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| format!("{} ({})", c.field, c.message))
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Err(RunError::CrdManagedElsewhere { conflicts });
+        }
+        Err(error) => return Err(RunError::InstallCrd(error)),
+    }
     info!(crd = %crd.name_any(), "applied the CRD");
     // Watching before the API server serves the new type only yields retried errors; waiting
     // for Established keeps start-up logs clean. Not fatal: the watches retry regardless.
@@ -132,21 +161,76 @@ pub async fn install_crd(client: &Client) -> Result<(), RunError> {
 /// How long start-up waits for the applied CRD to be served.
 const CRD_ESTABLISHED_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Updates `health` from a watch's events; logs its errors (the watcher retries them).
+/// Updates a new stream of `watches` from a watch's events; logs its errors (the watcher retries
+/// them).
 fn track<K>(
-    health: Arc<Health>,
+    watches: &WatchHealth,
     metrics: Arc<Metrics>,
-    which: fn(&Health) -> &WatchHealth,
     resource: &'static str,
-) -> impl Fn(&Result<WatchEvent<K>, watcher::Error>) {
+    namespace: Option<String>,
+) -> impl Fn(&Result<WatchEvent<K>, watcher::Error>) + use<K> {
+    let stream = watches.stream();
     move |event| match event {
-        Ok(event) => which(&health).on_event(matches!(event, WatchEvent::InitDone)),
+        Ok(event) => stream.on_event(matches!(event, WatchEvent::InitDone)),
         Err(error) => {
-            if which(&health).on_error() {
+            if stream.on_error() {
                 metrics.watch_restart(resource);
             }
-            warn!(resource, error = %error_chain(error), "watch failed; retrying with backoff");
+            warn!(resource, namespace = ?namespace, error = %error_chain(error), "watch failed; retrying with backoff");
         }
+    }
+}
+
+/// One namespace's (or all namespaces') two watch streams and their caches.
+struct Streams {
+    apps: BoxStream<'static, Result<SparkApplication, watcher::Error>>,
+    app_reader: reflector::Store<SparkApplication>,
+    pods: BoxStream<'static, Result<Pod, watcher::Error>>,
+    pod_reader: reflector::Store<Pod>,
+}
+
+/// The watches of `namespace` (`None`: all), each feeding its reflector cache and `health`.
+fn streams(
+    client: &Client,
+    namespace: Option<&str>,
+    health: &Health,
+    metrics: &Arc<Metrics>,
+) -> Streams {
+    let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let owned = namespace.map(str::to_owned);
+    let (app_reader, app_writer) = reflector::store::<SparkApplication>();
+    let apps = watcher(apps_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(app_writer)
+        .inspect(track(
+            &health.apps,
+            metrics.clone(),
+            "sparkapplications",
+            owned.clone(),
+        ))
+        .applied_objects()
+        .boxed();
+    let (pod_reader, pod_writer) = reflector::store::<Pod>();
+    let pods = watcher(
+        pods_api,
+        watcher::Config::default().labels(&observe::driver_pod_selector()),
+    )
+    .default_backoff()
+    .reflect(pod_writer)
+    .inspect(track(&health.pods, metrics.clone(), "pods", owned))
+    .touched_objects()
+    .boxed();
+    Streams {
+        apps,
+        app_reader,
+        pods,
+        pod_reader,
     }
 }
 
@@ -162,83 +246,110 @@ pub async fn run(
     if config.install_crd {
         install_crd(&client).await?;
     }
-    let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+    // One watch per resource type and namespace (a namespace-scoped operator needs no
+    // cluster-wide list or watch permission), or one per resource type for all namespaces.
+    let namespaces: Vec<Option<&str>> = if config.namespaces.is_empty() {
+        vec![None]
+    } else {
+        config
+            .namespaces
+            .iter()
+            .map(|ns| Some(ns.as_str()))
+            .collect()
     };
-
-    let (app_reader, app_writer) = reflector::store::<SparkApplication>();
-    let apps = watcher(apps_api, watcher::Config::default())
-        .default_backoff()
-        .reflect(app_writer)
-        .inspect(track(
-            health.clone(),
-            config.metrics.clone(),
-            |h| &h.apps,
-            "sparkapplications",
-        ))
-        .applied_objects();
-    let (pod_reader, pod_writer) = reflector::store::<Pod>();
-    let pods = watcher(
-        pods_api,
-        watcher::Config::default().labels(&observe::driver_pod_selector()),
-    )
-    .default_backoff()
-    .reflect(pod_writer)
-    .inspect(track(
-        health.clone(),
-        config.metrics.clone(),
-        |h| &h.pods,
-        "pods",
-    ))
-    .touched_objects();
-
-    config.metrics.set_app_cache(app_reader.clone());
+    let all_streams: Vec<Streams> = namespaces
+        .iter()
+        .map(|ns| streams(&client, *ns, &health, &config.metrics))
+        .collect();
+    config
+        .metrics
+        .set_app_caches(all_streams.iter().map(|s| s.app_reader.clone()).collect());
     let reporter = Reporter {
         controller: MANAGER.to_owned(),
         instance: config.instance.clone(),
     };
-    let store = match config.settings.recovery.as_ref().map(|r| &r.store) {
-        None => None,
-        Some(StoreKind::Kubernetes) => Some(AnyStore::Kube(KubeStore::new(client.clone()))),
-        Some(StoreKind::Redis { url }) => Some(AnyStore::Redis(
-            RedisStore::connect(url)
-                .await
-                .map_err(RunError::ConnectStore)?,
-        )),
-    };
-    let mut ctx = Context::new(
-        client.clone(),
+    let effects = KubeEffects {
+        client: client.clone(),
         submitter,
-        pod_reader,
+        pods: all_streams.iter().map(|s| s.pod_reader.clone()).collect(),
         health,
-        Recorder::new(client, reporter),
-        (config.settings.clone(), config.master.clone()),
-        config.metrics.clone(),
-    );
-    if let Some(store) = store {
-        ctx = ctx.with_store(store);
+        recorder: Recorder::new(client.clone(), reporter),
+        master: config.master.clone(),
+        recovery: config.settings.recovery.clone(),
+        metrics: config.metrics.clone(),
+        store: None::<KubeStore>,
+    };
+    // The state store's backend is chosen here, once; everything after is generic over it.
+    match config.settings.recovery.as_ref() {
+        None => control(all_streams, effects, &config, shutdown).await,
+        Some(RecoverySettings {
+            store: StoreKind::Kubernetes,
+            ..
+        }) => {
+            let store = KubeStore::new(client.clone());
+            control(all_streams, effects.with_store(store), &config, shutdown).await
+        }
+        Some(RecoverySettings {
+            store: StoreKind::Redis { url },
+            redis_ttl,
+            ..
+        }) => {
+            let store = RedisStore::connect(url)
+                .await
+                .map_err(RunError::ConnectStore)?
+                .with_ttl(*redis_ttl);
+            control(all_streams, effects.with_store(store), &config, shutdown).await
+        }
     }
-    let ctx = Arc::new(ctx);
-    info!(namespace = ?config.namespace, "starting the controller");
-    Controller::for_stream(apps, app_reader)
-        .with_config(ControllerConfig::default().concurrency(MAX_CONCURRENT_RECONCILES))
-        .owns_stream(pods)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                // Reconcile errors are logged by the error policy; these are the controller's own
-                // (a watch error, a reconcile for an object that left the cache).
-                warn!(error = %error_chain(&error), "controller error");
-            }
-        })
-        .await;
     info!("controller stopped");
     Ok(())
+}
+
+/// Runs one kube-runtime controller per namespace watched, all over one reconciler, until
+/// `shutdown`; together they run at most [`MAX_CONCURRENT_RECONCILES`] reconciles at once.
+async fn control<S>(
+    all_streams: Vec<Streams>,
+    effects: KubeEffects<S>,
+    config: &RunConfig,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) where
+    S: ProgressStore + 'static,
+{
+    let ctx = Arc::new(Reconciler::new(
+        effects,
+        config.settings.clone(),
+        config.metrics.clone(),
+    ));
+    let permits = Arc::new(Semaphore::new(usize::from(MAX_CONCURRENT_RECONCILES)));
+    let shutdown = shutdown.shared();
+    info!(namespaces = ?config.namespaces, "starting the controller");
+    let controllers = all_streams.into_iter().map(|streams| {
+        let permits = permits.clone();
+        Controller::for_stream(streams.apps, streams.app_reader)
+            .with_config(ControllerConfig::default().concurrency(MAX_CONCURRENT_RECONCILES))
+            .owns_stream(streams.pods)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(
+                move |app, ctx| {
+                    let permits = permits.clone();
+                    async move {
+                        // The semaphore is never closed, so a permit always comes.
+                        let _permit = permits.acquire_owned().await;
+                        reconcile(app, ctx).await
+                    }
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    // Reconcile errors are logged by the error policy; these are the controller's
+                    // own (a watch error, a reconcile for an object that left the cache).
+                    warn!(error = %error_chain(&error), "controller error");
+                }
+            })
+    });
+    futures::future::join_all(controllers).await;
 }
 
 fn watcher<K>(

@@ -24,7 +24,9 @@ pub use status::{
     RecoveryStatus, SparkApplicationStatus,
 };
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
+use serde_json::Value;
 use thiserror::Error;
 
 /// Why the CRD could not be rendered.
@@ -45,7 +47,85 @@ impl CrdError {
 
 /// The CustomResourceDefinition as YAML, exactly as committed.
 pub fn crd_yaml() -> Result<String, CrdError> {
-    yaml_serde::to_string(&SparkApplication::crd()).map_err(CrdError::Render)
+    yaml_serde::to_string(&crd()).map_err(CrdError::Render)
+}
+
+/// States the widely used operator writes that this one does not have: `""` (its NEW) and its
+/// suspend states. They read as NEW and UNKNOWN; the schema must accept them, or objects the
+/// other operator wrote could not be stored.
+pub const FOREIGN_STATES: [&str; 4] = ["", "SUSPENDING", "SUSPENDED", "RESUMING"];
+
+/// The CustomResourceDefinition: the one derived from the types, made to accept what the widely
+/// used operator's CRD accepts, so that its objects apply unchanged:
+/// - `status.applicationState.state` also takes [`FOREIGN_STATES`];
+/// - the `name` of a reference to a Secret or ConfigMap (`secretKeyRef`, `configMapRef`, ...)
+///   is optional with default `""`, as the Kubernetes types declare it (their generated schema
+///   marks it required).
+pub fn crd() -> CustomResourceDefinition {
+    let derived = SparkApplication::crd();
+    let mut value =
+        serde_json::to_value(&derived).expect("a CustomResourceDefinition always encodes as JSON");
+    if let Some(versions) = value
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    {
+        for version in versions {
+            if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
+                accept_foreign_states(schema);
+                optional_reference_names(schema);
+            }
+        }
+    }
+    serde_json::from_value(value).unwrap_or(derived)
+}
+
+fn accept_foreign_states(schema: &mut Value) {
+    let path = "/properties/status/properties/applicationState/properties/state/enum";
+    if let Some(states) = schema.pointer_mut(path).and_then(Value::as_array_mut) {
+        for state in FOREIGN_STATES {
+            if !states.iter().any(|s| s == state) {
+                states.push(Value::from(state));
+            }
+        }
+    }
+}
+
+/// Every object schema whose `name` is a Kubernetes reference's ("Name of the referent").
+fn optional_reference_names(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let is_reference = map
+                .get("properties")
+                .and_then(|p| p.get("name"))
+                .and_then(|n| n.get("description"))
+                .and_then(Value::as_str)
+                .is_some_and(|d| d.starts_with("Name of the referent"));
+            if is_reference {
+                if let Some(required) = map.get_mut("required").and_then(Value::as_array_mut) {
+                    required.retain(|r| r != "name");
+                }
+                if map
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+                {
+                    map.remove("required");
+                }
+                if let Some(name) = map
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("name"))
+                    .and_then(Value::as_object_mut)
+                {
+                    name.insert("default".to_owned(), Value::from(""));
+                }
+            }
+            for child in map.values_mut() {
+                optional_reference_names(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(optional_reference_names),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

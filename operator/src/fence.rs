@@ -6,18 +6,28 @@
 //! backend runs them under a lock. No clock and no I/O here: the time is passed in by the caller.
 //!
 //! The rules, in one place:
-//! - the epoch only grows; [`advance_from`] bumps it only when the caller saw the current epoch, so
-//!   an operator that retries after a crash gets the epoch it already fenced instead of a second one;
+//! - progress belongs to a *scope*: one application object (its uid) and one run of it (a spec
+//!   change and the next run of an `Always` application start a new run). Only the operator's
+//!   fence, [`advance_from`], sets the scope; a fence for another scope starts from nothing (no
+//!   markers, no heartbeat), so an application deleted and created again under the same name, or a
+//!   new run, never restores what belonged to another;
+//! - the epoch only grows, across scopes too; [`advance_from`] bumps it only when the caller saw the
+//!   current epoch, so an operator that retries after a crash gets the epoch it already fenced
+//!   instead of a second one;
 //! - a write made on behalf of a driver (a marker commit, a heartbeat) is accepted only under the
-//!   current epoch; any other epoch is [`Rejected::Fenced`] and nothing is written;
-//! - marker sequence numbers only grow across all epochs (progress never moves backwards); the exact
-//!   repeat of the latest marker is accepted without a second copy, so a retry after a lost answer is
-//!   harmless.
+//!   current scope and epoch; anything else is [`Rejected::Fenced`] and nothing is written. Before
+//!   the first fence there is no scope, so no driver write is ever accepted there: no driver runs
+//!   under [`INITIAL_EPOCH`];
+//! - marker sequence numbers only grow across all epochs of a scope (progress never moves
+//!   backwards); the exact repeat of the latest marker is accepted without a second copy, so a
+//!   retry after a lost answer is harmless.
 
 use serde::{Deserialize, Serialize};
 
-/// The epoch every application starts at: the first driver runs under epoch 0, the first fenced
-/// restart moves to 1.
+/// The epoch of an application no driver has run under yet: the store's state before the
+/// operator's first fence. The operator fences before every driver, the first one included, so
+/// the first driver runs under epoch 1 and no driver ever runs under 0 (a store that lost its
+/// state reads as epoch 0 and refuses every driver's write).
 pub const INITIAL_EPOCH: u64 = 0;
 
 /// A progress marker a driver committed.
@@ -48,6 +58,10 @@ pub struct Heartbeat {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FenceState {
+    /// The application object and run the progress belongs to (`<uid>/<run>`); `None` until the
+    /// operator's first fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
     /// The current epoch; only the driver started under it may write.
     pub epoch: u64,
     /// Committed markers, oldest first (the last is the one a restarted driver restores).
@@ -97,15 +111,27 @@ pub struct Advanced {
     pub moved: bool,
 }
 
-/// Fences the driver that ran under `observed` and returns the epoch for its successor.
+/// Fences the driver that ran under `observed` in `scope` and returns the epoch for its successor.
 ///
+/// - another scope (or none yet): start `scope` from nothing, at an epoch above both the stored
+///   one and `observed`; every driver of the other scope is fenced with it.
 /// - current == observed: the normal case, bump by one.
 /// - current > observed: the driver under `observed` is already fenced (an operator retrying after a
 ///   crash, or a lost answer): return the current epoch unchanged, so retries never burn a second
 ///   epoch and the resubmitted driver gets the same one as the first attempt.
 /// - current < observed: the store lost its state (a flushed Redis, a deleted object) while drivers
 ///   may still hold `observed`; jump past it so no epoch ever handed out is reused.
-pub fn advance_from(state: &FenceState, observed: u64) -> (FenceState, Advanced) {
+pub fn advance_from(state: &FenceState, scope: &str, observed: u64) -> (FenceState, Advanced) {
+    if state.scope.as_deref() != Some(scope) {
+        let epoch = state.epoch.max(observed).saturating_add(1);
+        let next = FenceState {
+            scope: Some(scope.to_owned()),
+            epoch,
+            markers: Vec::new(),
+            heartbeat: None,
+        };
+        return (next, Advanced { epoch, moved: true });
+    }
     let (epoch, moved) = match state.epoch.cmp(&observed) {
         std::cmp::Ordering::Equal => (state.epoch.saturating_add(1), true),
         std::cmp::Ordering::Greater => (state.epoch, false),
@@ -118,16 +144,17 @@ pub fn advance_from(state: &FenceState, observed: u64) -> (FenceState, Advanced)
     (next, Advanced { epoch, moved })
 }
 
-/// Commits a marker under `epoch`. Returns the new state and whether a marker was appended (false
-/// for the exact repeat of the latest one).
+/// Commits a marker under `scope` and `epoch`. Returns the new state and whether a marker was
+/// appended (false for the exact repeat of the latest one).
 pub fn commit(
     state: &FenceState,
+    scope: &str,
     epoch: u64,
     seq: u64,
     payload: &str,
     now_ms: u64,
 ) -> Result<(FenceState, bool), Rejected> {
-    check_epoch(state, epoch)?;
+    check_writer(state, scope, epoch)?;
     if let Some(last) = state.markers.last() {
         if last.epoch == epoch && last.seq == seq && last.payload == payload {
             return Ok((state.clone(), false));
@@ -149,10 +176,15 @@ pub fn commit(
     Ok((next, true))
 }
 
-/// Records a heartbeat under `epoch`; a fenced agent's heartbeat is refused like its commits, which
-/// is how the agent learns it was fenced.
-pub fn heartbeat(state: &FenceState, epoch: u64, now_ms: u64) -> Result<FenceState, Rejected> {
-    check_epoch(state, epoch)?;
+/// Records a heartbeat under `scope` and `epoch`; a fenced agent's heartbeat is refused like its
+/// commits, which is how the agent learns it was fenced.
+pub fn heartbeat(
+    state: &FenceState,
+    scope: &str,
+    epoch: u64,
+    now_ms: u64,
+) -> Result<FenceState, Rejected> {
+    check_writer(state, scope, epoch)?;
     Ok(FenceState {
         heartbeat: Some(Heartbeat {
             epoch,
@@ -162,11 +194,14 @@ pub fn heartbeat(state: &FenceState, epoch: u64, now_ms: u64) -> Result<FenceSta
     })
 }
 
-/// Drops all but the newest `keep` markers, never the latest one (it is what a restart restores),
-/// so `keep` is at least 1. Returns the new state and how many were dropped. Not epoch-guarded: it
-/// is the operator's housekeeping, not a write on behalf of a driver, and it cannot change what a
-/// driver restores.
-pub fn prune(state: &FenceState, keep: usize) -> (FenceState, usize) {
+/// Drops all but the newest `keep` markers of `scope`, never the latest one (it is what a restart
+/// restores), so `keep` is at least 1. Returns the new state and how many were dropped (none from
+/// another scope). Not epoch-guarded: it is the operator's housekeeping, not a write on behalf of
+/// a driver, and it cannot change what a driver restores.
+pub fn prune(state: &FenceState, scope: &str, keep: usize) -> (FenceState, usize) {
+    if !is_scope(state, scope) {
+        return (state.clone(), 0);
+    }
     let keep = keep.max(1);
     let drop = state.markers.len().saturating_sub(keep);
     let mut next = state.clone();
@@ -174,9 +209,28 @@ pub fn prune(state: &FenceState, keep: usize) -> (FenceState, usize) {
     (next, drop)
 }
 
-/// The marker a restarted driver restores.
-pub fn latest_marker(state: &FenceState) -> Option<&Marker> {
-    state.markers.last()
+/// Whether `state` holds the progress of `scope`.
+pub fn is_scope(state: &FenceState, scope: &str) -> bool {
+    state.scope.as_deref() == Some(scope)
+}
+
+/// The marker a restarted driver of `scope` restores (none from another scope).
+pub fn latest_marker<'a>(state: &'a FenceState, scope: &str) -> Option<&'a Marker> {
+    state.markers.last().filter(|_| is_scope(state, scope))
+}
+
+/// The latest heartbeat of `scope` (none from another scope).
+pub fn last_heartbeat(state: &FenceState, scope: &str) -> Option<Heartbeat> {
+    state.heartbeat.filter(|_| is_scope(state, scope))
+}
+
+/// The current epoch of `scope`: [`INITIAL_EPOCH`] while the state belongs to another scope.
+pub fn current_epoch(state: &FenceState, scope: &str) -> u64 {
+    if is_scope(state, scope) {
+        state.epoch
+    } else {
+        INITIAL_EPOCH
+    }
 }
 
 /// Whether a heartbeat is too old to count as evidence the driver is alive: none at all, or older
@@ -188,8 +242,8 @@ pub fn is_stale(heartbeat: Option<&Heartbeat>, now_ms: u64, window_ms: u64) -> b
     }
 }
 
-fn check_epoch(state: &FenceState, epoch: u64) -> Result<(), Rejected> {
-    if epoch == state.epoch {
+fn check_writer(state: &FenceState, scope: &str, epoch: u64) -> Result<(), Rejected> {
+    if is_scope(state, scope) && epoch == state.epoch {
         Ok(())
     } else {
         Err(Rejected::Fenced {

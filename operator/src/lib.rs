@@ -1,7 +1,15 @@
-//! The SparkApplication operator's pure core: the CRD types, the spec fields we cannot honour,
-//! the `spark-submit` argument vector and inline pod templates for the submitter, and the state
-//! machine that decides what to do next. No I/O, no clock: the reconciler (an I/O shell) passes
-//! in what it observed and the time, and executes what comes back.
+//! The SparkApplication operator, in two layers.
+//!
+//! The pure core ([`crd`], [`labels`], [`defaults`], [`unsupported`], [`sparkconf`], [`argv`],
+//! [`state_machine`], [`fence`], [`recovery`]): the CRD types, the spec fields we cannot honour,
+//! the `spark-submit` argument vector and inline pod templates for the submitter, the state
+//! machine that decides what to do next, and the fencing rules. No I/O and no clock there: the
+//! callers pass in what they observed and the time.
+//!
+//! The I/O shells: the [`reconciler`] (observe → decide → execute, its effects behind a trait),
+//! [`controller`] (`operator run`: CRD, watches, kube-runtime's controller, probes), [`leader`],
+//! [`metrics`], the [`progress_store`] backends (Kubernetes, Redis) and the recovery [`agent`]
+//! (`operator agent`).
 
 /// The `SparkApplication` custom resource and its CRD.
 pub mod crd;
@@ -14,6 +22,9 @@ pub mod defaults;
 
 /// Spec fields that are set but not honoured, for a condition and an event.
 pub mod unsupported;
+
+/// `sparkConf` keys the operator refuses (they would take the driver out of its control).
+pub mod sparkconf;
 
 /// From a SparkApplication to the submitter's request: argv plus inline pod templates.
 pub mod argv;
@@ -30,7 +41,7 @@ pub mod fence;
 /// What a fenced restart puts into a driver's submission: its epoch, pod name and agent sidecar.
 pub mod recovery;
 
-/// The state store of fenced restarts: the trait and its Redis, Kubernetes and memory backends.
+/// The state store of fenced restarts: the trait and its Kubernetes and Redis backends.
 pub mod progress_store;
 
 /// The reconciler: observe → decide → execute → write status, for one SparkApplication.

@@ -13,7 +13,7 @@ use operator::controller::{self, RunConfig};
 use operator::leader::{LeaderConfig, run_elected};
 use operator::metrics::Metrics;
 use operator::reconciler::Health;
-use operator::recovery::{RecoverySettings, StoreKind};
+use operator::recovery::{RecoverySettings, RecoveryStore};
 use operator::state_machine::Settings;
 use submitter_client::ClientConfig;
 
@@ -31,8 +31,9 @@ enum Command {
     Crd,
     /// Reconcile SparkApplications, submitting through the submitter over mTLS.
     Run(Box<RunArgs>),
-    /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1.
-    Agent(operator::agent::AgentArgs),
+    /// The recovery agent: a native sidecar serving the driver's progress markers on 127.0.0.1;
+    /// `agent probe` is its startup probe.
+    Agent(operator::agent::AgentCommand),
 }
 
 #[derive(Debug, Args)]
@@ -59,11 +60,19 @@ struct RunArgs {
         default_value = "k8s://https://kubernetes.default.svc:443"
     )]
     master: String,
-    /// Watch only this namespace (default: all).
-    #[arg(long, env = "OPERATOR_NAMESPACE")]
-    namespace: Option<String>,
-    /// Apply the CRD at start (server-side apply); needs RBAC on CRDs.
-    #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = true, action = clap::ArgAction::Set)]
+    /// Watch only these namespaces, comma-separated (default: all). A namespace-scoped operator
+    /// needs list and watch permission in these namespaces only.
+    #[arg(
+        long,
+        alias = "namespace",
+        env = "OPERATOR_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Apply the CRD at start (server-side apply, never by force: a CRD another manager owns is
+    /// reported, not overwritten); needs RBAC on CRDs. Off by default: install it explicitly
+    /// (`operator crd | kubectl apply --server-side -f -`, or the chart).
+    #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = false, action = clap::ArgAction::Set)]
     install_crd: bool,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     #[arg(long, env = "OPERATOR_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
@@ -107,7 +116,7 @@ struct RecoveryArgs {
     /// State store of fenced restarts: `kubernetes` (one ConfigMap per app), a `redis://` URL,
     /// or `none` to turn the feature off (apps asking for it then fail with a message).
     #[arg(long, env = "OPERATOR_RECOVERY_STORE", default_value = "kubernetes")]
-    recovery_store: String,
+    recovery_store: RecoveryStore,
     /// Image of the recovery agent sidecar: the operator's own image (entrypoint `operator`).
     #[arg(
         long,
@@ -115,43 +124,38 @@ struct RecoveryArgs {
         default_value = concat!("spark-operator:", env!("CARGO_PKG_VERSION"))
     )]
     agent_image: String,
-    /// Loopback port of the agent inside the driver pod.
-    #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = 7079)]
+    /// Loopback port of the agent inside the driver pod (free in a Spark driver pod).
+    #[arg(long, env = "OPERATOR_AGENT_PORT", default_value_t = operator::agent::config::DEFAULT_PORT)]
     agent_port: u16,
-    /// Spread agent ports over this many ports by pod name (1 in a real cluster; more on kubesim,
-    /// where every pod shares the host's loopback).
-    #[arg(long, env = "OPERATOR_AGENT_PORT_SPAN", default_value_t = 1)]
-    agent_port_span: u16,
     /// Agent heartbeat interval.
     #[arg(long, env = "OPERATOR_AGENT_HEARTBEAT_MILLIS", default_value_t = 1000)]
     agent_heartbeat_millis: u64,
     /// Seconds without a heartbeat after which a running driver is fenced and replaced.
     #[arg(long, env = "OPERATOR_HEARTBEAT_TIMEOUT_SECONDS", default_value_t = 30)]
     heartbeat_timeout_seconds: i64,
+    /// Seconds the Redis store keeps an application's progress after its last write (the
+    /// Kubernetes store's ConfigMap goes with its application instead).
+    #[arg(
+        long,
+        env = "OPERATOR_RECOVERY_REDIS_TTL_SECONDS",
+        default_value_t = operator::progress_store::redis::DEFAULT_TTL.as_secs()
+    )]
+    recovery_redis_ttl_seconds: u64,
 }
 
 impl RecoveryArgs {
-    fn settings(&self) -> anyhow::Result<Option<RecoverySettings>> {
-        let store = match self.recovery_store.as_str() {
-            "none" => return Ok(None),
-            "kubernetes" => StoreKind::Kubernetes,
-            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
-                StoreKind::Redis {
-                    url: url.to_owned(),
-                }
-            }
-            other => anyhow::bail!(
-                "--recovery-store {other:?}: expected kubernetes, none or a redis:// URL"
-            ),
+    fn settings(&self) -> Option<RecoverySettings> {
+        let RecoveryStore::Store(store) = &self.recovery_store else {
+            return None;
         };
-        Ok(Some(RecoverySettings {
-            store,
+        Some(RecoverySettings {
+            store: store.clone(),
             agent_image: self.agent_image.clone(),
             agent_port: self.agent_port,
-            agent_port_span: self.agent_port_span.max(1),
             heartbeat_millis: self.agent_heartbeat_millis.max(1),
             heartbeat_timeout_seconds: self.heartbeat_timeout_seconds.max(1),
-        }))
+            redis_ttl: Duration::from_secs(self.recovery_redis_ttl_seconds.max(1)),
+        })
     }
 }
 
@@ -171,7 +175,11 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(run(*args))?;
         }
-        Command::Agent(args) => {
+        Command::Agent(operator::agent::AgentCommand {
+            action: Some(operator::agent::AgentAction::Probe(probe)),
+            ..
+        }) => return Ok(operator::agent::probe_main(&probe)),
+        Command::Agent(operator::agent::AgentCommand { args, .. }) => {
             init_tracing();
             // One thread is plenty for a sidecar that answers one driver.
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -221,11 +229,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         submitter,
         master: args.master,
         install_crd: args.install_crd,
-        namespace: args.namespace,
+        namespaces: args
+            .namespaces
+            .into_iter()
+            .map(|ns| ns.trim().to_owned())
+            .filter(|ns| !ns.is_empty())
+            .collect(),
         settings: Settings {
             driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
             default_ttl_seconds: args.default_ttl_seconds,
-            recovery: args.recovery.settings()?,
+            recovery: args.recovery.settings(),
             ..Settings::default()
         },
         instance: args.instance.clone(),
@@ -269,4 +282,53 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller::run(client, run_config, health, shutdown).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let args = [
+            "operator",
+            "run",
+            "--submitter-url",
+            "https://submitter:8443",
+        ];
+        let cli = Cli::try_parse_from(args.iter().chain(extra)).unwrap();
+        match cli.command {
+            Command::Run(args) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_crd_is_installed_only_when_asked() {
+        assert!(!run_args(&[]).install_crd);
+        assert!(run_args(&["--install-crd", "true"]).install_crd);
+    }
+
+    #[test]
+    fn namespaces_are_a_comma_separated_list_and_none_means_all() {
+        assert!(run_args(&[]).namespaces.is_empty());
+        assert_eq!(
+            run_args(&["--namespaces", "team-a,team-b"]).namespaces,
+            ["team-a", "team-b"]
+        );
+        assert_eq!(run_args(&["--namespace", "solo"]).namespaces, ["solo"]);
+    }
+
+    #[test]
+    fn an_unknown_recovery_store_is_refused_by_the_parser() {
+        let args = [
+            "operator",
+            "run",
+            "--submitter-url",
+            "https://s:1",
+            "--recovery-store",
+            "etcd",
+        ];
+        let err = Cli::try_parse_from(args).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
 }

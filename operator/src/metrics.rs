@@ -68,7 +68,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     watch_restarts: Family<ResourceLabels, Counter>,
     /// The app cache, read at scrape time for the by-state gauge (no per-event bookkeeping).
-    apps: Mutex<Option<Store<SparkApplication>>>,
+    apps: Mutex<Vec<Store<SparkApplication>>>,
 }
 
 impl Default for Metrics {
@@ -124,16 +124,16 @@ impl Metrics {
             reconcile_errors,
             reconcile_duration,
             watch_restarts,
-            apps: Mutex::new(None),
+            apps: Mutex::new(Vec::new()),
         }
     }
 
-    /// The app cache the by-state gauge is computed from.
-    pub fn set_app_cache(&self, store: Store<SparkApplication>) {
+    /// The app caches the by-state gauge is computed from (one per namespace watched).
+    pub fn set_app_caches(&self, stores: Vec<Store<SparkApplication>>) {
         *self
             .apps
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(store);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = stores;
     }
 
     pub fn submission(&self, outcome: &'static str) {
@@ -165,13 +165,13 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
-        let store = self
+        let stores = self
             .apps
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        if let Some(store) = store {
-            let apps = store.state();
+        if !stores.is_empty() {
+            let apps: Vec<_> = stores.iter().flat_map(Store::state).collect();
             for state in STATES {
                 let count = apps
                     .iter()

@@ -1,15 +1,19 @@
-//! The state store of fenced restarts: one small trait, three backends.
+//! The state store of fenced restarts: one small trait, two backends.
 //!
 //! - [`kube::KubeStore`] (the default, needs nothing extra): one ConfigMap `<app>-progress` per
 //!   application, every write a read → [`crate::fence`] rule → compare-and-swap on resourceVersion.
 //! - [`redis::RedisStore`]: one Lua script per write operation doing check-and-write atomically,
 //!   keys hash-tagged `spark:{<namespace>/<app>}:…` so all keys of an application share one Redis
 //!   Cluster slot (a script may only touch keys of one slot).
-//! - [`memory::MemoryStore`]: the same rules under a lock, for tests of callers.
 //!
-//! Every write made on behalf of a driver (`commit`, `heartbeat`) names the epoch the driver runs
-//! under and is refused with [`StoreError::Fenced`] unless it is the current epoch; a refused write
-//! leaves the store unchanged. Times are passed in (`now_ms`): the store never reads a clock.
+//! (Tests of callers use the same rules under a lock: the sandbox package's `MemoryStore`.)
+//!
+//! Every operation names the application's [`Scope`] (its uid and run) in its [`AppKey`]: a fence
+//! for a new scope starts from nothing, and reads of another scope see nothing. Every write made
+//! on behalf of a driver (`commit`, `heartbeat`) names the epoch the driver runs under and is
+//! refused with [`StoreError::Fenced`] unless scope and epoch are the current ones; a refused write
+//! leaves the store unchanged, and no driver write ever creates state. Times are passed in
+//! (`now_ms`): the store never reads a clock.
 
 use std::future::Future;
 
@@ -17,27 +21,89 @@ pub use crate::fence::{Heartbeat, Marker};
 
 /// Kubernetes-native backend: compare-and-swap on one ConfigMap per application.
 pub mod kube;
-/// In-memory backend for tests of callers.
-pub mod memory;
 /// Redis backend: Lua check-and-write, hash-tagged keys.
 pub mod redis;
 
-/// The application a store entry belongs to.
+/// Which application object, and which run of it, progress belongs to: the SparkApplication's
+/// uid (an application deleted and created again under its name is another object) and its run
+/// (`status.recoveryStatus.run`: a spec change and the next run of an `Always` application start
+/// a new one). Written `<uid>/<run>`, as the agent reads it from `SPARK_RECOVERY_SCOPE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope {
+    /// The SparkApplication's uid.
+    pub uid: String,
+    /// The run of that object.
+    pub run: u64,
+}
+
+impl Scope {
+    /// The scope of run `run` of the object `uid`.
+    pub fn new(uid: impl Into<String>, run: u64) -> Self {
+        Self {
+            uid: uid.into(),
+            run,
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.uid, self.run)
+    }
+}
+
+/// A scope is not `<uid>/<run>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not <uid>/<run>")]
+pub struct ParseScopeError {
+    pub value: String,
+}
+
+impl std::str::FromStr for Scope {
+    type Err = ParseScopeError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseScopeError {
+            value: value.to_owned(),
+        };
+        let (uid, run) = value.rsplit_once('/').ok_or_else(bad)?;
+        let run = run.parse().map_err(|_| bad())?;
+        let valid_uid = !uid.is_empty()
+            && uid
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid_uid {
+            return Err(bad());
+        }
+        Ok(Self::new(uid, run))
+    }
+}
+
+/// The application a store entry belongs to: where it lives (namespace and name) and the scope
+/// every operation is judged under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AppKey {
     /// The SparkApplication's namespace.
     pub namespace: String,
     /// The SparkApplication's name.
     pub name: String,
+    /// The object and run the progress belongs to.
+    pub scope: Scope,
 }
 
 impl AppKey {
-    /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    /// The key of `namespace/name` under `scope`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, scope: Scope) -> Self {
         Self {
             namespace: namespace.into(),
             name: name.into(),
+            scope,
         }
+    }
+
+    /// The scope as the store keeps it.
+    pub fn scope_text(&self) -> String {
+        self.scope.to_string()
     }
 }
 
@@ -146,18 +212,20 @@ impl StoreError {
     }
 }
 
-/// The operations of the state store. Generic callers (`S: ProgressStore`) rather than `dyn`: the
-/// methods return `impl Future`, and [`AnyStore`] picks a backend at run time.
+/// The operations of the state store. Callers are generic (`S: ProgressStore`), the backend chosen
+/// once at start (`operator run`, `operator agent`).
 pub trait ProgressStore: Send + Sync {
     /// Fences the driver that ran under `observed` and returns the epoch for its successor (see
-    /// [`crate::fence::advance_from`]: a retry after a crash returns the same epoch).
+    /// [`crate::fence::advance_from`]: a retry after a crash returns the same epoch, and a new
+    /// scope starts from nothing). The store keeps the application's progress tied to the
+    /// application (the Kubernetes store: an ownerReference to its uid; Redis: an expiry).
     fn advance_epoch(
         &self,
         app: &AppKey,
         observed: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The current epoch ([`crate::fence::INITIAL_EPOCH`] for an application never seen).
+    /// The current epoch ([`crate::fence::INITIAL_EPOCH`] for a scope never fenced).
     fn epoch(&self, app: &AppKey) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Commits a progress marker under `epoch`; [`StoreError::Fenced`] unless it is current.
@@ -196,58 +264,6 @@ pub trait ProgressStore: Send + Sync {
         app: &AppKey,
         keep: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send;
-}
-
-/// A backend chosen at run time (from the operator's configuration).
-pub enum AnyStore {
-    /// One ConfigMap per application (the default).
-    Kube(kube::KubeStore),
-    /// Redis or Redis Cluster.
-    Redis(redis::RedisStore),
-    /// In memory (tests).
-    Memory(memory::MemoryStore),
-}
-
-/// Forwards one call to the chosen backend.
-macro_rules! dispatch {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            AnyStore::Kube($s) => $call.await,
-            AnyStore::Redis($s) => $call.await,
-            AnyStore::Memory($s) => $call.await,
-        }
-    };
-}
-
-impl ProgressStore for AnyStore {
-    async fn advance_epoch(&self, app: &AppKey, observed: u64) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.advance_epoch(app, observed))
-    }
-    async fn epoch(&self, app: &AppKey) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.epoch(app))
-    }
-    async fn commit(
-        &self,
-        app: &AppKey,
-        epoch: u64,
-        seq: u64,
-        payload: &str,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.commit(app, epoch, seq, payload, now_ms))
-    }
-    async fn latest(&self, app: &AppKey) -> Result<Option<Marker>, StoreError> {
-        dispatch!(self, s => s.latest(app))
-    }
-    async fn heartbeat(&self, app: &AppKey, epoch: u64, now_ms: u64) -> Result<(), StoreError> {
-        dispatch!(self, s => s.heartbeat(app, epoch, now_ms))
-    }
-    async fn last_heartbeat(&self, app: &AppKey) -> Result<Option<Heartbeat>, StoreError> {
-        dispatch!(self, s => s.last_heartbeat(app))
-    }
-    async fn prune(&self, app: &AppKey, keep: usize) -> Result<usize, StoreError> {
-        dispatch!(self, s => s.prune(app, keep))
-    }
 }
 
 /// Shared handles (an `Arc` held by the agent's HTTP handlers and its heartbeat task) are stores.

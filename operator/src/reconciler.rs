@@ -1,35 +1,37 @@
 //! The reconciler: observe → decide → execute → write status, for one SparkApplication.
 //!
-//! Observe reads the app and its driver pod from the watch caches (the live API only when
-//! `decide` asks to confirm a missing driver), `decide` is the pure state machine, and the
-//! actions run in a fixed order ([`rank`]). After every status write, `decide` runs again on the
-//! object the write returned, so a multi-step transition (persist the submission id, then
-//! submit, then record the answer) completes in one reconcile without trusting a stale cache.
+//! [`Reconciler::reconcile`] is the loop: take the application (the cached copy, or a live read
+//! when the cache predates this operator's last status write), observe its driver from the pod
+//! cache, call the pure [`decide`], run the actions in the order the decision lists them
+//! ([`Action::order`], the one place that rule lives), and decide again on what the actions
+//! answered. After every status write, `decide` runs again on the object the write returned, so a
+//! multi-step transition (persist the submission id, then submit, then record the answer)
+//! completes in one reconcile without trusting a stale cache.
+//!
+//! Every effect goes through the [`Effects`] trait: [`kube::KubeEffects`] talks to the API
+//! server, the submitter and the state store; tests drive the same loop with a fake that records
+//! the calls and answers from a script.
 
+pub mod kube;
 pub mod observe;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use submission::error_chain::error_chain;
 
-use k8s_openapi::api::core::v1::Pod;
+use ::kube::ResourceExt;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::{Client, Resource, ResourceExt};
 use kube_runtime::controller::Action as ControllerAction;
-use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
-use kube_runtime::reflector::Store;
-use submitter_client::SubmitterClient;
 use thiserror::Error;
 use tracing::{debug, info, instrument, warn};
 
-use crate::argv::build_submission;
 use crate::crd::{ApplicationStateType as State, SparkApplication, SparkApplicationStatus};
-use crate::labels;
-use crate::metrics::{Metrics, outcome};
-use crate::progress_store::{AnyStore, AppKey, ProgressStore, StoreError};
+use crate::fence::Heartbeat;
+use crate::metrics::Metrics;
+use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
     Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, Settings,
@@ -38,29 +40,32 @@ use crate::state_machine::{
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
 /// id, submit, record the answer, follow the driver), the rest is a guard against a loop.
-const MAX_ROUNDS: usize = 8;
+pub const MAX_ROUNDS: usize = 8;
 
 /// How soon to look again after a status write lost a race (409): the cache brings the newer
 /// object meanwhile.
-const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);
+pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);
+
+/// How soon to continue after the decision rounds of one reconcile ran out.
+pub const ROUNDS_EXHAUSTED_REQUEUE: Duration = Duration::from_millis(100);
 
 /// Safety net when nothing is scheduled: watch events normally trigger the next reconcile.
-const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 
 /// Error backoff: first delay, doubled per consecutive failure of the same object, capped.
 const ERROR_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Whether one watch is connected and has listed once.
+/// Whether one watch stream is connected and has listed once.
 #[derive(Debug, Default)]
-pub struct WatchHealth {
+pub struct StreamHealth {
     synced: AtomicBool,
     up: AtomicBool,
     restarts: AtomicU64,
 }
 
-impl WatchHealth {
-    /// A watch event arrived: the watch is up; `InitDone` means its cache is complete.
+impl StreamHealth {
+    /// A watch event arrived: the stream is up; `InitDone` means its cache is complete.
     pub fn on_event(&self, init_done: bool) {
         self.up.store(true, Ordering::Relaxed);
         if init_done {
@@ -68,7 +73,7 @@ impl WatchHealth {
         }
     }
 
-    /// The watch failed; the watcher retries with backoff. True when it was up until now.
+    /// The stream failed; the watcher retries with backoff. True when it was up until now.
     pub fn on_error(&self) -> bool {
         let was_up = self.up.swap(false, Ordering::Relaxed);
         if was_up {
@@ -76,18 +81,47 @@ impl WatchHealth {
         }
         was_up
     }
+}
 
+/// The watches of one resource type: one stream per namespace watched, or one for all.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    streams: Mutex<Vec<Arc<StreamHealth>>>,
+}
+
+impl WatchHealth {
+    /// A new stream of this resource, down and unsynced until its events say otherwise.
+    pub fn stream(&self) -> Arc<StreamHealth> {
+        let stream = Arc::new(StreamHealth::default());
+        self.lock().push(stream.clone());
+        stream
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<StreamHealth>>> {
+        // The list is only ever pushed to; a poisoned lock still holds whole entries.
+        self.streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every stream (at least one) has listed once.
     pub fn synced(&self) -> bool {
-        self.synced.load(Ordering::Relaxed)
+        let streams = self.lock();
+        !streams.is_empty() && streams.iter().all(|s| s.synced.load(Ordering::Relaxed))
     }
 
+    /// Every stream (at least one) is connected.
     pub fn up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        let streams = self.lock();
+        !streams.is_empty() && streams.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
-    /// Times the watch went down after being up.
+    /// Times a stream went down after being up.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(Ordering::Relaxed)
+        self.lock()
+            .iter()
+            .map(|s| s.restarts.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -110,72 +144,100 @@ impl Health {
     }
 }
 
-/// What every reconcile shares.
-pub struct Context {
-    pub client: Client,
-    pub submitter: SubmitterClient,
-    /// The driver pod cache (the controller's pod watch feeds it).
-    pub pods: Store<Pod>,
-    pub health: Arc<Health>,
-    pub recorder: Recorder,
-    pub settings: Settings,
-    /// `--master` given to the submitter in the argv.
-    pub master: String,
-    pub metrics: Arc<Metrics>,
-    /// The state store of fenced restarts (when `settings.recovery` is set).
-    pub store: Option<AnyStore>,
-    /// Consecutive failures per object (`ns/name`), for the error backoff.
-    failures: Mutex<HashMap<String, u32>>,
-    /// Per object, the resourceVersion of the status this operator last wrote, until the cache
-    /// shows it: a reconcile started from an older cached copy would act on a stale status (submit
-    /// again, then lose its write to a 409), so it reads the live object instead.
-    written: Mutex<HashMap<String, String>>,
+/// The answer to a status write.
+#[derive(Debug, Clone)]
+pub enum StatusWrite {
+    /// Written; the object as the API server returned it (its new resourceVersion included).
+    Written(Box<SparkApplication>),
+    /// Another writer changed the object since it was read (409): nothing was written.
+    Conflict,
 }
 
-impl Context {
-    pub fn new(
-        client: Client,
-        submitter: SubmitterClient,
-        pods: Store<Pod>,
-        health: Arc<Health>,
-        recorder: Recorder,
-        (settings, master): (Settings, String),
-        metrics: Arc<Metrics>,
-    ) -> Context {
-        Context {
-            client,
-            submitter,
-            pods,
-            health,
-            recorder,
-            settings,
-            master,
-            metrics,
-            store: None,
-            failures: Mutex::new(HashMap::new()),
-            written: Mutex::new(HashMap::new()),
-        }
-    }
+/// Everything a reconcile does outside its own memory: the caches it reads and the calls it makes.
+/// [`kube::KubeEffects`] is the real one; tests use a fake that records the calls.
+///
+/// Every mutation fences itself: a status write carries the resourceVersion it read, deletes
+/// carry a uid precondition, and a submission carries the persisted submission id.
+pub trait Effects: Send + Sync {
+    /// Both watch caches have listed once: decisions may trust them.
+    fn cache_synced(&self) -> bool;
 
-    /// With the state store of fenced restarts.
-    pub fn with_store(mut self, store: AnyStore) -> Context {
-        self.store = Some(store);
-        self
-    }
+    /// The app's driver from the pod cache (owned by the app and carrying its current submission
+    /// id, or named in its status), and its other owned driver pods.
+    fn cached_drivers(
+        &self,
+        app: &SparkApplication,
+    ) -> (Option<ObservedDriver>, Vec<ObservedDriver>);
 
-    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        // A panic while holding this lock only costs a live read; keep going.
-        self.written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+    /// The application read from the API server, not the cache; `None`: it is gone.
+    fn read_live(
+        &self,
+        app: &SparkApplication,
+    ) -> impl Future<Output = Result<Option<SparkApplication>, ReconcileError>> + Send;
 
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        // A panic while holding this lock only loses backoff counts; keep going.
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+    /// Replaces the status, carrying the resourceVersion of `app`.
+    fn write_status(
+        &self,
+        app: &SparkApplication,
+        status: SparkApplicationStatus,
+    ) -> impl Future<Output = Result<StatusWrite, ReconcileError>> + Send;
+
+    /// A live read of the pod `pod`: true when no pod of that name carries `submission_id`.
+    fn driver_absent(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        submission_id: &str,
+    ) -> impl Future<Output = Result<bool, ReconcileError>> + Send;
+
+    /// Sends the app's submission under the persisted `submission_id`; every failure is an
+    /// outcome for `decide`, never an error.
+    fn submit(
+        &self,
+        app: &SparkApplication,
+        submission_id: String,
+    ) -> impl Future<Output = SubmissionOutcome> + Send;
+
+    /// Fences every driver of the app under epoch `observed` in the state store, for run `run`
+    /// of the application object (a new run starts from nothing), and reads the marker the next
+    /// driver restores.
+    fn fence(
+        &self,
+        app: &SparkApplication,
+        observed: u64,
+        run: u64,
+    ) -> impl Future<Output = Result<FenceOutcome, ReconcileError>> + Send;
+
+    /// The app's last heartbeat in the state store, in its current run: `Some(None)` read and
+    /// never written, `None` when it cannot be read now (staleness is then judged at the next
+    /// look).
+    fn last_heartbeat(
+        &self,
+        app: &SparkApplication,
+    ) -> impl Future<Output = Option<Option<Heartbeat>>> + Send;
+
+    /// Deletes the driver pod `pod` if it is still the pod with `uid`; gone already is done.
+    fn delete_driver(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), ReconcileError>> + Send;
+
+    /// Deletes the application if it is still the object with its uid (its TTL expired).
+    fn delete_application(
+        &self,
+        app: &SparkApplication,
+    ) -> impl Future<Output = Result<(), ReconcileError>> + Send;
+
+    /// Records an event on the application; best effort, a lost event blocks nothing.
+    fn record_event(
+        &self,
+        app: &SparkApplication,
+        event_type: EventType,
+        reason: &'static str,
+        message: String,
+    ) -> impl Future<Output = ()> + Send;
 }
 
 /// A reconcile failed; the controller retries it with backoff.
@@ -184,23 +246,23 @@ pub enum ReconcileError {
     #[error("the application has no name, namespace or uid")]
     ReadApplication,
     #[error("cannot read the application's current version")]
-    ReadLatest(#[source] kube::Error),
+    ReadLatest(#[source] ::kube::Error),
     #[error("cannot write the status of the application")]
-    WriteStatus(#[source] kube::Error),
+    WriteStatus(#[source] ::kube::Error),
     #[error("cannot read driver pod {name}")]
     VerifyDriverAbsent {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ::kube::Error,
     },
     #[error("cannot delete driver pod {name}")]
     DeleteDriver {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ::kube::Error,
     },
     #[error("cannot delete the application")]
-    DeleteApplication(#[source] kube::Error),
+    DeleteApplication(#[source] ::kube::Error),
     #[error("cannot fence the application's drivers in the state store")]
     Fence(#[source] StoreError),
     #[error("fenced restarts are requested but the operator has no state store")]
@@ -223,208 +285,287 @@ impl ReconcileError {
     }
 }
 
-/// The order actions of one decision run in, whatever order they came in: the status first (it
-/// persists what a submission needs, and a lost race stops everything after it), then the fence
-/// and reads, deletions (older epochs' drivers go before their successor is submitted), the
-/// submission, events, the app's own deletion, and the requeue.
-pub fn rank(action: &Action) -> u8 {
-    match action {
-        Action::WriteStatus => 0,
-        Action::AdvanceEpoch { .. } => 1,
-        Action::VerifyDriverAbsent { .. } => 2,
-        Action::DeleteDriver { .. } => 3,
-        Action::Submit { .. } => 4,
-        Action::RecordEvent { .. } => 5,
-        Action::DeleteApplication => 6,
-        Action::Requeue(_) => 7,
-    }
+/// What every reconcile shares: the effects, the settings `decide` reads, and two small memories
+/// per object.
+pub struct Reconciler<E> {
+    effects: E,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    /// Consecutive failures per object (`ns/name`), for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Per object, the resourceVersion of the status this operator last wrote, until the cache
+    /// shows it: a reconcile started from an older cached copy would act on a stale status (submit
+    /// again, then lose its write to a 409), so it reads the live object instead.
+    written: Mutex<HashMap<String, String>>,
 }
 
 fn key(app: &SparkApplication) -> String {
     format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any())
 }
 
-/// The controller's reconcile function.
-pub async fn reconcile(
+/// The controller's reconcile function (kube-runtime's signature).
+pub async fn reconcile<E: Effects>(
     app: Arc<SparkApplication>,
-    ctx: Arc<Context>,
+    ctx: Arc<Reconciler<E>>,
 ) -> Result<ControllerAction, ReconcileError> {
-    let name = app.name_any();
-    let namespace = app.namespace().unwrap_or_default();
-    let started = std::time::Instant::now();
-    let result = reconcile_app(&ctx, (*app).clone(), &name, &namespace).await;
-    ctx.metrics.reconciled(started.elapsed());
-    if result.is_ok() {
-        ctx.failures().remove(&key(&app));
-    }
-    result
+    ctx.reconcile(&app).await
 }
 
-/// The controller's error policy: log, then retry with a backoff that grows per object.
-pub fn error_policy(
+/// The controller's error policy (kube-runtime's signature).
+pub fn error_policy<E: Effects>(
     app: Arc<SparkApplication>,
     error: &ReconcileError,
-    ctx: Arc<Context>,
+    ctx: Arc<Reconciler<E>>,
 ) -> ControllerAction {
-    let failures = {
-        let mut map = ctx.failures();
-        let n = map.entry(key(&app)).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
-    ctx.metrics.reconcile_error(error.kind());
-    let delay = ERROR_BACKOFF
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(MAX_ERROR_BACKOFF);
-    warn!(
-        app = %app.name_any(),
-        ns = %app.namespace().unwrap_or_default(),
-        kind = error.kind(),
-        error = %error_chain(error),
-        failures,
-        retry_in_ms = delay.as_millis() as u64,
-        "reconcile failed"
-    );
-    ControllerAction::requeue(delay)
+    ctx.error_policy(&app, error)
 }
 
-#[instrument(skip_all, fields(app = %name, ns = %namespace))]
-async fn reconcile_app(
-    ctx: &Context,
-    mut app: SparkApplication,
-    name: &str,
-    namespace: &str,
-) -> Result<ControllerAction, ReconcileError> {
-    if app.metadata.uid.is_none() || namespace.is_empty() {
-        return Err(ReconcileError::ReadApplication);
+impl<E: Effects> Reconciler<E> {
+    pub fn new(effects: E, settings: Settings, metrics: Arc<Metrics>) -> Reconciler<E> {
+        Reconciler {
+            effects,
+            settings,
+            metrics,
+            failures: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
+        }
     }
-    let apps: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(latest) = latest_version(ctx, &apps, app).await? else {
-        // Deleted since the cache saw it: the deletion's own event ends this object's work.
-        return Ok(ControllerAction::await_change());
-    };
-    app = latest;
-    let (driver, other_drivers) = observe_cached_drivers(ctx, &app, namespace);
-    let mut observed = Observed {
-        cache_synced: ctx.health.synced(),
-        driver,
-        other_drivers,
-        heartbeat: read_heartbeat(ctx, &app, namespace).await,
-        ..Observed::default()
-    };
-    for _ in 0..MAX_ROUNDS {
-        let Some(view) = AppView::of(&app, &ctx.settings) else {
-            return Err(ReconcileError::ReadApplication);
+
+    pub fn effects(&self) -> &E {
+        &self.effects
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // A panic while holding this lock only costs a live read; keep going.
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        // A panic while holding this lock only loses backoff counts; keep going.
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One reconcile of `app` (the cached copy): at most [`MAX_ROUNDS`] decide → execute rounds.
+    pub async fn reconcile(
+        &self,
+        app: &SparkApplication,
+    ) -> Result<ControllerAction, ReconcileError> {
+        let started = std::time::Instant::now();
+        let result = self.reconcile_app(app.clone()).await;
+        self.metrics.reconciled(started.elapsed());
+        if result.is_ok() {
+            self.failures().remove(&key(app));
+        }
+        result
+    }
+
+    /// Logs the failure and retries with a backoff that grows per object.
+    pub fn error_policy(&self, app: &SparkApplication, error: &ReconcileError) -> ControllerAction {
+        let failures = {
+            let mut map = self.failures();
+            let n = map.entry(key(app)).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
         };
-        let decision = decide(&view, &observed, Timestamp::now());
-        let mut actions = decision.actions;
-        actions.sort_by_key(rank);
-        let mut again = false;
-        let mut requeue: Option<Duration> = None;
-        for action in actions {
-            match action {
-                Action::WriteStatus => {
-                    match write_status(&apps, &app, decision.status.clone()).await {
-                        Ok(written) => {
-                            let before = state_of(&app);
-                            app = written;
-                            if let Some(version) = app.metadata.resource_version.clone() {
-                                ctx.written().insert(key(&app), version);
+        self.metrics.reconcile_error(error.kind());
+        let delay = ERROR_BACKOFF
+            .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+            .min(MAX_ERROR_BACKOFF);
+        warn!(
+            app = %app.name_any(),
+            ns = %app.namespace().unwrap_or_default(),
+            kind = error.kind(),
+            error = %error_chain(error),
+            failures,
+            retry_in_ms = delay.as_millis() as u64,
+            "reconcile failed"
+        );
+        ControllerAction::requeue(delay)
+    }
+
+    #[instrument(skip_all, fields(app = %app.name_any(), ns = %app.namespace().unwrap_or_default()))]
+    async fn reconcile_app(
+        &self,
+        app: SparkApplication,
+    ) -> Result<ControllerAction, ReconcileError> {
+        if app.metadata.uid.is_none() || app.namespace().is_none_or(|ns| ns.is_empty()) {
+            return Err(ReconcileError::ReadApplication);
+        }
+        let Some(mut app) = self.latest_version(app).await? else {
+            // Deleted since the cache saw it: the deletion's own event ends this object's work.
+            return Ok(ControllerAction::await_change());
+        };
+        let (driver, other_drivers) = self.effects.cached_drivers(&app);
+        let mut observed = Observed {
+            cache_synced: self.effects.cache_synced(),
+            driver,
+            other_drivers,
+            heartbeat: self.read_heartbeat(&app).await,
+            ..Observed::default()
+        };
+        for _ in 0..MAX_ROUNDS {
+            let Some(view) = AppView::of(&app, &self.settings) else {
+                return Err(ReconcileError::ReadApplication);
+            };
+            let decision = decide(&view, &observed, Timestamp::now());
+            let mut again = false;
+            let mut requeue: Option<Duration> = None;
+            // In the order listed: `decide` lists them in execution order (`Action::order`).
+            for action in decision.actions {
+                match action {
+                    Action::WriteStatus => {
+                        match self
+                            .effects
+                            .write_status(&app, decision.status.clone())
+                            .await?
+                        {
+                            StatusWrite::Written(written) => {
+                                let before = state_of(&app);
+                                app = *written;
+                                if let Some(version) = app.metadata.resource_version.clone() {
+                                    self.written().insert(key(&app), version);
+                                }
+                                if before != State::PendingRerun
+                                    && state_of(&app) == State::PendingRerun
+                                {
+                                    self.metrics.retry("run");
+                                }
+                                // The answers were about the status just replaced; they are in
+                                // it now.
+                                observed.submission = None;
+                                observed.driver_absent_verified = false;
+                                observed.fence = None;
+                                again = true;
                             }
-                            if before != State::PendingRerun
-                                && state_of(&app) == State::PendingRerun
-                            {
-                                ctx.metrics.retry("run");
+                            StatusWrite::Conflict => {
+                                debug!("status write lost a race; looking again");
+                                return Ok(ControllerAction::requeue(CONFLICT_REQUEUE));
                             }
-                            // The answers were about the status just replaced; they are in it now.
-                            observed.submission = None;
-                            observed.driver_absent_verified = false;
-                            observed.fence = None;
-                            again = true;
                         }
-                        Err(error) if is_conflict(&error) => {
-                            debug!("status write lost a race; looking again");
-                            return Ok(ControllerAction::requeue(CONFLICT_REQUEUE));
+                    }
+                    Action::VerifyDriverAbsent { name: pod } => {
+                        let current = app
+                            .status
+                            .as_ref()
+                            .map(|s| s.submission_id.clone())
+                            .unwrap_or_default();
+                        observed.driver_absent_verified =
+                            self.effects.driver_absent(&app, &pod, &current).await?;
+                        info!(
+                            pod = %pod,
+                            absent = observed.driver_absent_verified,
+                            "verified a driver missing from the cache"
+                        );
+                        again = true;
+                    }
+                    Action::Submit { submission_id } => {
+                        if app
+                            .status
+                            .as_ref()
+                            .is_some_and(|s| s.submission_attempts > 1)
+                        {
+                            self.metrics.retry("submission");
                         }
-                        Err(error) => return Err(ReconcileError::WriteStatus(error)),
+                        observed.submission = Some(self.effects.submit(&app, submission_id).await);
+                        again = true;
                     }
-                }
-                Action::VerifyDriverAbsent { name: pod } => {
-                    let current = app
-                        .status
-                        .as_ref()
-                        .map(|s| s.submission_id.clone())
-                        .unwrap_or_default();
-                    observed.driver_absent_verified =
-                        verify_driver_absent(&pods, &pod, &current).await?;
-                    info!(
-                        pod = %pod,
-                        absent = observed.driver_absent_verified,
-                        "verified a driver missing from the cache"
-                    );
-                    again = true;
-                }
-                Action::Submit { submission_id } => {
-                    if app
-                        .status
-                        .as_ref()
-                        .is_some_and(|s| s.submission_attempts > 1)
-                    {
-                        ctx.metrics.retry("submission");
+                    Action::AdvanceEpoch {
+                        observed: observed_epoch,
+                        run,
+                    } => {
+                        let fence = self.effects.fence(&app, observed_epoch, run).await?;
+                        info!(
+                            observed = observed_epoch,
+                            epoch = fence.epoch,
+                            restores = ?fence.latest,
+                            "fenced"
+                        );
+                        observed.fence = Some(fence);
+                        again = true;
                     }
-                    observed.submission = Some(submit(ctx, &app, submission_id).await);
-                    again = true;
+                    Action::DeleteDriver { name: pod, uid } => {
+                        self.effects.delete_driver(&app, &pod, &uid).await?;
+                        // The cache still shows the pod; deciding again now would delete it again.
+                        requeue = min_delay(requeue, self.settings.deletion_requeue);
+                    }
+                    Action::RecordEvent {
+                        event_type,
+                        reason,
+                        message,
+                    } => {
+                        self.effects
+                            .record_event(&app, event_type, reason, message)
+                            .await
+                    }
+                    Action::DeleteApplication => {
+                        self.effects.delete_application(&app).await?;
+                        self.written().remove(&key(&app));
+                        return Ok(ControllerAction::await_change());
+                    }
+                    Action::Requeue(after) if after.is_zero() => again = true,
+                    Action::Requeue(after) => requeue = min_delay(requeue, after),
                 }
-                Action::AdvanceEpoch {
-                    observed: observed_epoch,
-                } => {
-                    let store = ctx.store.as_ref().ok_or(ReconcileError::NoStore)?;
-                    let fence = fence(store, &app, observed_epoch)
-                        .await
-                        .map_err(ReconcileError::Fence)?;
-                    info!(
-                        observed = observed_epoch,
-                        epoch = fence.epoch,
-                        restores = ?fence.latest,
-                        "fenced"
-                    );
-                    observed.fence = Some(fence);
-                    again = true;
-                }
-                Action::DeleteDriver { name: pod, uid } => {
-                    delete_driver(&pods, &pod, &uid).await?;
-                    // The cache still shows the pod; deciding again now would delete it again.
-                    requeue = min_delay(requeue, ctx.settings.deletion_requeue);
-                }
-                Action::RecordEvent {
-                    event_type,
-                    reason,
-                    message,
-                } => record_event(ctx, &app, event_type, reason, message).await,
-                Action::DeleteApplication => {
-                    delete_application(&apps, &app).await?;
-                    ctx.written().remove(&key(&app));
-                    return Ok(ControllerAction::await_change());
-                }
-                Action::Requeue(after) if after.is_zero() => again = true,
-                Action::Requeue(after) => requeue = min_delay(requeue, after),
+            }
+            // An answer (a submission's, a live read's, a fence's) must reach the status before
+            // we stop, or the next reconcile would ask again.
+            let unrecorded = observed.submission.is_some()
+                || observed.driver_absent_verified
+                || observed.fence.is_some();
+            if !unrecorded && (!again || requeue.is_some()) {
+                return Ok(ControllerAction::requeue(requeue.unwrap_or(IDLE_REQUEUE)));
+            }
+            // The driver may have changed while the actions ran.
+            observed.cache_synced = self.effects.cache_synced();
+            (observed.driver, observed.other_drivers) = self.effects.cached_drivers(&app);
+        }
+        debug!("decision rounds exhausted; continuing in the next reconcile");
+        Ok(ControllerAction::requeue(ROUNDS_EXHAUSTED_REQUEUE))
+    }
+
+    /// The application as of this operator's last status write: the cached copy when the cache
+    /// has caught up with that write (or there was none), else a live read. `None`: it is gone.
+    async fn latest_version(
+        &self,
+        cached: SparkApplication,
+    ) -> Result<Option<SparkApplication>, ReconcileError> {
+        let key = key(&cached);
+        let pending = self.written().get(&key).cloned();
+        match pending {
+            None => Ok(Some(cached)),
+            Some(version) if cached.metadata.resource_version.as_ref() == Some(&version) => {
+                self.written().remove(&key);
+                Ok(Some(cached))
+            }
+            Some(_) => {
+                let live = self.effects.read_live(&cached).await?;
+                match &live {
+                    // Once the cache shows this version, the cached copy is good again.
+                    Some(app) => match app.metadata.resource_version.clone() {
+                        Some(version) => self.written().insert(key, version),
+                        None => self.written().remove(&key),
+                    },
+                    None => self.written().remove(&key),
+                };
+                Ok(live)
             }
         }
-        // An answer (a submission's, a live read's) must reach the status before we stop, or
-        // the next reconcile would ask again.
-        let unrecorded = observed.submission.is_some()
-            || observed.driver_absent_verified
-            || observed.fence.is_some();
-        if !unrecorded && (!again || requeue.is_some()) {
-            return Ok(ControllerAction::requeue(requeue.unwrap_or(IDLE_REQUEUE)));
-        }
-        // The driver may have changed while the actions ran.
-        observed.cache_synced = ctx.health.synced();
-        (observed.driver, observed.other_drivers) = observe_cached_drivers(ctx, &app, namespace);
     }
-    debug!("decision rounds exhausted; continuing in the next reconcile");
-    Ok(ControllerAction::requeue(Duration::from_millis(100)))
+
+    /// The last heartbeat of a recovery-enabled app whose driver should be alive; `None` when not
+    /// needed or when the store cannot answer now.
+    async fn read_heartbeat(&self, app: &SparkApplication) -> Option<Option<Heartbeat>> {
+        self.settings.recovery.as_ref()?;
+        if !recovery::requested(&app.spec)
+            || !matches!(state_of(app), State::Running | State::Unknown)
+        {
+            return None;
+        }
+        self.effects.last_heartbeat(app).await
+    }
 }
 
 fn state_of(app: &SparkApplication) -> State {
@@ -438,362 +579,5 @@ fn min_delay(current: Option<Duration>, next: Duration) -> Option<Duration> {
     Some(current.map_or(next, |c| c.min(next)))
 }
 
-fn is_conflict(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409)
-}
-
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// The app's driver from the pod cache (owned by the app, or named in its status), and its other
-/// owned driver pods (previous runs', older epochs').
-fn observe_cached_drivers(
-    ctx: &Context,
-    app: &SparkApplication,
-    namespace: &str,
-) -> (Option<ObservedDriver>, Vec<ObservedDriver>) {
-    let Some(uid) = app.metadata.uid.as_deref() else {
-        return (None, Vec::new());
-    };
-    let cached = ctx
-        .pods
-        .state_filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace));
-    let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
-    let driver = observe::find_driver(app, &pods);
-    let others = observe::other_drivers(uid, &pods, driver)
-        .map(|pod| observe::observe_driver(pod, uid))
-        .collect();
-    (driver.map(|pod| observe::observe_driver(pod, uid)), others)
-}
-
-/// The last heartbeat of a recovery-enabled app whose driver should be alive; `None` when not
-/// needed or when the store cannot answer (then staleness is judged at the next look).
-async fn read_heartbeat(
-    ctx: &Context,
-    app: &SparkApplication,
-    namespace: &str,
-) -> Option<Option<crate::fence::Heartbeat>> {
-    let store = ctx.store.as_ref()?;
-    ctx.settings.recovery.as_ref()?;
-    if !recovery::requested(&app.spec) || !matches!(state_of(app), State::Running | State::Unknown)
-    {
-        return None;
-    }
-    match store
-        .last_heartbeat(&AppKey::new(namespace, app.name_any()))
-        .await
-    {
-        Ok(heartbeat) => Some(heartbeat),
-        Err(error) => {
-            warn!(kind = error.kind(), error = %error_chain(&error), "cannot read the heartbeat");
-            None
-        }
-    }
-}
-
-/// Fences every driver under `observed` and reads the marker the next driver will restore.
-/// The application as of this operator's last status write: the cached copy when the cache has
-/// caught up with that write (or there was none), else a live read. `None`: it is gone.
-async fn latest_version(
-    ctx: &Context,
-    apps: &Api<SparkApplication>,
-    cached: SparkApplication,
-) -> Result<Option<SparkApplication>, ReconcileError> {
-    let key = key(&cached);
-    let pending = ctx.written().get(&key).cloned();
-    match pending {
-        None => Ok(Some(cached)),
-        Some(version) if cached.metadata.resource_version.as_ref() == Some(&version) => {
-            ctx.written().remove(&key);
-            Ok(Some(cached))
-        }
-        Some(_) => {
-            let live = apps
-                .get_opt(&cached.name_any())
-                .await
-                .map_err(ReconcileError::ReadLatest)?;
-            match &live {
-                // Once the cache shows this version, the cached copy is good again.
-                Some(app) => match app.metadata.resource_version.clone() {
-                    Some(version) => ctx.written().insert(key, version),
-                    None => ctx.written().remove(&key),
-                },
-                None => ctx.written().remove(&key),
-            };
-            Ok(live)
-        }
-    }
-}
-
-/// Advances the epoch and reads the marker the next driver restores. On the Kubernetes store the
-/// application also becomes the owner of its progress ConfigMap, so deleting the application
-/// leaves nothing behind.
-async fn fence(
-    store: &AnyStore,
-    app: &SparkApplication,
-    observed: u64,
-) -> Result<FenceOutcome, StoreError> {
-    let key = AppKey::new(app.namespace().unwrap_or_default(), app.name_any());
-    let epoch = store.advance_epoch(&key, observed).await?;
-    if let (AnyStore::Kube(kube), Some(owner)) = (store, app.controller_owner_ref(&())) {
-        kube.adopt(&key, &owner).await?;
-    }
-    let latest = store.latest(&key).await?;
-    Ok(FenceOutcome {
-        epoch,
-        latest: latest.map(|m| (m.epoch, m.seq)),
-    })
-}
-
-/// Replaces the status, carrying the resourceVersion read: a concurrent writer makes this 409.
-async fn write_status(
-    apps: &Api<SparkApplication>,
-    app: &SparkApplication,
-    status: SparkApplicationStatus,
-) -> Result<SparkApplication, kube::Error> {
-    let mut body = app.clone();
-    body.status = Some(status);
-    body.metadata.managed_fields = None;
-    apps.replace_status(&app.name_any(), &PostParams::default(), &body)
-        .await
-}
-
-/// A live read: true when no pod of that name carries the current submission id.
-async fn verify_driver_absent(
-    pods: &Api<Pod>,
-    name: &str,
-    submission_id: &str,
-) -> Result<bool, ReconcileError> {
-    let pod = pods
-        .get_opt(name)
-        .await
-        .map_err(|source| ReconcileError::VerifyDriverAbsent {
-            name: name.to_owned(),
-            source,
-        })?;
-    Ok(pod.is_none_or(|pod| {
-        pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
-    }))
-}
-
-/// Sends the submission whose id the status already holds; every failure becomes an outcome
-/// for `decide` (retry or SUBMISSION_FAILED), never a reconcile error.
-async fn submit(ctx: &Context, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
-    send_submission(
-        &ctx.submitter,
-        &ctx.metrics,
-        (&ctx.master, ctx.settings.recovery.as_ref()),
-        app,
-        submission_id,
-    )
-    .await
-}
-
-/// Builds the app's submission (for `master`, with its recovery settings) and sends it, counting
-/// the outcome; shared with the scale benchmark's polling operator.
-pub async fn send_submission(
-    submitter: &SubmitterClient,
-    metrics: &Metrics,
-    (master, recovery): (&str, Option<&recovery::RecoverySettings>),
-    app: &SparkApplication,
-    submission_id: String,
-) -> SubmissionOutcome {
-    let plan = match build_submission(app, master, recovery) {
-        Ok(plan) => plan,
-        Err(error) => {
-            metrics.submission(outcome::REJECTED);
-            warn!(kind = error.kind(), error = %error_chain(&error), "cannot build the submission");
-            return SubmissionOutcome::Rejected {
-                submission_id,
-                message: error_chain(&error),
-                retryable: false,
-            };
-        }
-    };
-    let request = plan.into_request();
-    match submitter.submit(&request).await {
-        Ok(response) => {
-            metrics.submission(if response.duplicate_submission {
-                outcome::DUPLICATE
-            } else {
-                outcome::CREATED
-            });
-            info!(
-                submission_id = %response.submission_id,
-                driver = %response.driver_pod_name,
-                duplicate = response.duplicate_submission,
-                "submitted"
-            );
-            SubmissionOutcome::Accepted {
-                submission_id: response.submission_id,
-                driver_pod_name: response.driver_pod_name,
-                spark_app_id: response.spark_app_id,
-            }
-        }
-        Err(error) => {
-            metrics.submission(if error.retryable() {
-                outcome::UNAVAILABLE
-            } else {
-                outcome::REJECTED
-            });
-            warn!(
-                submission_id = %submission_id,
-                kind = error.kind(),
-                retryable = error.retryable(),
-                error = %error_chain(&error),
-                "submission failed"
-            );
-            SubmissionOutcome::Rejected {
-                submission_id,
-                message: error_chain(&error),
-                retryable: error.retryable(),
-            }
-        }
-    }
-}
-
-/// Deletes the driver only if it is still the pod with that uid; gone already is done.
-async fn delete_driver(pods: &Api<Pod>, name: &str, uid: &str) -> Result<(), ReconcileError> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match pods.delete(name, &params).await {
-        Ok(_) => {
-            info!(pod = %name, "deleted driver pod");
-            Ok(())
-        }
-        // 409: another pod now holds the name; it is not ours to delete.
-        Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
-        Err(source) => Err(ReconcileError::DeleteDriver {
-            name: name.to_owned(),
-            source,
-        }),
-    }
-}
-
-async fn delete_application(
-    apps: &Api<SparkApplication>,
-    app: &SparkApplication,
-) -> Result<(), ReconcileError> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: app.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match apps.delete(&app.name_any(), &params).await {
-        Ok(_) => {
-            info!("deleted the application: its time to live expired");
-            Ok(())
-        }
-        Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
-        Err(source) => Err(ReconcileError::DeleteApplication(source)),
-    }
-}
-
-/// The event's `action`. The recorder folds events with the same action and reason into one
-/// series that keeps the first note, so a different message (a new epoch, another driver) must be
-/// a different action, while the same message repeated stays one series.
-pub fn event_action(reason: &str, note: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(note.as_bytes());
-    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{reason}-{short}")
-}
-
-/// Events are best effort: a lost event must not block the state machine.
-async fn record_event(
-    ctx: &Context,
-    app: &SparkApplication,
-    event_type: EventType,
-    reason: &'static str,
-    message: String,
-) {
-    publish_event(&ctx.recorder, app, event_type, reason, message).await;
-}
-
-/// Publishes one of the state machine's events about `app`, logging a failure; shared with the
-/// scale benchmark's polling operator.
-pub async fn publish_event(
-    recorder: &Recorder,
-    app: &SparkApplication,
-    event_type: EventType,
-    reason: &'static str,
-    message: String,
-) {
-    let event = Event {
-        type_: match event_type {
-            EventType::Normal => KubeEventType::Normal,
-            EventType::Warning => KubeEventType::Warning,
-        },
-        reason: reason.to_owned(),
-        action: event_action(reason, &message),
-        note: Some(message),
-        secondary: None,
-    };
-    if let Err(error) = recorder.publish(&event, &app.object_ref(&())).await {
-        warn!(reason, error = %error_chain(&error), "cannot record an event");
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state_machine::EventType;
-
-    #[test]
-    fn events_with_other_messages_are_other_actions_and_repeats_are_one() {
-        let first = event_action("EpochAdvanced", "epoch 1");
-        assert_eq!(first, event_action("EpochAdvanced", "epoch 1"));
-        assert_ne!(first, event_action("EpochAdvanced", "epoch 2"));
-        assert!(first.starts_with("EpochAdvanced-"), "{first}");
-        // The Events API caps `action` at 128 characters.
-        assert!(event_action(&"R".repeat(100), "x").len() <= 128);
-    }
-
-    #[test]
-    fn actions_run_status_first_and_requeue_last() {
-        let mut actions = [
-            Action::Requeue(Duration::ZERO),
-            Action::RecordEvent {
-                event_type: EventType::Normal,
-                reason: "R",
-                message: String::new(),
-            },
-            Action::DeleteApplication,
-            Action::Submit {
-                submission_id: "s".into(),
-            },
-            Action::DeleteDriver {
-                name: "d".into(),
-                uid: "u".into(),
-            },
-            Action::WriteStatus,
-        ];
-        actions.sort_by_key(rank);
-        let order: Vec<u8> = actions.iter().map(rank).collect();
-        assert_eq!(order, vec![0, 3, 4, 5, 6, 7]);
-        assert_eq!(actions[0], Action::WriteStatus);
-    }
-
-    #[test]
-    fn health_is_ready_only_with_both_watches_synced_and_up() {
-        let health = Health::default();
-        assert!(!health.ready());
-        health.apps.on_event(true);
-        health.pods.on_event(false);
-        assert!(!health.ready());
-        health.pods.on_event(true);
-        assert!(health.ready());
-        health.pods.on_error();
-        assert!(!health.ready());
-        assert!(health.synced());
-        assert_eq!(health.pods.restarts(), 1);
-    }
-}
+mod tests;

@@ -13,13 +13,14 @@ use serde_json::{Value, json};
 
 use crate::crd::SparkApplicationSpec;
 use crate::labels;
+use crate::progress_store::Scope;
 
 /// The agent's environment: the contract between the pod template written here and
 /// `operator agent` (docs/recovery-agent.md). One definition, in the agent's configuration.
 pub mod env {
     pub use crate::agent::config::{
         ENV_APP as APP, ENV_EPOCH as EPOCH, ENV_HEARTBEAT_MILLIS as HEARTBEAT_MILLIS,
-        ENV_PORT as PORT, ENV_REDIS_URL as REDIS_URL, ENV_STORE as STORE,
+        ENV_PORT as PORT, ENV_REDIS_URL as REDIS_URL, ENV_SCOPE as SCOPE, ENV_STORE as STORE,
     };
     /// For the driver: the agent's base URL.
     pub const URL: &str = "SPARK_RECOVERY_URL";
@@ -28,8 +29,11 @@ pub mod env {
 /// The agent's container name in the driver pod.
 pub const AGENT_CONTAINER: &str = "spark-recovery-agent";
 
-/// The agent's startup probe path: passes once the last marker has been restored.
-pub use crate::agent::api::READY_PATH;
+/// The agent's startup probe, an `exec` probe run inside the agent's container: it asks the agent
+/// on the pod's loopback (`GET /v1/ready`) and passes once the last marker has been restored. A
+/// kubelet sends `httpGet` probes from the node, which never reaches a loopback-only listener.
+/// `operator` must be on the agent image's `PATH` (the operator's image has it).
+pub const AGENT_PROBE_COMMAND: [&str; 3] = ["operator", "agent", "probe"];
 
 /// Which state store backs the epochs and markers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,21 +54,60 @@ impl StoreKind {
     }
 }
 
+/// `--recovery-store`: where fenced restarts keep their state (`kubernetes`, a `redis://` or
+/// `rediss://` URL), or `none` to turn the feature off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoveryStore {
+    /// Fenced restarts are off; applications asking for them fail with a message saying so.
+    None,
+    /// Fenced restarts keep their state in this store.
+    Store(StoreKind),
+}
+
+/// `--recovery-store` is none of `kubernetes`, `none` or a Redis URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a recovery store: expected kubernetes, none or a redis:// URL")]
+pub struct ParseRecoveryStoreError {
+    pub value: String,
+}
+
+impl std::str::FromStr for RecoveryStore {
+    type Err = ParseRecoveryStoreError;
+
+    fn from_str(value: &str) -> Result<RecoveryStore, ParseRecoveryStoreError> {
+        let has_host = |rest: &str| !rest.is_empty() && !rest.starts_with('/');
+        match value {
+            "none" => Ok(RecoveryStore::None),
+            "kubernetes" => Ok(RecoveryStore::Store(StoreKind::Kubernetes)),
+            url if url
+                .strip_prefix("redis://")
+                .or_else(|| url.strip_prefix("rediss://"))
+                .is_some_and(has_host) =>
+            {
+                Ok(RecoveryStore::Store(StoreKind::Redis {
+                    url: url.to_owned(),
+                }))
+            }
+            other => Err(ParseRecoveryStoreError {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
 /// Operator-wide settings of fenced restarts; absent when the operator runs with the feature off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoverySettings {
     pub store: StoreKind,
     /// The image of the agent sidecar (the operator's own image; its entrypoint is `operator`).
     pub agent_image: String,
-    /// The agent's loopback port inside the driver pod.
+    /// The agent's loopback port inside the driver pod (every pod has its own network).
     pub agent_port: u16,
-    /// Spread agent ports over `agent_port..agent_port + span` by pod name. A real pod has its own
-    /// network namespace, so 1 (a fixed port) is right there; kubesim runs every pod's processes on
-    /// the host's loopback, where two live agents (a zombie and its successor) need two ports.
-    pub agent_port_span: u16,
     pub heartbeat_millis: u64,
     /// Heartbeat staleness window for apps that set none.
     pub heartbeat_timeout_seconds: i64,
+    /// How long the Redis store keeps an application's progress after its last write.
+    pub redis_ttl: std::time::Duration,
 }
 
 impl Default for RecoverySettings {
@@ -72,10 +115,10 @@ impl Default for RecoverySettings {
         RecoverySettings {
             store: StoreKind::Kubernetes,
             agent_image: "spark-operator:latest".to_owned(),
-            agent_port: 7079,
-            agent_port_span: 1,
+            agent_port: crate::agent::config::DEFAULT_PORT,
             heartbeat_millis: 1000,
             heartbeat_timeout_seconds: 30,
+            redis_ttl: crate::progress_store::redis::DEFAULT_TTL,
         }
     }
 }
@@ -104,22 +147,13 @@ pub fn pod_name(base: &str, epoch: u64) -> String {
     format!("{base}-e{epoch}")
 }
 
-/// The agent's port for the driver pod `pod_name` (FNV-1a of the name, so the same pod always
-/// gets the same port).
-pub fn agent_port(settings: &RecoverySettings, pod_name: &str) -> u16 {
-    let span = u64::from(settings.agent_port_span.max(1));
-    let hash = pod_name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let offset = u16::try_from(hash % span).unwrap_or(0);
-    settings.agent_port.saturating_add(offset)
-}
-
 /// What one driver's submission carries for its epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverRecovery<'a> {
     pub namespace: &'a str,
     pub app: &'a str,
+    /// The application object and run the driver's progress belongs to.
+    pub scope: &'a Scope,
     pub epoch: u64,
     pub pod_name: &'a str,
     pub settings: &'a RecoverySettings,
@@ -127,7 +161,7 @@ pub struct DriverRecovery<'a> {
 
 impl DriverRecovery<'_> {
     fn port(&self) -> u16 {
-        agent_port(self.settings, self.pod_name)
+        self.settings.agent_port
     }
 
     /// `--conf` pairs: the driver container's env and the epoch label on the pod.
@@ -158,6 +192,7 @@ impl DriverRecovery<'_> {
         let mut env = vec![
             json!({"name": env::APP, "value": format!("{}/{}", self.namespace, self.app)}),
             json!({"name": env::EPOCH, "value": self.epoch.to_string()}),
+            json!({"name": env::SCOPE, "value": self.scope.to_string()}),
             json!({"name": env::STORE, "value": self.settings.store.as_str()}),
             json!({"name": env::PORT, "value": port.to_string()}),
             json!({"name": env::HEARTBEAT_MILLIS, "value": self.settings.heartbeat_millis.to_string()}),
@@ -172,8 +207,9 @@ impl DriverRecovery<'_> {
             "restartPolicy": "Always",
             "env": env,
             "startupProbe": {
-                "httpGet": {"path": READY_PATH, "port": port, "host": "127.0.0.1"},
+                "exec": {"command": AGENT_PROBE_COMMAND},
                 "periodSeconds": 1,
+                "timeoutSeconds": 1,
                 "failureThreshold": 300,
             },
         })
@@ -209,10 +245,13 @@ impl DriverRecovery<'_> {
 mod tests {
     use super::*;
 
+    static SCOPE: std::sync::LazyLock<Scope> = std::sync::LazyLock::new(|| Scope::new("uid-1", 2));
+
     fn recovery(settings: &RecoverySettings) -> DriverRecovery<'_> {
         DriverRecovery {
             namespace: "ns",
             app: "pi",
+            scope: &SCOPE,
             epoch: 3,
             pod_name: "pi-driver-e3",
             settings,
@@ -220,30 +259,35 @@ mod tests {
     }
 
     #[test]
-    fn every_epoch_gets_its_own_pod_name() {
-        assert_eq!(pod_name("pi-driver", 1), "pi-driver-e1");
-        assert_ne!(pod_name("pi-driver", 1), pod_name("pi-driver", 2));
+    fn the_recovery_store_flag_is_kubernetes_none_or_a_redis_url() {
+        let parse = |v: &str| v.parse::<RecoveryStore>();
+        assert_eq!(
+            parse("kubernetes"),
+            Ok(RecoveryStore::Store(StoreKind::Kubernetes))
+        );
+        assert_eq!(parse("none"), Ok(RecoveryStore::None));
+        for url in ["redis://127.0.0.1:6379/0", "rediss://redis.spark:6380"] {
+            assert_eq!(
+                parse(url),
+                Ok(RecoveryStore::Store(StoreKind::Redis { url: url.into() }))
+            );
+        }
+        for bad in [
+            "",
+            "Kubernetes",
+            "redis",
+            "redis://",
+            "redis:///0",
+            "http://redis:6379",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
-    fn a_span_of_one_is_a_fixed_port_and_wider_spans_stay_in_range() {
-        let fixed = RecoverySettings::default();
-        assert_eq!(agent_port(&fixed, "a"), 7079);
-        assert_eq!(agent_port(&fixed, "b"), 7079);
-        let spread = RecoverySettings {
-            agent_port: 20000,
-            agent_port_span: 10000,
-            ..RecoverySettings::default()
-        };
-        let ports: std::collections::BTreeSet<u16> = (0..50)
-            .map(|e| agent_port(&spread, &pod_name("pi-driver", e)))
-            .collect();
-        assert!(ports.iter().all(|p| (20000..30000).contains(p)));
-        assert!(ports.len() > 40, "names spread over the range: {ports:?}");
-        assert_eq!(
-            agent_port(&spread, "pi-driver-e7"),
-            agent_port(&spread, "pi-driver-e7")
-        );
+    fn every_epoch_gets_its_own_pod_name() {
+        assert_eq!(pod_name("pi-driver", 1), "pi-driver-e1");
+        assert_ne!(pod_name("pi-driver", 1), pod_name("pi-driver", 2));
     }
 
     #[test]
@@ -257,8 +301,6 @@ mod tests {
         let r = recovery(&settings);
         let c = r.agent_container();
         assert_eq!(c["restartPolicy"], "Always");
-        assert_eq!(c["startupProbe"]["httpGet"]["path"], READY_PATH);
-        assert_eq!(c["startupProbe"]["httpGet"]["port"], 7079);
         let env: std::collections::BTreeMap<&str, &str> = c["env"]
             .as_array()
             .unwrap()
@@ -267,6 +309,7 @@ mod tests {
             .collect();
         assert_eq!(env[env::EPOCH], "3");
         assert_eq!(env[env::APP], "ns/pi");
+        assert_eq!(env[env::SCOPE], "uid-1/2");
         assert_eq!(env[env::STORE], "redis");
         assert_eq!(env[env::REDIS_URL], "redis://127.0.0.1:6379");
         let confs = r.confs();
@@ -278,6 +321,32 @@ mod tests {
             "spark.kubernetes.driver.label.sparkoperator.k8s.io/recovery-epoch".into(),
             "3".into()
         )));
+    }
+
+    #[test]
+    fn the_agents_startup_probe_runs_inside_its_container_not_from_the_node() {
+        let settings = RecoverySettings::default();
+        let c = recovery(&settings).agent_container();
+        let probe = &c["startupProbe"];
+        // A kubelet sends httpGet and tcpSocket probes from the node to the pod IP (or to `host`
+        // as the node sees it): neither reaches an agent listening on the pod's loopback.
+        assert!(probe.get("httpGet").is_none(), "{probe}");
+        assert!(probe.get("tcpSocket").is_none(), "{probe}");
+        assert_eq!(
+            probe["exec"]["command"],
+            json!(["operator", "agent", "probe"])
+        );
+        // The probe finds the agent's port in the container's own environment.
+        let port = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == env::PORT)
+            .map(|e| e["value"].clone());
+        assert_eq!(
+            port,
+            Some(json!(crate::agent::config::DEFAULT_PORT.to_string()))
+        );
     }
 
     #[test]

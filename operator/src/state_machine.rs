@@ -2,8 +2,9 @@
 //! `decide(app, observed, now) -> Decision { status, actions }`.
 //!
 //! The reconciler observes (the app from the API, the driver pod from the watch cache, the answer
-//! of a submission it just made), calls [`decide`], then executes the actions in order and calls
-//! `decide` again on what changed. Nothing here reads a clock, a cache or the network.
+//! of a submission it just made), calls [`decide`], then executes the actions in the order they
+//! are listed ([`Action::order`]) and calls `decide` again on what changed. Nothing here reads a
+//! clock, a cache or the network.
 //!
 //! States and transitions are the widely used operator's (table in `docs/operator.md`), with
 //! these differences:
@@ -37,7 +38,11 @@ use crate::crd::{
 };
 use crate::defaults::with_defaults;
 use crate::fence::{Heartbeat, INITIAL_EPOCH};
+
+/// The run of an application's progress before any spec change or `Always` rerun.
+pub const FIRST_RUN: u64 = 1;
 use crate::recovery::{self, RecoverySettings};
+use crate::sparkconf::{self, RefusedKey, refused_keys};
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
@@ -102,6 +107,7 @@ impl Default for Settings {
 #[derive(Debug, Clone, Copy)]
 pub struct AppView<'a> {
     pub name: &'a str,
+    pub namespace: &'a str,
     pub uid: &'a str,
     pub spec: &'a SparkApplicationSpec,
     /// `None` for an app whose status was never written.
@@ -110,11 +116,12 @@ pub struct AppView<'a> {
 }
 
 impl<'a> AppView<'a> {
-    /// The view of a SparkApplication read from the API; `None` without a name or uid (an object
-    /// the API server returned always has both).
+    /// The view of a SparkApplication read from the API; `None` without a name, namespace or uid
+    /// (an object the API server returned always has them).
     pub fn of(app: &'a SparkApplication, settings: &'a Settings) -> Option<AppView<'a>> {
         Some(AppView {
             name: app.metadata.name.as_deref()?,
+            namespace: app.metadata.namespace.as_deref()?,
             uid: app.metadata.uid.as_deref()?,
             spec: &app.spec,
             status: app.status.as_ref(),
@@ -230,7 +237,8 @@ pub enum EventType {
     Warning,
 }
 
-/// An effect for the reconciler to carry out, in the order given.
+/// An effect for the reconciler to carry out. A decision lists its actions in execution order
+/// ([`Action::order`]), and the reconciler runs them as listed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Delete the driver pod, with a uid precondition.
@@ -241,9 +249,10 @@ pub enum Action {
     VerifyDriverAbsent { name: String },
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
-    /// Fence every driver under epoch `observed` in the state store and report
-    /// [`Observed::fence`] (a retry after a crash gets the epoch already fenced, not a new one).
-    AdvanceEpoch { observed: u64 },
+    /// Fence every driver under epoch `observed` in the state store, for run `run` of the
+    /// application (a new run starts from nothing), and report [`Observed::fence`] (a retry after
+    /// a crash gets the epoch already fenced, not a new one).
+    AdvanceEpoch { observed: u64, run: u64 },
     /// Write [`Decision::status`] with the resourceVersion that was read.
     WriteStatus,
     /// Record an event on the SparkApplication.
@@ -258,7 +267,32 @@ pub enum Action {
     Requeue(Duration),
 }
 
-/// The status to persist and what to do.
+impl Action {
+    /// The order the actions of one decision run in, the one place this rule lives:
+    /// 1. `WriteStatus` first: it persists what the later actions rely on (the submission id and
+    ///    the epoch before a `Submit`, FAILING before a `DeleteDriver`), and a lost race (409)
+    ///    stops everything after it;
+    /// 2. `AdvanceEpoch`, then `VerifyDriverAbsent`: the reads and fences whose answers the next
+    ///    round records;
+    /// 3. `DeleteDriver` before `Submit`: an older epoch's driver goes before its successor is
+    ///    submitted;
+    /// 4. `RecordEvent`s (best effort, never blocking what matters);
+    /// 5. `DeleteApplication` (after it there is nothing left to act on), then `Requeue`.
+    pub fn order(&self) -> u8 {
+        match self {
+            Action::WriteStatus => 0,
+            Action::AdvanceEpoch { .. } => 1,
+            Action::VerifyDriverAbsent { .. } => 2,
+            Action::DeleteDriver { .. } => 3,
+            Action::Submit { .. } => 4,
+            Action::RecordEvent { .. } => 5,
+            Action::DeleteApplication => 6,
+            Action::Requeue(_) => 7,
+        }
+    }
+}
+
+/// The status to persist and what to do, in execution order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub status: SparkApplicationStatus,
@@ -335,6 +369,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         app,
         spec: with_defaults(app.spec),
         unsupported: unsupported_fields(app.spec),
+        refused: refused_keys(app.spec, app.namespace),
         observed,
         now,
         status: original.clone(),
@@ -344,6 +379,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         delete_app: false,
     };
     d.update_unsupported_condition();
+    d.update_refused_condition();
 
     let hash = spec_hash(app.spec);
     let changed = d.status.spec_hash.as_ref().is_some_and(|h| *h != hash);
@@ -379,6 +415,8 @@ struct Draft<'a> {
     /// With the widely used operator's defaults (restart intervals).
     spec: SparkApplicationSpec,
     unsupported: Vec<UnsupportedField>,
+    /// `sparkConf` keys the operator refuses.
+    refused: Vec<RefusedKey>,
     observed: &'a Observed,
     now: Timestamp,
     status: SparkApplicationStatus,
@@ -394,6 +432,7 @@ impl Draft<'_> {
         if self.delete_app {
             // The object goes away: writing its status first would only race the deletion.
             actions.push(Action::DeleteApplication);
+            actions.sort_by_key(Action::order);
             return Decision {
                 status: original.clone(),
                 actions,
@@ -406,6 +445,8 @@ impl Draft<'_> {
         if let Some(after) = self.requeue {
             actions.push(Action::Requeue(after));
         }
+        // Stable: events keep the order they happened in, deletions the order they were found.
+        actions.sort_by_key(Action::order);
         Decision {
             status: self.status,
             actions,
@@ -458,18 +499,41 @@ impl Draft<'_> {
 
     /// The condition listing unsupported fields, and a Warning event when it appears or changes.
     fn update_unsupported_condition(&mut self) {
-        let existing = self
-            .status
-            .conditions
-            .iter()
-            .position(|c| c.type_ == unsupported::CONDITION_TYPE);
-        if self.unsupported.is_empty() {
+        let message =
+            (!self.unsupported.is_empty()).then(|| unsupported::message(&self.unsupported));
+        self.update_condition(
+            (unsupported::CONDITION_TYPE, unsupported::REASON),
+            message,
+            "fields set but not supported",
+        );
+    }
+
+    /// The condition listing refused `sparkConf` keys, and a Warning event when it appears or
+    /// changes.
+    fn update_refused_condition(&mut self) {
+        let message = (!self.refused.is_empty()).then(|| sparkconf::message(&self.refused));
+        self.update_condition(
+            (sparkconf::CONDITION_TYPE, sparkconf::REASON),
+            message,
+            "sparkConf keys refused",
+        );
+    }
+
+    /// Sets the condition `type_` to `message` (removes it for `None`), with a Warning event
+    /// (`what: message`) when it appears or its message changes.
+    fn update_condition(
+        &mut self,
+        (type_, reason): (&'static str, &'static str),
+        message: Option<String>,
+        what: &str,
+    ) {
+        let existing = self.status.conditions.iter().position(|c| c.type_ == type_);
+        let Some(message) = message else {
             if let Some(i) = existing {
                 self.status.conditions.remove(i);
             }
             return;
-        }
-        let message = unsupported::message(&self.unsupported);
+        };
         if let Some(i) = existing {
             if self.status.conditions[i].message == message {
                 return;
@@ -477,18 +541,14 @@ impl Draft<'_> {
             self.status.conditions.remove(i);
         }
         self.status.conditions.push(Condition {
-            type_: unsupported::CONDITION_TYPE.to_owned(),
+            type_: type_.to_owned(),
             status: "True".to_owned(),
-            reason: unsupported::REASON.to_owned(),
+            reason: reason.to_owned(),
             message: message.clone(),
             last_transition_time: self.time(),
             observed_generation: None,
         });
-        self.event(
-            EventType::Warning,
-            unsupported::REASON,
-            format!("fields set but not supported: {message}"),
-        );
+        self.event(EventType::Warning, reason, format!("{what}: {message}"));
     }
 
     /// NEW, PENDING_RERUN, and SUBMISSION_FAILED once a retry is due: apply the answer to a
@@ -526,6 +586,15 @@ impl Draft<'_> {
                 return;
             }
         }
+        if !self.refused.is_empty() {
+            // Before anything is submitted: the driver would escape the operator's control.
+            let message = format!(
+                "sparkConf keys refused: {}",
+                sparkconf::message(&self.refused)
+            );
+            self.fail_spec(hash, FailureReason::RefusedSparkConf, message);
+            return;
+        }
         if self.unsupported.iter().any(|f| f.blocking) {
             self.fail_unsupported(hash);
             return;
@@ -561,6 +630,7 @@ impl Draft<'_> {
                     .map_or(INITIAL_EPOCH, |r| r.epoch);
                 self.effects.push(Action::AdvanceEpoch {
                     observed: observed_epoch,
+                    run: self.run(),
                 });
                 return;
             };
@@ -585,12 +655,39 @@ impl Draft<'_> {
             .filter(|_| recovery::requested(&self.spec))
     }
 
+    /// The run of the application's progress: the first is 1.
+    fn run(&self) -> u64 {
+        self.status
+            .recovery_status
+            .as_ref()
+            .map_or(FIRST_RUN, |r| r.run)
+    }
+
+    /// The next driver starts a new run: it restores nothing from the previous one (whose drivers
+    /// are fenced when the new run's first epoch is).
+    fn new_run(&mut self) {
+        if let Some(r) = self.status.recovery_status.as_mut() {
+            r.run = r.run.saturating_add(1);
+            r.run_start_epoch = None;
+            r.restored_from_epoch = None;
+            r.restored_seq = None;
+        }
+    }
+
     /// Records the epoch the next driver runs under and the marker it will restore.
     fn record_fence(&mut self, fence: &FenceOutcome) {
         let previous = self.status.recovery_status.as_ref().map(|r| r.epoch);
-        let rerun = self.status.execution_attempts > 0;
+        let run_start = self
+            .status
+            .recovery_status
+            .as_ref()
+            .and_then(|r| r.run_start_epoch);
+        // A driver of this run ran before: this is a restart, which should resume.
+        let restart = run_start.is_some();
         self.status.recovery_status = Some(RecoveryStatus {
             epoch: fence.epoch,
+            run: self.run(),
+            run_start_epoch: Some(run_start.unwrap_or(fence.epoch)),
             restored_from_epoch: fence.latest.map(|(epoch, _)| epoch),
             restored_seq: fence.latest.map(|(_, seq)| seq),
         });
@@ -609,7 +706,7 @@ impl Draft<'_> {
             };
             self.event(EventType::Normal, reasons::EPOCH_ADVANCED, message);
         }
-        if rerun && fence.latest.is_none() {
+        if restart && fence.latest.is_none() {
             let message = format!(
                 "SparkApplication {} restarts from zero: its drivers never committed a progress marker",
                 self.name()
@@ -643,7 +740,7 @@ impl Draft<'_> {
     /// An app asking for fenced restarts from an operator running without them.
     fn fail_recovery_disabled(&mut self, hash: &str) {
         let message = "spec.restartPolicy.recovery is set, but this operator runs with fenced restarts disabled (start it with --recovery-store kubernetes or redis://...)".to_owned();
-        self.fail_spec(hash, message);
+        self.fail_spec(hash, FailureReason::UnsupportedSpec, message);
     }
 
     fn apply_outcome(&mut self, outcome: &SubmissionOutcome) {
@@ -701,14 +798,14 @@ impl Draft<'_> {
             .cloned()
             .collect();
         let message = format!("unsupported spec: {}", unsupported::message(&blocking));
-        self.fail_spec(hash, message);
+        self.fail_spec(hash, FailureReason::UnsupportedSpec, message);
     }
 
-    /// A spec this operator cannot run, failed at once with `message`.
-    fn fail_spec(&mut self, hash: &str, message: String) {
+    /// A spec this operator cannot run, failed at once for `reason` with `message`.
+    fn fail_spec(&mut self, hash: &str, reason: FailureReason, message: String) {
         self.status.submission_pending = false;
         self.status.spec_hash = Some(hash.to_owned());
-        self.status.failure_reason = Some(FailureReason::UnsupportedSpec);
+        self.status.failure_reason = Some(reason);
         self.status.app_state.error_message = message.clone();
         self.status.termination_time.get_or_insert(Time(self.now));
         self.enter_failed(message);
@@ -987,6 +1084,8 @@ impl Draft<'_> {
 
     fn succeeding(&mut self) {
         if self.policy_type() == RestartPolicyType::Always {
+            // The next run of an `Always` application is a run of its own, not a restart.
+            self.new_run();
             self.rerun();
         } else {
             self.status.app_state.state = State::Completed;
@@ -1063,6 +1162,8 @@ impl Draft<'_> {
         if self.recovery().is_none() {
             self.delete_owned_driver();
         }
+        // What ran under the old spec is no progress of the new one.
+        self.new_run();
         let status = &mut self.status;
         status.spark_application_id.clear();
         status.submission_attempts = 0;

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use operator::agent::state::MAX_PAYLOAD_BYTES;
 use operator::agent::{self, AgentError, Settings};
 use operator::progress_store::kube::KubeStore;
-use operator::progress_store::memory::MemoryStore;
 use operator::progress_store::redis::RedisStore;
-use operator::progress_store::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
+use operator::progress_store::{AppKey, Heartbeat, Marker, ProgressStore, Scope, StoreError};
+use sandbox::memory_store::MemoryStore;
 use serde_json::{Value, json};
 use store_support::{RedisServer, app, bounded};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,6 +106,22 @@ where
 {
     let deadline = Instant::now() + DEADLINE;
     while !check().await {
+        assert!(Instant::now() < deadline, "{what} within {DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `probe` until it answers something, bounded by [`DEADLINE`].
+async fn eventually_some<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
         assert!(Instant::now() < deadline, "{what} within {DEADLINE:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -272,6 +288,11 @@ impl<S: ProgressStore + Clone> ProgressStore for Observed<S> {
     }
 }
 
+/// The operator's first fence of `a`, which every driver's agent starts after: epoch 1.
+async fn fence_first<S: ProgressStore>(store: &S, a: &AppKey) {
+    assert_eq!(store.advance_epoch(a, 0).await.unwrap(), 1);
+}
+
 async fn redis() -> (RedisServer, RedisStore) {
     let server = RedisServer::start().expect("redis-server starts");
     let store = RedisStore::connect(&server.url())
@@ -293,7 +314,8 @@ async fn ready_and_marker_answer_not_ready_until_the_restore_finishes() {
         let a = app("not-ready");
         let (open, gate) = watch::channel(false);
         let store = Observed::gated(Arc::new(MemoryStore::new()), gate);
-        let agent = InProcessAgent::start(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::start(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
 
         let r = get(agent.port, "/v1/ready").await;
         assert_eq!((r.status, &r.body["error"]), (503, &json!("NOT_READY")));
@@ -320,36 +342,37 @@ async fn a_fresh_app_has_no_marker_and_serves_each_commit_as_the_latest() {
     bounded(async {
         let (_server, store) = redis().await;
         let a = app("fresh");
-        let agent = InProcessAgent::ready(store.clone(), &a, 0, Duration::from_millis(50)).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store.clone(), &a, 1, Duration::from_millis(50)).await;
 
         let r = get(agent.port, "/v1/marker").await;
         assert_eq!(r.status, 200);
         assert_eq!(
             r.body,
-            json!({"epoch": 0, "restoredFromEpoch": null, "marker": null})
+            json!({"epoch": 1, "restoredFromEpoch": null, "marker": null})
         );
 
-        commit_ok(agent.port, 0, 1, &payload(1)).await;
-        commit_ok(agent.port, 0, 2, &payload(2)).await;
+        commit_ok(agent.port, 1, 1, &payload(1)).await;
+        commit_ok(agent.port, 1, 2, &payload(2)).await;
         let r = get(agent.port, "/v1/marker").await;
         assert_eq!(r.status, 200);
-        assert_eq!(r.body["epoch"], 0);
+        assert_eq!(r.body["epoch"], 1);
         assert_eq!(r.body["restoredFromEpoch"], Value::Null);
         let served: Marker = serde_json::from_value(r.body["marker"].clone()).unwrap();
         let stored = store.latest(&a).await.unwrap().expect("a marker is stored");
         assert_eq!(served, stored, "the agent serves what the store holds");
-        assert_eq!((stored.epoch, stored.seq), (0, 2));
+        assert_eq!((stored.epoch, stored.seq), (1, 2));
         assert_eq!(stored.payload, payload(2));
 
         wait_first_heartbeat(agent.port).await;
         let status = get(agent.port, "/v1/status").await;
         assert_eq!(status.status, 200);
-        assert_eq!(status.body["epoch"], 0);
+        assert_eq!(status.body["epoch"], 1);
         assert_eq!(status.body["fenced"], false);
         assert!(status.body["lastHeartbeatMs"].is_u64(), "{status:?}");
         assert_eq!(
             store.last_heartbeat(&a).await.unwrap().map(|h| h.epoch),
-            Some(0)
+            Some(1)
         );
         agent.stop().await;
     })
@@ -361,33 +384,34 @@ async fn a_restarted_agent_under_the_next_epoch_restores_the_previous_epochs_mar
     bounded(async {
         let (_server, store) = redis().await;
         let a = app("restart");
-        let first = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
-        commit_ok(first.port, 0, 1, &payload(1)).await;
-        commit_ok(first.port, 0, 2, &payload(2)).await;
+        fence_first(&store, &a).await;
+        let first = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        commit_ok(first.port, 1, 1, &payload(1)).await;
+        commit_ok(first.port, 1, 2, &payload(2)).await;
         first.stop().await;
 
         // What the operator does before it resubmits the driver.
-        assert_eq!(store.advance_epoch(&a, 0).await.unwrap(), 1);
-        let second = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        assert_eq!(store.advance_epoch(&a, 1).await.unwrap(), 2);
+        let second = InProcessAgent::ready(store.clone(), &a, 2, NO_MORE_HEARTBEATS).await;
         let r = get(second.port, "/v1/marker").await;
         assert_eq!(r.status, 200);
-        assert_eq!(r.body["epoch"], 1);
-        assert_eq!(r.body["restoredFromEpoch"], 0);
+        assert_eq!(r.body["epoch"], 2);
+        assert_eq!(r.body["restoredFromEpoch"], 1);
         let m: Marker = serde_json::from_value(r.body["marker"].clone()).unwrap();
-        assert_eq!((m.epoch, m.seq, m.payload), (0, 2, payload(2)));
+        assert_eq!((m.epoch, m.seq, m.payload), (1, 2, payload(2)));
         assert_eq!(
             get(second.port, "/v1/status").await.body["restoredFromEpoch"],
-            0
+            1
         );
 
         // Progress continues from the restored marker, under the new epoch.
-        commit_ok(second.port, 1, 3, &payload(3)).await;
+        commit_ok(second.port, 2, 3, &payload(3)).await;
         let r = get(second.port, "/v1/marker").await;
         assert_eq!(
-            r.body["restoredFromEpoch"], 0,
+            r.body["restoredFromEpoch"], 1,
             "still where it restored from"
         );
-        assert_eq!(r.body["marker"]["epoch"], 1);
+        assert_eq!(r.body["marker"]["epoch"], 2);
         assert_eq!(r.body["marker"]["seq"], 3);
         second.stop().await;
     })
@@ -403,21 +427,22 @@ async fn a_superseded_agent_gets_fenced_and_then_refuses_every_write_without_the
         let (_server, redis) = redis().await;
         let a = app("fenced-commit");
         let store = Observed::new(redis.clone());
-        let zombie = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
-        commit_ok(zombie.port, 0, 1, &payload(1)).await;
+        fence_first(&store, &a).await;
+        let zombie = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        commit_ok(zombie.port, 1, 1, &payload(1)).await;
         wait_first_heartbeat(zombie.port).await;
 
-        // The operator fences epoch 0 and starts the successor, which commits.
-        assert_eq!(redis.advance_epoch(&a, 0).await.unwrap(), 1);
-        let successor = InProcessAgent::ready(redis.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
-        commit_ok(successor.port, 1, 2, &payload(2)).await;
+        // The operator fences epoch 1 and starts the successor, which commits.
+        assert_eq!(redis.advance_epoch(&a, 1).await.unwrap(), 2);
+        let successor = InProcessAgent::ready(redis.clone(), &a, 2, NO_MORE_HEARTBEATS).await;
+        commit_ok(successor.port, 2, 2, &payload(2)).await;
 
         let commits_before = store.commits();
         let r = commit(zombie.port, 3, "zombie").await;
         assert_eq!(r.status, 409, "{r:?}");
         assert_eq!(r.body["error"], "FENCED");
-        assert_eq!(r.body["epoch"], 0);
-        assert_eq!(r.body["currentEpoch"], 1);
+        assert_eq!(r.body["epoch"], 1);
+        assert_eq!(r.body["currentEpoch"], 2);
         assert_eq!(
             store.commits(),
             commits_before + 1,
@@ -428,7 +453,7 @@ async fn a_superseded_agent_gets_fenced_and_then_refuses_every_write_without_the
         for (seq, body) in [(4, "zombie"), (3, "zombie"), (100, "")] {
             let r = commit(zombie.port, seq, body).await;
             assert_eq!((r.status, &r.body["error"]), (409, &json!("FENCED")));
-            assert_eq!(r.body["currentEpoch"], 1);
+            assert_eq!(r.body["currentEpoch"], 2);
         }
         assert_eq!(
             store.commits(),
@@ -438,7 +463,7 @@ async fn a_superseded_agent_gets_fenced_and_then_refuses_every_write_without_the
         let latest = redis.latest(&a).await.unwrap().expect("a marker");
         assert_eq!(
             (latest.epoch, latest.seq, latest.payload.as_str()),
-            (1, 2, payload(2).as_str()),
+            (2, 2, payload(2).as_str()),
             "the successor's marker is still the latest"
         );
 
@@ -460,11 +485,12 @@ async fn the_heartbeat_fences_an_idle_superseded_agent() {
         let (_server, redis) = redis().await;
         let a = app("fenced-heartbeat");
         let store = Observed::new(redis.clone());
-        let agent = InProcessAgent::ready(store.clone(), &a, 0, Duration::from_millis(50)).await;
-        commit_ok(agent.port, 0, 1, &payload(1)).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store.clone(), &a, 1, Duration::from_millis(50)).await;
+        commit_ok(agent.port, 1, 1, &payload(1)).await;
         wait_first_heartbeat(agent.port).await;
 
-        assert_eq!(redis.advance_epoch(&a, 0).await.unwrap(), 1);
+        assert_eq!(redis.advance_epoch(&a, 1).await.unwrap(), 2);
         eventually("the heartbeat loop marks the agent fenced", || async {
             get(agent.port, "/v1/status").await.body["fenced"] == json!(true)
         })
@@ -473,20 +499,29 @@ async fn the_heartbeat_fences_an_idle_superseded_agent() {
         let commits = store.commits();
         let r = commit(agent.port, 2, &payload(2)).await;
         assert_eq!((r.status, &r.body["error"]), (409, &json!("FENCED")));
-        assert_eq!(r.body["currentEpoch"], 1);
+        assert_eq!(r.body["currentEpoch"], 2);
         assert_eq!(store.commits(), commits, "refused without the store");
         let latest = redis.latest(&a).await.unwrap().expect("a marker");
-        assert_eq!((latest.epoch, latest.seq), (0, 1), "nothing written");
+        assert_eq!((latest.epoch, latest.seq), (1, 1), "nothing written");
 
-        // Heartbeats are writes too: the fenced loop has stopped writing.
+        // Heartbeats are writes too: the fenced loop has stopped writing. The clock that shows
+        // it is the successor's own loop, on the same interval: once it has beaten five times,
+        // a live loop of the fenced agent would have beaten again too.
         let beats = store.heartbeats();
         let later = get(agent.port, "/v1/status").await.body["heartbeats"].clone();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let successor_store = Observed::new(redis.clone());
+        let successor =
+            InProcessAgent::ready(successor_store.clone(), &a, 2, Duration::from_millis(50)).await;
+        eventually("the successor to beat five times", || async {
+            successor_store.heartbeats() >= 5
+        })
+        .await;
         assert_eq!(store.heartbeats(), beats, "no heartbeat after the fence");
         assert_eq!(
             get(agent.port, "/v1/status").await.body["heartbeats"],
             later
         );
+        successor.stop().await;
         agent.stop().await;
     })
     .await;
@@ -500,8 +535,9 @@ async fn a_seq_that_does_not_grow_is_a_stale_marker_and_an_exact_repeat_is_accep
     bounded(async {
         let (_server, redis) = redis().await;
         let a = app("stale");
-        let agent = InProcessAgent::ready(redis.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
-        commit_ok(agent.port, 0, 5, &payload(5)).await;
+        fence_first(&redis, &a).await;
+        let agent = InProcessAgent::ready(redis.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        commit_ok(agent.port, 1, 5, &payload(5)).await;
 
         for (seq, body) in [(5, "different"), (4, "older"), (0, "")] {
             let r = commit(agent.port, seq, body).await;
@@ -511,7 +547,7 @@ async fn a_seq_that_does_not_grow_is_a_stale_marker_and_an_exact_repeat_is_accep
         }
         // A retry after a lost answer is the same marker again: it succeeds and writes nothing.
         let before = redis.latest(&a).await.unwrap();
-        commit_ok(agent.port, 0, 5, &payload(5)).await;
+        commit_ok(agent.port, 1, 5, &payload(5)).await;
         assert_eq!(redis.latest(&a).await.unwrap(), before);
         assert_eq!(get(agent.port, "/v1/status").await.body["fenced"], false);
         agent.stop().await;
@@ -525,7 +561,8 @@ async fn malformed_and_oversized_commits_are_bad_requests_that_write_nothing() {
         let (_server, redis) = redis().await;
         let a = app("bad-request");
         let store = Observed::new(redis.clone());
-        let agent = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
 
         let oversized = json!({"seq": 1, "payload": "x".repeat(MAX_PAYLOAD_BYTES + 1)}).to_string();
         let bodies: [&[u8]; 7] = [
@@ -552,7 +589,7 @@ async fn malformed_and_oversized_commits_are_bad_requests_that_write_nothing() {
         assert_eq!(redis.latest(&a).await.unwrap(), None);
 
         // The limit itself is allowed.
-        commit_ok(agent.port, 0, 1, &"x".repeat(MAX_PAYLOAD_BYTES)).await;
+        commit_ok(agent.port, 1, 1, &"x".repeat(MAX_PAYLOAD_BYTES)).await;
         agent.stop().await;
     })
     .await;
@@ -562,8 +599,9 @@ async fn malformed_and_oversized_commits_are_bad_requests_that_write_nothing() {
 async fn unknown_routes_and_methods_answer_with_the_json_error_envelope() {
     bounded(async {
         let a = app("routes");
-        let agent =
-            InProcessAgent::ready(Arc::new(MemoryStore::new()), &a, 0, NO_MORE_HEARTBEATS).await;
+        let store = Arc::new(MemoryStore::new());
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store, &a, 1, NO_MORE_HEARTBEATS).await;
 
         for path in ["/", "/v1/markers", "/v2/marker", "/v1/marker/1"] {
             let r = get(agent.port, path).await;
@@ -593,8 +631,9 @@ async fn commits_are_store_unavailable_while_redis_is_down() {
     bounded(async {
         let (server, store) = redis().await;
         let a = app("redis-down");
-        let agent = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
-        commit_ok(agent.port, 0, 1, &payload(1)).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        commit_ok(agent.port, 1, 1, &payload(1)).await;
 
         drop(server);
         for _ in 0..2 {
@@ -616,22 +655,28 @@ async fn commits_are_store_unavailable_while_redis_is_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retried_commit_lands_once_redis_is_back() {
+async fn a_retried_commit_reaches_redis_once_it_is_back_and_a_store_that_lost_its_state_fences() {
     bounded(async {
         let (mut server, store) = redis().await;
         let a = app("redis-back");
-        let agent = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
-        commit_ok(agent.port, 0, 1, &payload(1)).await;
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        commit_ok(agent.port, 1, 1, &payload(1)).await;
 
         server.kill();
         assert_eq!(commit(agent.port, 2, &payload(2)).await.status, 503);
-        // The same address comes back (empty: this test only needs the connection back).
+        // The same address comes back, empty: the retry reaches it, and a store that lost the
+        // application's state refuses every driver's write (the operator fences anew).
         server.restart().expect("redis-server restarts on its port");
-        eventually("a retried commit lands after redis is back", || async {
-            commit(agent.port, 2, &payload(2)).await.status == 200
+        let answer = eventually_some("a retried commit reaches redis again", || async {
+            let r = commit(agent.port, 2, &payload(2)).await;
+            (r.status != 503).then_some(r)
         })
         .await;
-        assert_eq!(get(agent.port, "/v1/marker").await.body["marker"]["seq"], 2);
+        assert_eq!(
+            (answer.status, &answer.body["error"]),
+            (409, &json!("FENCED"))
+        );
         agent.stop().await;
     })
     .await;
@@ -646,32 +691,34 @@ async fn the_kubernetes_store_carries_the_marker_across_epochs_and_fences_the_ol
         let cluster = kubesim::Cluster::start(kubesim::ClusterConfig::default())
             .await
             .expect("kubesim starts");
-        let store = KubeStore::new(cluster.client().expect("a client"));
+        // No SparkApplication owns this app's progress here (the collector would take it).
+        let store = KubeStore::without_owners(cluster.client().expect("a client"));
         let a = app("kube-restart");
+        fence_first(&store, &a).await;
 
-        let old = InProcessAgent::ready(store.clone(), &a, 0, NO_MORE_HEARTBEATS).await;
+        let old = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
         wait_first_heartbeat(old.port).await;
         assert_eq!(
             get(old.port, "/v1/marker").await.body["marker"],
             Value::Null
         );
-        commit_ok(old.port, 0, 1, &payload(1)).await;
-        commit_ok(old.port, 0, 2, &payload(2)).await;
+        commit_ok(old.port, 1, 1, &payload(1)).await;
+        commit_ok(old.port, 1, 2, &payload(2)).await;
 
-        assert_eq!(store.advance_epoch(&a, 0).await.unwrap(), 1);
-        let new = InProcessAgent::ready(store.clone(), &a, 1, NO_MORE_HEARTBEATS).await;
+        assert_eq!(store.advance_epoch(&a, 1).await.unwrap(), 2);
+        let new = InProcessAgent::ready(store.clone(), &a, 2, NO_MORE_HEARTBEATS).await;
         let r = get(new.port, "/v1/marker").await;
-        assert_eq!(r.body["epoch"], 1);
-        assert_eq!(r.body["restoredFromEpoch"], 0);
+        assert_eq!(r.body["epoch"], 2);
+        assert_eq!(r.body["restoredFromEpoch"], 1);
         assert_eq!(r.body["marker"]["seq"], 2);
         assert_eq!(r.body["marker"]["payload"], payload(2));
-        commit_ok(new.port, 1, 3, &payload(3)).await;
+        commit_ok(new.port, 2, 3, &payload(3)).await;
 
         let r = commit(old.port, 3, "zombie").await;
         assert_eq!((r.status, &r.body["error"]), (409, &json!("FENCED")));
-        assert_eq!(r.body["currentEpoch"], 1);
+        assert_eq!(r.body["currentEpoch"], 2);
         let latest = store.latest(&a).await.unwrap().expect("a marker");
-        assert_eq!((latest.epoch, latest.seq), (1, 3));
+        assert_eq!((latest.epoch, latest.seq), (2, 3));
         old.stop().await;
         new.stop().await;
     })
@@ -747,15 +794,17 @@ fn free_port() -> u16 {
 async fn the_agent_binary_serves_its_environment_and_exits_zero_on_sigterm() {
     bounded(async {
         let (server, store) = redis().await;
-        let a = AppKey::new("team-a", "etl");
-        store.commit(&a, 0, 7, &payload(7), 1).await.unwrap();
-        assert_eq!(store.advance_epoch(&a, 0).await.unwrap(), 1);
+        let a = AppKey::new("team-a", "etl", Scope::new("uid-etl", 1));
+        fence_first(&store, &a).await;
+        store.commit(&a, 1, 7, &payload(7), 1).await.unwrap();
+        assert_eq!(store.advance_epoch(&a, 1).await.unwrap(), 2);
 
         let port = free_port();
         let mut agent = AgentProcess(
             agent_command(&[
                 ("SPARK_RECOVERY_APP", "team-a/etl".into()),
-                ("SPARK_RECOVERY_EPOCH", "1".into()),
+                ("SPARK_RECOVERY_EPOCH", "2".into()),
+                ("SPARK_RECOVERY_SCOPE", "uid-etl/1".into()),
                 ("SPARK_RECOVERY_STORE", "redis".into()),
                 ("SPARK_RECOVERY_REDIS_URL", server.url()),
                 ("SPARK_RECOVERY_PORT", port.to_string()),
@@ -780,13 +829,13 @@ async fn the_agent_binary_serves_its_environment_and_exits_zero_on_sigterm() {
         .await;
 
         let r = get(port, "/v1/marker").await;
-        assert_eq!(r.body["epoch"], 1);
-        assert_eq!(r.body["restoredFromEpoch"], 0);
+        assert_eq!(r.body["epoch"], 2);
+        assert_eq!(r.body["restoredFromEpoch"], 1);
         assert_eq!(r.body["marker"]["seq"], 7);
-        commit_ok(port, 1, 8, &payload(8)).await;
+        commit_ok(port, 2, 8, &payload(8)).await;
         assert_eq!(store.latest(&a).await.unwrap().map(|m| m.seq), Some(8));
         eventually("the binary heartbeats under its epoch", || async {
-            store.last_heartbeat(&a).await.unwrap().map(|h| h.epoch) == Some(1)
+            store.last_heartbeat(&a).await.unwrap().map(|h| h.epoch) == Some(2)
         })
         .await;
 
@@ -816,7 +865,8 @@ fn the_agent_binary_refuses_an_incomplete_configuration_with_a_clear_message() {
         (
             &[
                 ("SPARK_RECOVERY_APP", "team-a/etl".into()),
-                ("SPARK_RECOVERY_EPOCH", "0".into()),
+                ("SPARK_RECOVERY_EPOCH", "1".into()),
+                ("SPARK_RECOVERY_SCOPE", "uid-etl/1".into()),
                 ("SPARK_RECOVERY_STORE", "redis".into()),
             ],
             "SPARK_RECOVERY_REDIS_URL",
@@ -841,4 +891,48 @@ fn the_agent_binary_refuses_an_incomplete_configuration_with_a_clear_message() {
             "the message names {named} for {vars:?}: {output}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The startup probe, as the kubelet runs it: `operator agent probe` inside the agent's container.
+
+/// Runs `operator agent probe` with the container's `SPARK_RECOVERY_PORT`; its exit code and
+/// standard error.
+async fn run_probe(port: u16) -> (Option<i32>, String) {
+    let mut cmd = agent_command(&[("SPARK_RECOVERY_PORT", port.to_string())]);
+    cmd.arg("probe");
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("the probe runs")
+        .expect("the operator binary starts");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_command_passes_only_once_the_agent_has_restored() {
+    bounded(async {
+        // Nothing listens yet: the agent is still starting.
+        let (code, stderr) = run_probe(free_port()).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("cannot connect"), "{stderr}");
+
+        let a = app("probe");
+        let (open, gate) = watch::channel(false);
+        let store = Observed::gated(Arc::new(MemoryStore::new()), gate);
+        fence_first(&store, &a).await;
+        let agent = InProcessAgent::start(store, &a, 1, NO_MORE_HEARTBEATS).await;
+        let (code, stderr) = run_probe(agent.port).await;
+        assert_eq!(code, Some(1), "the restore has not finished: {stderr}");
+        assert!(stderr.contains("not ready"), "{stderr}");
+
+        open.send(true).expect("the agent holds the gate");
+        wait_ready(agent.port).await;
+        let (code, stderr) = run_probe(agent.port).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        agent.stop().await;
+    })
+    .await;
 }

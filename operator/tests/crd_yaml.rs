@@ -32,6 +32,7 @@ fn crd_has_the_printer_columns_of_kubectl_get() {
     assert_eq!(
         columns,
         [
+            ("Suspend", ".spec.suspend"),
             ("Status", ".status.applicationState.state"),
             ("Attempts", ".status.executionAttempts"),
             ("Start", ".status.lastSubmissionAttemptTime"),
@@ -92,4 +93,68 @@ fn unknown_subcommand_is_refused() {
         .output()
         .unwrap();
     assert!(!output.status.success());
+}
+
+fn schema() -> serde_json::Value {
+    let crd: serde_json::Value = yaml_serde::from_str(&operator::crd::crd_yaml().unwrap()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+#[test]
+fn the_crd_accepts_the_states_the_widely_used_operator_writes() {
+    let schema = schema();
+    let states = schema
+        .pointer("/properties/status/properties/applicationState/properties/state/enum")
+        .and_then(|v| v.as_array())
+        .unwrap();
+    for state in [
+        "",
+        "SUSPENDING",
+        "SUSPENDED",
+        "RESUMING",
+        "NEW",
+        "COMPLETED",
+    ] {
+        assert!(states.iter().any(|s| s == state), "{state:?}: {states:?}");
+    }
+}
+
+#[test]
+fn secret_and_config_map_references_may_omit_their_name_as_in_the_widely_used_operators_crd() {
+    let schema = schema();
+    let env =
+        "/properties/spec/properties/driver/properties/env/items/properties/valueFrom/properties";
+    for reference in ["secretKeyRef", "configMapKeyRef"] {
+        let object = schema
+            .pointer(&format!("{env}/{reference}"))
+            .unwrap_or_else(|| panic!("{reference} in the schema"));
+        let required: Vec<&str> = object["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(required, ["key"], "{reference}");
+        assert_eq!(object["properties"]["name"]["default"], "", "{reference}");
+    }
+    let env_from = "/properties/spec/properties/driver/properties/envFrom/items/properties";
+    for reference in ["secretRef", "configMapRef"] {
+        let object = schema
+            .pointer(&format!("{env_from}/{reference}"))
+            .unwrap_or_else(|| panic!("{reference} in the schema"));
+        assert!(object.get("required").is_none(), "{reference}: {object}");
+    }
+    // Such a manifest reads, with the name empty as the API server defaults it.
+    let app: operator::crd::SparkApplication = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": "pi"},
+        "spec": {"type": "Scala", "sparkVersion": "4.0.0", "mainApplicationFile": "local:///a.jar",
+                 "driver": {"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"key": "k"}}}]},
+                 "executor": {}},
+        "status": {"applicationState": {"state": "SUSPENDED"}},
+    }))
+    .unwrap();
+    assert_eq!(
+        app.status.unwrap().app_state.state,
+        operator::crd::ApplicationStateType::Unknown
+    );
 }

@@ -133,24 +133,30 @@ struct Violation {
     state: Box<World>,
 }
 
+/// The application object and run the model's progress belongs to (one: scopes are checked by
+/// the store's own tests).
+const SCOPE: &str = "uid/1";
+
+/// The world after the operator's first fence: the first driver runs under epoch 1.
 fn initial(b: Bounds) -> World {
+    let (store, first) = fence::advance_from(&FenceState::default(), SCOPE, fence::INITIAL_EPOCH);
     World {
-        store: FenceState::default(),
+        store,
         pods: BTreeMap::from([(
-            0,
+            first.epoch,
             Pod {
                 uid: 0,
-                epoch: fence::INITIAL_EPOCH,
+                epoch: first.epoch,
                 phase: Phase::Pending,
             },
         )]),
         agents: Vec::new(),
-        status_epoch: fence::INITIAL_EPOCH,
+        status_epoch: first.epoch,
         pc: Pc::Idle,
         crashes_left: b.crashes,
         failures_left: b.failures,
         next_uid: 1,
-        max_advanced: fence::INITIAL_EPOCH,
+        max_advanced: first.epoch,
         committers: BTreeSet::new(),
     }
 }
@@ -159,14 +165,14 @@ fn store_commit(m: Mutation, s: &FenceState, epoch: u64, seq: u64, who: u8) -> O
     if m.sloppy_store && epoch < s.epoch {
         // The broken check: treat an old epoch as if it were current.
         let as_current = FenceState { epoch, ..s.clone() };
-        return fence::commit(&as_current, epoch, seq, &who.to_string(), 0)
+        return fence::commit(&as_current, SCOPE, epoch, seq, &who.to_string(), 0)
             .ok()
             .map(|(n, _)| FenceState {
                 epoch: s.epoch,
                 ..n
             });
     }
-    fence::commit(s, epoch, seq, &who.to_string(), 0)
+    fence::commit(s, SCOPE, epoch, seq, &who.to_string(), 0)
         .ok()
         .map(|(n, _)| n)
 }
@@ -188,7 +194,7 @@ fn successors(w: &World, m: Mutation, b: Bounds) -> Result<Vec<World>, Violation
             } else {
                 pod.epoch
             };
-            let next_seq = fence::latest_marker(&w.store).map_or(1, |mk| mk.seq + 1);
+            let next_seq = fence::latest_marker(&w.store, SCOPE).map_or(1, |mk| mk.seq + 1);
             if let Some(p) = n.pods.get_mut(name) {
                 p.phase = Phase::Running;
             }
@@ -244,7 +250,7 @@ fn successors(w: &World, m: Mutation, b: Bounds) -> Result<Vec<World>, Violation
         }
         let mut n = w.clone();
         n.agents[i].writes_left -= 1;
-        if let Ok(store) = fence::heartbeat(&w.store, a.epoch, 0) {
+        if let Ok(store) = fence::heartbeat(&w.store, SCOPE, a.epoch, 0) {
             if a.epoch != w.max_advanced {
                 return Err(violation(
                     "a heartbeat under a stale epoch was accepted",
@@ -273,7 +279,7 @@ fn successors(w: &World, m: Mutation, b: Bounds) -> Result<Vec<World>, Violation
         }
         Pc::Fence { from } => {
             let mut n = w.clone();
-            let (store, adv) = fence::advance_from(&w.store, from);
+            let (store, adv) = fence::advance_from(&w.store, SCOPE, from);
             n.store = store;
             n.max_advanced = n.max_advanced.max(adv.epoch);
             n.pc = then(w.pc, adv.epoch);

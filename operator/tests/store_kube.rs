@@ -4,15 +4,24 @@ mod store_support;
 
 use kubesim::control::FaultRule;
 use kubesim::{Cluster, ClusterConfig};
-use operator::progress_store::ProgressStore;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use operator::crd::SparkApplication;
 use operator::progress_store::kube::{KubeStore, MAX_ATTEMPTS, object_name};
+use operator::progress_store::{AppKey, ProgressStore, Scope};
 use store_support::*;
 
 async fn store() -> (Cluster, KubeStore) {
     let cluster = Cluster::start(ClusterConfig::default())
         .await
         .expect("kubesim starts");
-    let store = KubeStore::new(cluster.client().expect("client"));
+    // The suite's applications are no SparkApplications of this cluster: owned by them, their
+    // progress would be collected at once (`owners_follow_the_scope_and_take_progress_along`
+    // checks ownership with a real one).
+    let store = KubeStore::without_owners(cluster.client().expect("client"));
     (cluster, store)
 }
 
@@ -29,40 +38,171 @@ fn fail_updates(cluster: &Cluster, count: u64, code: u16, when: &str) {
 store_support::conformance_cases!(store());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_configmap_per_application_holds_the_state() {
+async fn one_configmap_per_application_holds_the_state_and_belongs_to_it() {
     let (cluster, s) = store().await;
     let a = app("layout");
-    s.commit(&a, 0, 1, "p", 5).await.unwrap();
-    s.heartbeat(&a, 0, 6).await.unwrap();
-    s.advance_epoch(&a, 0).await.unwrap();
+    let e = first_fence(&s, &a).await;
+    s.commit(&a, e, 1, "p", 5).await.unwrap();
+    s.heartbeat(&a, e, 6).await.unwrap();
+    s.advance_epoch(&a, e).await.unwrap();
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(cluster.client().unwrap(), "default");
     let cm = api.get(&object_name(&a)).await.unwrap();
     let data = cm.data.unwrap();
-    assert_eq!(data["epoch"], "1");
+    assert_eq!(data["epoch"], "2");
+    assert_eq!(data["scope"], "uid-layout/1");
     let markers: serde_json::Value = serde_json::from_str(&data["markers"]).unwrap();
     assert_eq!(markers[0]["seq"], 1);
     assert_eq!(markers[0]["committedAtMs"], 5);
     let hb: serde_json::Value = serde_json::from_str(&data["heartbeat"]).unwrap();
-    assert_eq!(hb, serde_json::json!({"epoch": 0, "atMs": 6}));
+    assert_eq!(hb, serde_json::json!({"epoch": 1, "atMs": 6}));
+}
+
+/// A SparkApplication in kubesim (its CRD installed), for what it owns.
+async fn spark_application(cluster: &Cluster, name: &str) -> SparkApplication {
+    let client = cluster.client().unwrap();
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    if crds
+        .get_opt(&operator::crd::crd().name_any())
+        .await
+        .unwrap()
+        .is_none()
+    {
+        crds.create(&Default::default(), &operator::crd::crd())
+            .await
+            .unwrap();
+    }
+    let app: SparkApplication = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "Scala", "sparkVersion": "4.0.0", "mainApplicationFile": "local:///a.jar",
+                 "driver": {}, "executor": {}},
+    }))
+    .unwrap();
+    let apps: kube::Api<SparkApplication> = kube::Api::namespaced(client, "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // The CRD is served once kubesim has established it.
+        match apps.create(&Default::default(), &app).await {
+            Ok(created) => return created,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "cannot create the SparkApplication: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `probe` holds, at most 20 s.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, probe: impl Fn() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !probe().await {
+        assert!(Instant::now() < deadline, "{what} within 20s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_follow_the_scope_and_take_progress_along() {
+    let (cluster, _) = store().await;
+    let s = KubeStore::new(cluster.client().unwrap());
+    let first = spark_application(&cluster, "owned").await;
+    let key = |app: &SparkApplication| {
+        AppKey::new(
+            "default",
+            "owned",
+            Scope::new(app.metadata.uid.clone().unwrap(), 1),
+        )
+    };
+    let e = first_fence(&s, &key(&first)).await;
+    s.commit(&key(&first), e, 1, "p", 1).await.unwrap();
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(cluster.client().unwrap(), "default");
+    let owners = |cm: ConfigMap| {
+        cm.metadata
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|o| (o.kind, o.name, o.uid))
+            .collect::<Vec<_>>()
+    };
+    let name = object_name(&key(&first));
+    assert_eq!(
+        owners(api.get(&name).await.unwrap()),
+        [(
+            "SparkApplication".to_owned(),
+            "owned".to_owned(),
+            first.metadata.uid.clone().unwrap()
+        )]
+    );
+
+    // Deleted and created again under the name before the collector came: the first fence of the
+    // new object takes the object over, starting from nothing.
+    let apps: kube::Api<SparkApplication> =
+        kube::Api::namespaced(cluster.client().unwrap(), "default");
+    apps.delete("owned", &kube::api::DeleteParams::orphan())
+        .await
+        .unwrap();
+    until("the first application to be gone", || async {
+        apps.get_opt("owned").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        api.get_opt(&name).await.unwrap().is_some(),
+        "its progress was orphaned, not collected"
+    );
+    let second = spark_application(&cluster, "owned").await;
+    s.advance_epoch(&key(&second), 0).await.unwrap();
+    assert_eq!(s.latest(&key(&second)).await.unwrap(), None);
+    let cm = api.get(&name).await.unwrap();
+    assert_eq!(
+        owners(cm),
+        [(
+            "SparkApplication".to_owned(),
+            "owned".to_owned(),
+            second.metadata.uid.clone().unwrap()
+        )]
+    );
+
+    // Deleting the application deletes its progress.
+    apps.delete("owned", &Default::default()).await.unwrap();
+    until("the progress to be collected", || async {
+        api.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_write_before_the_first_fence_creates_nothing() {
+    let (cluster, s) = store().await;
+    let a = app("nothing-yet");
+    assert_eq!(
+        s.commit(&a, 1, 1, "p", 1).await.unwrap_err().kind(),
+        "fenced"
+    );
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(cluster.client().unwrap(), "default");
+    assert!(api.get_opt(&object_name(&a)).await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicts_are_retried_and_a_stale_epoch_stays_fenced() {
     let (cluster, s) = store().await;
     let a = app("conflicts");
-    s.commit(&a, 0, 1, "one", 1).await.unwrap();
-    s.advance_epoch(&a, 0).await.unwrap();
+    let e = first_fence(&s, &a).await;
+    s.commit(&a, e, 1, "one", 1).await.unwrap();
+    s.advance_epoch(&a, e).await.unwrap();
 
     fail_updates(&cluster, 2, 409, "before");
-    s.commit(&a, 1, 2, "two", 2).await.unwrap();
+    s.commit(&a, e + 1, 2, "two", 2).await.unwrap();
     assert!(
         cluster.control.faults().is_empty(),
         "both conflicts were met and retried"
     );
 
     fail_updates(&cluster, 2, 409, "before");
-    let err = s.commit(&a, 0, 3, "zombie", 3).await.unwrap_err();
+    let err = s.commit(&a, e, 3, "zombie", 3).await.unwrap_err();
     assert_eq!(err.kind(), "fenced");
     assert_eq!(
         cluster.control.faults().len(),
@@ -77,11 +217,12 @@ async fn conflicts_are_retried_and_a_stale_epoch_stays_fenced() {
 async fn server_errors_are_retried_and_a_stale_epoch_stays_fenced() {
     let (cluster, s) = store().await;
     let a = app("server-errors");
-    s.commit(&a, 0, 1, "one", 1).await.unwrap();
+    let e = first_fence(&s, &a).await;
+    s.commit(&a, e, 1, "one", 1).await.unwrap();
 
     // The update lands but its answer is lost: the retry finds its own marker and stops.
     fail_updates(&cluster, 1, 500, "after");
-    s.commit(&a, 0, 2, "two", 2).await.unwrap();
+    s.commit(&a, e, 2, "two", 2).await.unwrap();
     assert_eq!(s.prune(&a, 10).await.unwrap(), 0);
     assert_eq!(
         s.prune(&a, 1).await.unwrap(),
@@ -91,27 +232,28 @@ async fn server_errors_are_retried_and_a_stale_epoch_stays_fenced() {
 
     // Same for the fence: a lost answer does not burn a second epoch.
     fail_updates(&cluster, 1, 500, "after");
-    assert_eq!(s.advance_epoch(&a, 0).await.unwrap(), 1);
-    assert_eq!(s.epoch(&a).await.unwrap(), 1);
+    assert_eq!(s.advance_epoch(&a, e).await.unwrap(), e + 1);
+    assert_eq!(s.epoch(&a).await.unwrap(), e + 1);
 
     fail_updates(&cluster, 2, 500, "before");
     assert_eq!(
-        s.commit(&a, 0, 9, "zombie", 9).await.unwrap_err().kind(),
+        s.commit(&a, e, 9, "zombie", 9).await.unwrap_err().kind(),
         "fenced"
     );
-    assert_eq!(s.heartbeat(&a, 0, 9).await.unwrap_err().kind(), "fenced");
+    assert_eq!(s.heartbeat(&a, e, 9).await.unwrap_err().kind(), "fenced");
     cluster.control.clear_faults();
     let m = s.latest(&a).await.unwrap().unwrap();
-    assert_eq!((m.epoch, m.seq), (0, 2));
+    assert_eq!((m.epoch, m.seq), (e, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_conflicts_give_up_with_a_clear_kind() {
     let (cluster, s) = store().await;
     let a = app("endless");
-    s.commit(&a, 0, 1, "one", 1).await.unwrap();
+    let e = first_fence(&s, &a).await;
+    s.commit(&a, e, 1, "one", 1).await.unwrap();
     fail_updates(&cluster, u64::from(MAX_ATTEMPTS) + 5, 409, "before");
-    let err = s.commit(&a, 0, 2, "two", 2).await.unwrap_err();
+    let err = s.commit(&a, e, 2, "two", 2).await.unwrap_err();
     assert_eq!(err.kind(), "conflict_retries_exhausted");
     cluster.control.clear_faults();
     assert_eq!(latest_seq(&s, &a).await, Some(1));
@@ -121,9 +263,10 @@ async fn endless_conflicts_give_up_with_a_clear_kind() {
 async fn a_forbidden_write_is_not_retried() {
     let (cluster, s) = store().await;
     let a = app("forbidden");
-    s.commit(&a, 0, 1, "one", 1).await.unwrap();
+    let e = first_fence(&s, &a).await;
+    s.commit(&a, e, 1, "one", 1).await.unwrap();
     fail_updates(&cluster, 1, 403, "before");
-    let err = s.commit(&a, 0, 2, "two", 2).await.unwrap_err();
+    let err = s.commit(&a, e, 2, "two", 2).await.unwrap_err();
     assert_eq!(err.kind(), "backend");
 }
 

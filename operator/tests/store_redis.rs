@@ -3,7 +3,9 @@
 mod store_support;
 
 use operator::progress_store::redis::{Keys, RedisStore};
-use operator::progress_store::{AppKey, ProgressStore};
+use std::time::Duration;
+
+use operator::progress_store::{AppKey, ProgressStore, Scope};
 use store_support::*;
 
 async fn store() -> (RedisServer, RedisStore) {
@@ -22,30 +24,38 @@ fn hash_tag(key: &str) -> Option<&str> {
     (close > open + 1).then(|| &key[open + 1..close])
 }
 
-#[tokio::test]
-async fn all_keys_of_an_app_hash_to_one_cluster_slot() {
-    let (server, s) = store().await;
-    let a = AppKey::new("team-a", "etl");
-    s.commit(&a, 0, 1, "p", 1).await.unwrap();
-    s.heartbeat(&a, 0, 1).await.unwrap();
-    s.advance_epoch(&a, 0).await.unwrap();
-    let k = Keys::of(&a);
-    for key in [&k.epoch, &k.markers, &k.heartbeat] {
-        assert_eq!(hash_tag(key), Some("team-a/etl"), "{key}");
-    }
-    let mut conn = redis::Client::open(server.url())
+async fn connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn all_keys_of_an_app_hash_to_one_cluster_slot() {
+    let (server, s) = store().await;
+    let a = AppKey::new("team-a", "etl", Scope::new("uid-etl", 1));
+    let e = s.advance_epoch(&a, 0).await.unwrap();
+    s.commit(&a, e, 1, "p", 1).await.unwrap();
+    s.heartbeat(&a, e, 1).await.unwrap();
+    let k = Keys::of(&a);
+    for key in [&k.epoch, &k.markers, &k.heartbeat, &k.meta] {
+        assert_eq!(hash_tag(key), Some("team-a/etl"), "{key}");
+    }
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
-        .query_async(&mut conn)
+        .query_async(&mut connection(&server).await)
         .await
         .unwrap();
     let mut keys = keys;
     keys.sort();
-    let mut expected = vec![k.epoch.clone(), k.heartbeat.clone(), k.markers.clone()];
+    let mut expected = vec![
+        k.epoch.clone(),
+        k.heartbeat.clone(),
+        k.markers.clone(),
+        k.meta.clone(),
+    ];
     expected.sort();
     assert_eq!(
         keys, expected,
@@ -54,9 +64,49 @@ async fn all_keys_of_an_app_hash_to_one_cluster_slot() {
 }
 
 #[tokio::test]
+async fn nothing_is_kept_forever_every_write_renews_the_expiry_the_fence_set() {
+    let (server, s) = store().await;
+    let s = s.with_ttl(Duration::from_secs(3600));
+    let a = app("expiring");
+    let e = s.advance_epoch(&a, 0).await.unwrap();
+    s.commit(&a, e, 1, "p", 1).await.unwrap();
+    s.heartbeat(&a, e, 2).await.unwrap();
+    let mut conn = connection(&server).await;
+    let k = Keys::of(&a);
+    for key in [&k.epoch, &k.markers, &k.heartbeat, &k.meta] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            (3_500_000..=3_600_000).contains(&ttl),
+            "{key} expires in {ttl} ms"
+        );
+    }
+    // An agent's store knows no TTL of its own: its writes renew the one the fence recorded.
+    let agent = RedisStore::connect(&server.url()).await.unwrap();
+    redis::cmd("PEXPIRE")
+        .arg(&k.markers)
+        .arg(1000)
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    agent.commit(&a, e, 2, "p", 3).await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&k.markers)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 3_500_000, "the commit renewed the expiry: {ttl} ms");
+}
+
+#[tokio::test]
 async fn values_past_two_to_the_53_are_refused_before_reaching_redis() {
     let (_server, s) = store().await;
-    let err = s.commit(&app("big"), 0, 1 << 53, "p", 1).await.unwrap_err();
+    let a = app("big");
+    let e = s.advance_epoch(&a, 0).await.unwrap();
+    let err = s.commit(&a, e, 1 << 53, "p", 1).await.unwrap_err();
     assert_eq!(err.kind(), "out_of_range");
 }
 
@@ -64,6 +114,6 @@ async fn values_past_two_to_the_53_are_refused_before_reaching_redis() {
 async fn a_dead_server_is_a_backend_error() {
     let (server, s) = store().await;
     drop(server);
-    let err = s.commit(&app("dead"), 0, 1, "p", 1).await.unwrap_err();
+    let err = s.commit(&app("dead"), 1, 1, "p", 1).await.unwrap_err();
     assert_eq!(err.kind(), "backend");
 }

@@ -19,6 +19,9 @@
 /// PEM files of TLS material and the crypto provider, shared with the service.
 pub mod pem;
 
+/// A client certificate re-read when its files change (rotation without a restart).
+pub mod reload;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -38,7 +41,7 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{debug, info};
 
-use crate::pem::{ReadPemError, crypto_provider, read_certificates, read_private_key};
+use crate::pem::{ReadPemError, crypto_provider, read_certificates};
 use submission::api::{
     DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse,
 };
@@ -67,9 +70,12 @@ pub struct ClientConfig {
     pub url: String,
     /// CA bundle that verifies the server; required for `https`.
     pub ca: Option<PathBuf>,
-    /// Client certificate for mTLS; with `key`, or neither.
+    /// Client certificate for mTLS; with `key`, or neither. Re-read when the files change (see
+    /// [`reload`]), at most every `cert_check_interval`.
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+    /// How often a new connection re-reads the client certificate files.
+    pub cert_check_interval: Duration,
     /// Limit for one exchange: connect, send, and read the answer.
     pub request_timeout: Duration,
     /// Total attempts, counted as the Go client's `RetryMaxRetries` counts them (its loop runs
@@ -87,6 +93,7 @@ impl ClientConfig {
             ca: None,
             cert: None,
             key: None,
+            cert_check_interval: reload::DEFAULT_CHECK_INTERVAL,
             request_timeout: Duration::from_secs(30),
             max_retries: 5,
             initial_backoff: Duration::from_millis(500),
@@ -123,6 +130,8 @@ pub enum NewClientError {
     LoadClientKey(#[source] ReadPemError),
     #[error("cannot build the TLS client config")]
     BuildTls(#[source] rustls::Error),
+    #[error("the client key does not fit its certificate")]
+    ClientKeyMismatch(#[source] rustls::Error),
 }
 
 impl NewClientError {
@@ -140,6 +149,7 @@ impl NewClientError {
             NewClientError::LoadClientCertificate(_) => "load_client_certificate",
             NewClientError::LoadClientKey(_) => "load_client_key",
             NewClientError::BuildTls(_) => "build_tls",
+            NewClientError::ClientKeyMismatch(_) => "client_key_mismatch",
         }
     }
 }
@@ -682,11 +692,19 @@ fn tls_config(config: &ClientConfig, https: bool) -> Result<rustls::ClientConfig
     match identity {
         None => Ok(builder.with_no_client_auth()),
         Some((cert, key)) => {
-            let chain = read_certificates(cert).map_err(NewClientError::LoadClientCertificate)?;
-            let key = read_private_key(key).map_err(NewClientError::LoadClientKey)?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(NewClientError::BuildTls)
+            let resolver = reload::ReloadingClientCert::new(
+                cert.clone(),
+                key.clone(),
+                config.cert_check_interval,
+            )
+            .map_err(|error| match error {
+                reload::LoadClientCertError::Certificate(e) => {
+                    NewClientError::LoadClientCertificate(e)
+                }
+                reload::LoadClientCertError::Key(e) => NewClientError::LoadClientKey(e),
+                reload::LoadClientCertError::Pair(e) => NewClientError::ClientKeyMismatch(e),
+            })?;
+            Ok(builder.with_client_cert_resolver(Arc::new(resolver)))
         }
     }
 }

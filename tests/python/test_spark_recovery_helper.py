@@ -70,6 +70,11 @@ class Redis:
             s.sendall((" ".join(args) + "\r\n").encode())
             return s.recv(4096)
 
+    def fence(self, app: str, epoch: int) -> None:
+        """The operator's fence of `app` under [`SCOPE`], to `epoch`, as its script leaves it."""
+        assert self.command("SET", f"spark:{{{app}}}:epoch", str(epoch)).startswith(b"+OK")
+        assert self.command("HSET", f"spark:{{{app}}}:meta", "scope", SCOPE).startswith(b":")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -123,12 +128,15 @@ def start_agent(redis: Redis, tmp_path):
     started: list[Agent] = []
 
     def start(app: str, epoch: int) -> Agent:
+        # What the operator's fence leaves in the Redis store before it submits under `epoch`.
+        redis.fence(app, epoch)
         port = _free_port()
         log = tmp_path / f"agent-{epoch}-{port}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_RECOVERY_")}
         env.update(
             SPARK_RECOVERY_APP=app,
             SPARK_RECOVERY_EPOCH=str(epoch),
+            SPARK_RECOVERY_SCOPE=SCOPE,
             SPARK_RECOVERY_STORE="redis",
             SPARK_RECOVERY_REDIS_URL=redis.url,
             SPARK_RECOVERY_PORT=str(port),
@@ -147,52 +155,55 @@ def start_agent(redis: Redis, tmp_path):
         assert code == 0, f"the agent exits 0 on SIGTERM, got {code}:\n{agent.log_tail()}"
 
 
+# The application object and run the agents' progress belongs to (uid/run).
+SCOPE = "uid-helper/1"
+
+
 def app_name() -> str:
     return f"default/helper-{secrets.token_hex(4)}"
 
 
 def test_a_fresh_app_restores_nothing_and_each_stage_commit_is_restored(start_agent):
-    agent = start_agent(app_name(), 0)
+    agent = start_agent(app_name(), 1)
     client = sr.RecoveryClient(agent.url, max_wait_s=20)
     assert client.restore() is None, agent.log_tail()
-    assert client.epoch == 0 and client.restored_from_epoch is None
+    assert client.epoch == 1 and client.restored_from_epoch is None
 
-    assert client.commit(1, {"stage": 1, "outputs": {"clean": "/w/clean/epoch=0"}}) is True
-    assert client.commit(2, {"stage": 2, "outputs": {"clean": "/w/clean/epoch=0", "daily": "/w/daily/epoch=0"}})
+    assert client.commit(1, {"stage": 1, "outputs": {"clean": "/w/clean/epoch=1"}}) is True
+    assert client.commit(2, {"stage": 2, "outputs": {"clean": "/w/clean/epoch=1", "daily": "/w/daily/epoch=1"}})
     marker = client.restore()
-    assert (marker.epoch, marker.seq) == (0, 2)
-    assert marker.data()["outputs"]["daily"] == "/w/daily/epoch=0"
+    assert (marker.epoch, marker.seq) == (1, 2)
+    assert marker.data()["outputs"]["daily"] == "/w/daily/epoch=1"
 
     # A retry of the latest marker (same value, so the same text) is accepted; an older one is
     # already recorded.
-    assert client.commit(2, {"outputs": {"daily": "/w/daily/epoch=0", "clean": "/w/clean/epoch=0"}, "stage": 2})
+    assert client.commit(2, {"outputs": {"daily": "/w/daily/epoch=1", "clean": "/w/clean/epoch=1"}, "stage": 2})
     assert client.commit(1, {"stage": 1}) is False
     assert client.restore().seq == 2
 
 
 def test_a_successor_resumes_and_the_superseded_driver_is_fenced(start_agent, redis):
     app = app_name()
-    old_agent = start_agent(app, 0)
+    old_agent = start_agent(app, 1)
     old = sr.RecoveryClient(old_agent.url, max_wait_s=20)
     assert old.restore() is None
     assert old.commit(1, "stage-1")
 
-    # What the operator's advance does in the Redis store before it resubmits under epoch 1.
-    assert redis.command("SET", f"spark:{{{app}}}:epoch", "1").startswith(b"+OK")
-    new = sr.RecoveryClient(start_agent(app, 1).url, max_wait_s=20)
+    # The operator fences epoch 1 (the fixture does its advance) and resubmits under epoch 2.
+    new = sr.RecoveryClient(start_agent(app, 2).url, max_wait_s=20)
     marker = new.restore()
-    assert (marker.epoch, marker.seq, marker.payload) == (0, 1, "stage-1")
-    assert (new.epoch, new.restored_from_epoch) == (1, 0)
+    assert (marker.epoch, marker.seq, marker.payload) == (1, 1, "stage-1")
+    assert (new.epoch, new.restored_from_epoch) == (2, 1)
     assert new.commit(2, "stage-2")
 
     with pytest.raises(sr.Fenced) as fenced:
         old.commit(2, "zombie")
-    assert (fenced.value.epoch, fenced.value.current_epoch) == (0, 1)
+    assert (fenced.value.epoch, fenced.value.current_epoch) == (1, 2)
     assert new.restore().payload == "stage-2"
 
 
 def test_an_unavailable_store_is_retried_for_a_bounded_time_then_raised(start_agent, redis):
-    agent = start_agent(app_name(), 0)
+    agent = start_agent(app_name(), 1)
     client = sr.RecoveryClient(agent.url, max_wait_s=20)
     assert client.restore() is None
     redis.stop()
@@ -217,5 +228,5 @@ def test_the_helper_reads_its_url_from_the_environment(monkeypatch):
     monkeypatch.delenv(sr.URL_ENV, raising=False)
     with pytest.raises(sr.RecoveryError):
         sr.RecoveryClient.from_env()
-    monkeypatch.setenv(sr.URL_ENV, "http://127.0.0.1:7079/")
-    assert sr.RecoveryClient.from_env().url == "http://127.0.0.1:7079"
+    monkeypatch.setenv(sr.URL_ENV, "http://127.0.0.1:7979/")
+    assert sr.RecoveryClient.from_env().url == "http://127.0.0.1:7979"

@@ -45,6 +45,12 @@ pub mod staged_driver;
 /// A real `redis-server` on loopback: the one launcher every test and benchmark shares.
 pub mod redis;
 
+/// The state store's rules under a lock, for tests of its callers.
+pub mod memory_store;
+
+/// Agent ports spread by pod name while kubesim's pods share one loopback (sandbox only).
+pub mod agent_ports;
+
 /// The image kubesim runs as `sandbox agent` (the args `agent` come from the sidecar spec).
 pub const AGENT_IMAGE: &str = "spark-recovery-agent:sandbox";
 /// The image kubesim runs as `sandbox staged-driver`, ignoring Spark's driver arguments.
@@ -82,6 +88,9 @@ pub struct SandboxConfig {
     /// kubesim's Spark image mapping (`apache/spark:*`, `spark:*` run from the local pyspark);
     /// `None`: those images are scripted.
     pub spark: Option<kubesim::kubelet::spark_image::SparkImageConfig>,
+    /// Spread the agents' ports by pod name ([`agent_ports`]): needed while kubesim's pods share
+    /// this machine's loopback.
+    pub spread_agent_ports: bool,
 }
 
 impl SandboxConfig {
@@ -97,6 +106,7 @@ impl SandboxConfig {
             // the sandbox keeps pods on the host's network.
             network: kubesim::net::NetworkMode::Host,
             spark: None,
+            spread_agent_ports: true,
         }
     }
 
@@ -121,6 +131,8 @@ impl SandboxConfig {
         SandboxConfig {
             network: kubesim::net::NetworkMode::Pod,
             spark: Some(spark),
+            // Pods have their own network: the driver finds its agent at the default port.
+            spread_agent_ports: false,
             ..SandboxConfig::new(sandbox_bin)
         }
     }
@@ -212,6 +224,9 @@ pub struct StagedApp {
     pub retry_interval_seconds: i64,
     /// `spec.restartPolicy.recovery.enabled`.
     pub recovery: bool,
+    /// The name of its journal and output files ([`Sandbox::journal_path`]); another application
+    /// object of the same name can keep its own.
+    pub files: String,
 }
 
 impl StagedApp {
@@ -224,6 +239,7 @@ impl StagedApp {
             retries: 3,
             retry_interval_seconds: 1,
             recovery: true,
+            files: name.to_owned(),
         }
     }
 }
@@ -234,6 +250,7 @@ pub struct Sandbox {
     pub cluster: Cluster,
     pub client: kube::Client,
     pub recovery: RecoverySettings,
+    ca: certs::Ca,
     dir: tempfile::TempDir,
     submitter_port: u16,
     _stop_submitter: oneshot::Sender<()>,
@@ -247,15 +264,45 @@ impl Sandbox {
             .tempdir()
             .map_err(StartSandboxError::TempDir)?;
         let bin = config.sandbox_bin.display().to_string();
+        let mut env = BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]);
+        if config.spread_agent_ports {
+            env.insert(
+                agent_ports::ENV_BASE.to_owned(),
+                agent_ports::BASE.to_string(),
+            );
+            env.insert(
+                agent_ports::ENV_SPAN.to_owned(),
+                agent_ports::SPAN.to_string(),
+            );
+        }
         let image = |args: &[&str]| ImageCommand {
             command: std::iter::once(bin.clone())
                 .chain(args.iter().map(|a| (*a).to_owned()))
                 .collect(),
-            env: BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]),
+            env: env.clone(),
         };
+        // The agent's startup probe runs `operator agent probe` inside its container, as in the
+        // operator's image: there, `operator` is this binary, first on the container's PATH.
+        let image_bin = dir.path().join("agent-image-bin");
+        std::fs::create_dir_all(&image_bin).map_err(|source| StartSandboxError::WriteFile {
+            path: image_bin.clone(),
+            source,
+        })?;
+        let operator_link = image_bin.join("operator");
+        std::os::unix::fs::symlink(&config.sandbox_bin, &operator_link).map_err(|source| {
+            StartSandboxError::WriteFile {
+                path: operator_link.clone(),
+                source,
+            }
+        })?;
+        let mut agent_image = image(&[]);
+        let path = std::env::var("PATH").unwrap_or_default();
+        agent_image
+            .env
+            .insert("PATH".to_owned(), format!("{}:{path}", image_bin.display()));
         let cluster = Cluster::start(ClusterConfig {
             images: BTreeMap::from([
-                (AGENT_IMAGE.to_owned(), image(&[])),
+                (AGENT_IMAGE.to_owned(), agent_image),
                 (DRIVER_IMAGE.to_owned(), image(&["staged-driver", "--"])),
             ]),
             work_dir: Some(dir.path().join("kubesim")),
@@ -313,21 +360,39 @@ impl Sandbox {
         let recovery = RecoverySettings {
             store: config.store,
             agent_image: AGENT_IMAGE.to_owned(),
-            // Every pod's processes share this machine's loopback: spread the agents' ports
-            // below the ephemeral range so a zombie and its successor never collide.
-            agent_port: 21_000,
-            agent_port_span: 10_000,
             heartbeat_millis: config.agent_heartbeat_millis,
             heartbeat_timeout_seconds: config.heartbeat_timeout_seconds,
+            ..RecoverySettings::default()
         };
         Ok(Sandbox {
             cluster,
             client,
             recovery,
+            ca,
             dir,
             submitter_port,
             _stop_submitter: stop,
         })
+    }
+
+    /// Replaces the operator's client certificate files with a new certificate for `identity`,
+    /// as cert-manager rotates a Secret: each file written aside, then renamed over the old one.
+    pub fn rotate_operator_certificate(&self, identity: &str) -> Result<(), StartSandboxError> {
+        let issued = self
+            .ca
+            .client(identity)
+            .map_err(StartSandboxError::Certificates)?;
+        for (name, text) in [
+            ("operator.crt", &issued.cert),
+            ("operator.key", &issued.key),
+        ] {
+            let path = self.dir().join(name);
+            let aside = self.dir().join(format!("{name}.new"));
+            std::fs::write(&aside, text)
+                .and_then(|()| std::fs::rename(&aside, &path))
+                .map_err(|source| StartSandboxError::WriteFile { path, source })?;
+        }
+        Ok(())
     }
 
     /// The sandbox's folder (certificates, kubesim's pods, the drivers' output files).
@@ -335,12 +400,12 @@ impl Sandbox {
         self.dir.path()
     }
 
-    /// The file a staged app's drivers append each committed stage to.
+    /// The file a staged app's drivers append each committed stage to (`app`: its `files`).
     pub fn output_path(&self, app: &str) -> PathBuf {
         self.dir().join(format!("{app}.output"))
     }
 
-    /// The file a staged app's drivers append each of their log lines to.
+    /// The file a staged app's drivers append each of their log lines to (`app`: its `files`).
     pub fn journal_path(&self, app: &str) -> PathBuf {
         self.dir().join(format!("{app}.journal"))
     }
@@ -361,7 +426,7 @@ impl Sandbox {
             submitter,
             master: "k8s://https://kubernetes.default.svc:443".into(),
             install_crd: true,
-            namespace: None,
+            namespaces: Vec::new(),
             settings: Settings {
                 driver_creation_grace: Duration::from_secs(2),
                 default_ttl_seconds: None,
@@ -426,8 +491,8 @@ impl Sandbox {
                 "sparkConf": {
                     conf("STAGES"): app.stages.to_string(),
                     conf("STAGE_MILLIS"): app.stage_millis.to_string(),
-                    conf("OUTPUT"): self.output_path(&app.name).display().to_string(),
-                    conf("JOURNAL"): self.journal_path(&app.name).display().to_string(),
+                    conf("OUTPUT"): self.output_path(&app.files).display().to_string(),
+                    conf("JOURNAL"): self.journal_path(&app.files).display().to_string(),
                 },
                 "restartPolicy": {
                     "type": "OnFailure",

@@ -19,8 +19,9 @@ enum Command {
     /// Run a recovery-enabled application on an embedded kubesim, kill its driver mid-run and
     /// show the fenced restart resume from the next stage; the last line is a JSON summary.
     Demo(sandbox::demo::DemoArgs),
-    /// The recovery agent sidecar, as `operator agent` runs it (the agent image of the sandbox).
-    Agent(operator::agent::AgentArgs),
+    /// The recovery agent sidecar, as `operator agent` runs it (the agent image of the sandbox);
+    /// `agent probe` is its startup probe.
+    Agent(operator::agent::AgentCommand),
     /// The simulated staged driver; Spark's driver arguments after `--` are ignored.
     #[command(hide = true)]
     StagedDriver {
@@ -43,7 +44,15 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
                 anyhow::bail!("the demo's application ended {}", summary["state"]);
             }
         }
-        Command::Agent(args) => {
+        Command::Agent(operator::agent::AgentCommand {
+            action: Some(operator::agent::AgentAction::Probe(mut probe)),
+            ..
+        }) => {
+            probe.port = sandbox::agent_ports::from_env(probe.port);
+            return Ok(operator::agent::probe_main(&probe));
+        }
+        Command::Agent(operator::agent::AgentCommand { mut args, .. }) => {
+            args.port = sandbox::agent_ports::from_env(args.port);
             init_tracing("info");
             // One thread is plenty for a sidecar that answers one driver.
             let runtime = tokio::runtime::Builder::new_current_thread()

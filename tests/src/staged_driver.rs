@@ -9,7 +9,8 @@
 //! over: the stage's output is discarded and the driver exits 3 without writing anything more.
 //!
 //! Environment:
-//! - `SPARK_RECOVERY_URL`: the agent, `http://127.0.0.1:<port>` (required);
+//! - `SPARK_RECOVERY_URL`: the agent, `http://127.0.0.1:<port>` (required; the port is replaced as
+//!   the sandbox's agent replaces its own, see `agent_ports`);
 //! - `SPARK_RECOVERY_EPOCH`: the epoch, for the log lines only (the agent knows its own);
 //! - `STAGES` (default 5), `STAGE_MILLIS` (default 1000): the work;
 //! - `OUTPUT`: a file every published stage is appended to (one line per stage);
@@ -156,6 +157,14 @@ fn run() -> Result<ExitCode, String> {
         .strip_prefix("http://")
         .map(|a| a.trim_end_matches('/').to_owned())
         .ok_or_else(|| format!("SPARK_RECOVERY_URL={url:?} is not http://host:port"))?;
+    // On the sandbox's shared loopback the agent of this pod took a port of its own.
+    let addr = match addr.rsplit_once(':') {
+        Some((host, port)) => match port.parse::<u16>() {
+            Ok(port) => format!("{host}:{}", crate::agent_ports::from_env(port)),
+            Err(_) => return Err(format!("SPARK_RECOVERY_URL={url:?} has no port")),
+        },
+        None => return Err(format!("SPARK_RECOVERY_URL={url:?} has no port")),
+    };
     let epoch = std::env::var("SPARK_RECOVERY_EPOCH").unwrap_or_else(|_| "?".into());
     let stages = env_u64("STAGES", 5)?;
     let stage_time = Duration::from_millis(env_u64("STAGE_MILLIS", 1000)?);

@@ -241,8 +241,17 @@ async fn dropped_and_compacted_watches_still_complete() {
     )
     .await;
     env.wait_for_state("resilient", State::Running).await;
+    let before = (
+        env.watch_requests("sparkapplications"),
+        env.watch_requests("pods"),
+    );
     env.cluster.store.drop_watches();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("both watches to resume after the drop", || {
+        let resumed = env.watch_requests("sparkapplications") > before.0
+            && env.watch_requests("pods") > before.1;
+        async move { resumed.then_some(()) }
+    })
+    .await;
     // History forgotten: resumes get 410 and the watches re-list.
     env.cluster.store.compact();
     env.cluster.store.drop_watches();
@@ -262,7 +271,7 @@ async fn steady_state_makes_no_list_calls() {
     for name in ["steady-a", "steady-b"] {
         env.create_app(
             name,
-            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "60"}}}),
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
         )
         .await;
     }
@@ -270,7 +279,11 @@ async fn steady_state_makes_no_list_calls() {
         env.wait_for_state(name, State::Running).await;
     }
     env.cluster.control.reset_counts();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The barrier: the drivers finish and the operator follows both apps to COMPLETED, which it
+    // can only learn from its watches. Whatever it listed meanwhile is counted.
+    for name in ["steady-a", "steady-b"] {
+        env.wait_for_state(name, State::Completed).await;
+    }
     assert_eq!(env.list_calls(), 0, "{:#?}", env.cluster.control.counts());
 }
 
@@ -365,4 +378,155 @@ async fn readiness_drops_while_a_watch_is_down_and_returns_after() {
     })
     .await;
     assert!(operator.health.pods.restarts() >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spark_conf_namespace_elsewhere_is_refused_before_anything_is_submitted() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "escape",
+        json!({"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}),
+    )
+    .await;
+    let app = env.wait_for_state("escape", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.failure_reason, Some(FailureReason::RefusedSparkConf));
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == operator::sparkconf::CONDITION_TYPE)
+        .expect("the SparkConfRefused condition");
+    assert!(
+        condition.message.contains("spark.kubernetes.namespace"),
+        "{}",
+        condition.message
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let warnings: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(operator::sparkconf::REASON))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(env.pod_creations(), 0, "nothing was submitted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_run_reports_a_crd_another_manager_owns_and_leaves_it_unchanged() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+
+    let env = Env::start().await;
+    // Another controller (a Helm release of the widely used operator) manages the CRD, with a
+    // field of its own that differs from ours.
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let mut theirs = operator::crd::crd();
+    theirs.spec.names.short_names = Some(vec!["sparkapp".into(), "helmapp".into()]);
+    crds.patch(
+        &theirs.name_any(),
+        &PatchParams::apply("helm"),
+        &Patch::Apply(&theirs),
+    )
+    .await
+    .unwrap();
+
+    let mut config = env.run_config();
+    config.install_crd = true;
+    let health = std::sync::Arc::new(operator::reconciler::Health::default());
+    let run = operator::controller::run(env.client.clone(), config, health, std::future::pending());
+    let error = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("operator run stops at once")
+        .expect_err("a CRD another manager owns is not overwritten");
+    assert_eq!(error.kind(), "crd_managed_elsewhere");
+    assert!(error.to_string().contains("shortNames"), "{error}");
+    let now = crds.get(&theirs.name_any()).await.unwrap();
+    assert_eq!(
+        now.spec.names.short_names,
+        Some(vec!["sparkapp".to_owned(), "helmapp".to_owned()]),
+        "the other manager's CRD is unchanged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other() {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let env = Env::start().await;
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    for ns in ["team-a", "team-b", "team-c"] {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+    }
+    operator::controller::install_crd(&env.client)
+        .await
+        .unwrap();
+    // Present from the start: an operator that listed team-c would see it at once.
+    env.create_app_in("team-c", "outside", json!({})).await;
+    env.cluster.control.reset_counts();
+
+    let mut config = env.run_config();
+    config.namespaces = vec!["team-a".into(), "team-b".into()];
+    let _operator = env.operator_with(config).await;
+    env.create_app_in("team-a", "pi", json!({})).await;
+    env.create_app_in("team-b", "pi", json!({})).await;
+    env.wait_for_state_in("team-a", "pi", State::Completed)
+        .await;
+    env.wait_for_state_in("team-b", "pi", State::Completed)
+        .await;
+
+    let outside: Api<operator::crd::SparkApplication> =
+        Api::namespaced(env.client.clone(), "team-c");
+    assert!(
+        outside.get("outside").await.unwrap().status.is_none(),
+        "an app outside the namespaces watched is not reconciled"
+    );
+    // Every list and watch of the operator's resources was scoped to a namespace it watches.
+    let reads: Vec<_> = env
+        .cluster
+        .control
+        .counts()
+        .into_iter()
+        .filter(|c| {
+            c.verb == "list" && ["sparkapplications", "pods"].contains(&c.resource.as_str())
+        })
+        .collect();
+    assert!(!reads.is_empty());
+    for read in &reads {
+        assert!(
+            ["team-a", "team-b"].contains(&read.namespace.as_str()),
+            "{read:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_client_certificate_is_reloaded_when_its_files_change() {
+    let env = Env::start().await;
+    let mut config = env.run_config().submitter;
+    config.cert_check_interval = Duration::ZERO;
+    config.max_retries = 1;
+    let client = submitter_client::SubmitterClient::new(config).unwrap();
+    // Rotated before the first connection: it must present the new certificate, here one of an
+    // identity the submitter's policy does not know.
+    env.rotate_operator_certificate("stranger.example").unwrap();
+    let error = client
+        .driver_status("default", "no-such-driver")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.status(),
+        Some(403),
+        "answered for the new identity: {error}"
+    );
 }

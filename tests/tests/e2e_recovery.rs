@@ -351,3 +351,81 @@ async fn a_driver_whose_agent_stops_heartbeating_is_fenced_and_replaced() {
         "{run:?}"
     );
 }
+
+/// Deletes `app` (with `propagation`) and waits until it is gone.
+async fn delete_app(sandbox: &Sandbox, app: &str, params: &DeleteParams) {
+    let apps = apps(sandbox);
+    apps.delete(app, params).await.unwrap();
+    wait_within(&format!("{app} to be deleted"), WAIT, || {
+        let apps = apps.clone();
+        async move { apps.get_opt(app).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+}
+
+/// An application deleted while its progress stays behind (`keep` deletes it so), then created
+/// again under the same name: the new object's driver restores nothing and runs every stage.
+async fn a_recreated_application_starts_from_nothing(
+    store: StoreKind,
+    keep: DeleteParams,
+) -> Sandbox {
+    let (sandbox, _operator) = sandbox(store, 30).await;
+    let first = StagedApp {
+        stages: 4,
+        stage_millis: 500,
+        ..StagedApp::new("again")
+    };
+    sandbox.create_staged_app(&first).await.unwrap();
+    wait_mid_stage_after(&sandbox, "again", 2).await;
+    delete_app(&sandbox, "again", &keep).await;
+
+    let second = StagedApp {
+        files: "again-second".into(),
+        ..first
+    };
+    sandbox.create_staged_app(&second).await.unwrap();
+    let done = wait_for_state(&sandbox, "again", ApplicationStateType::Completed).await;
+    let run = StagedRun::read(&sandbox, "again-second");
+    assert_each_stage_once(&run, 4);
+    assert_eq!(
+        run.restored.first().map(|(stage, _)| *stage),
+        Some(None),
+        "the new object's first driver restored nothing: {run:?}"
+    );
+    assert_eq!(run.resumed_from_stage(), Some(1), "{run:?}");
+    let recovery = done.status.unwrap().recovery_status.unwrap();
+    assert_eq!(recovery.restored_from_epoch, None);
+    sandbox
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_application_starts_from_nothing_with_the_redis_store() {
+    // Redis keys outlive the application (they only expire).
+    let redis = RedisServer::start().unwrap();
+    a_recreated_application_starts_from_nothing(
+        StoreKind::Redis { url: redis.url() },
+        DeleteParams::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_application_starts_from_nothing_with_the_kubernetes_store() {
+    // Deleted with its dependents orphaned (`kubectl delete --cascade=orphan`), the progress
+    // ConfigMap stays under the application's name.
+    let sandbox =
+        a_recreated_application_starts_from_nothing(StoreKind::Kubernetes, DeleteParams::orphan())
+            .await;
+    // The ConfigMap now belongs to the new object.
+    let configmaps: Api<ConfigMap> = Api::namespaced(sandbox.client.clone(), NAMESPACE);
+    let progress = configmaps.get("again-progress").await.unwrap();
+    let app = apps(&sandbox).get("again").await.unwrap();
+    let owners: Vec<_> = progress
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.uid)
+        .collect();
+    assert_eq!(owners, [app.metadata.uid.unwrap()]);
+}

@@ -4,12 +4,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::progress_store::AppKey;
+use crate::progress_store::{AppKey, ParseScopeError, Scope};
 
 /// The application (`SPARK_RECOVERY_APP`).
 pub const ENV_APP: &str = "SPARK_RECOVERY_APP";
 /// The epoch the driver runs under (`SPARK_RECOVERY_EPOCH`).
 pub const ENV_EPOCH: &str = "SPARK_RECOVERY_EPOCH";
+/// The application object and run the progress belongs to, `<uid>/<run>` (`SPARK_RECOVERY_SCOPE`).
+pub const ENV_SCOPE: &str = "SPARK_RECOVERY_SCOPE";
 /// The store backend (`SPARK_RECOVERY_STORE`).
 pub const ENV_STORE: &str = "SPARK_RECOVERY_STORE";
 /// The Redis URL (`SPARK_RECOVERY_REDIS_URL`).
@@ -19,10 +21,42 @@ pub const ENV_PORT: &str = "SPARK_RECOVERY_PORT";
 /// The heartbeat interval (`SPARK_RECOVERY_HEARTBEAT_MILLIS`).
 pub const ENV_HEARTBEAT_MILLIS: &str = "SPARK_RECOVERY_HEARTBEAT_MILLIS";
 
-/// The port the marker API listens on when none is set.
-pub const DEFAULT_PORT: u16 = 7079;
+/// The port the marker API listens on when none is set. A pod's containers share one port space,
+/// so it must be one a Spark driver never binds: not Spark's driver and block-manager ports
+/// (7078, 7079 on Kubernetes) nor the UI's (4040), Spark Connect's (15002) or the standalone
+/// master's (7077), nor the 16 ports after each that `spark.port.maxRetries` lets Spark try.
+pub const DEFAULT_PORT: u16 = 7979;
 /// The heartbeat interval when none is set.
 pub const DEFAULT_HEARTBEAT_MILLIS: u64 = 1000;
+
+/// `operator agent [probe]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentCommand {
+    #[command(subcommand)]
+    pub action: Option<AgentAction>,
+    #[command(flatten)]
+    pub args: AgentArgs,
+}
+
+/// What `operator agent` does besides serving.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AgentAction {
+    /// The startup probe: exit 0 once the agent in this pod has restored the latest marker.
+    Probe(ProbeArgs),
+}
+
+/// `operator agent probe`: run by the kubelet inside the agent's container, where it shares the
+/// pod's loopback with the agent.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// The agent's port on 127.0.0.1 (the container's own `SPARK_RECOVERY_PORT`).
+    #[arg(long, env = ENV_PORT, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Bound on each step (connect, exchange); both together stay below the probe's
+    /// `timeoutSeconds` (1).
+    #[arg(long, default_value_t = 400)]
+    pub timeout_millis: u64,
+}
 
 /// `operator agent`: the recovery agent, a native sidecar of the Spark driver.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,6 +69,9 @@ pub struct AgentArgs {
     /// The epoch the driver in this pod runs under (required).
     #[arg(long, env = ENV_EPOCH)]
     pub epoch: Option<u64>,
+    /// The application object and run the progress belongs to, `<uid>/<run>` (required).
+    #[arg(long, env = ENV_SCOPE)]
+    pub scope: Option<String>,
     /// The state store backend.
     #[arg(long, env = ENV_STORE, value_enum, default_value_t = StoreKind::Kubernetes)]
     pub store: StoreKind,
@@ -114,6 +151,9 @@ pub enum ConfigError {
         /// The flag.
         flag: &'static str,
     },
+    /// `SPARK_RECOVERY_SCOPE` is not `<uid>/<run>`.
+    #[error("{ENV_SCOPE} must be <uid>/<run>")]
+    Scope(#[source] ParseScopeError),
     /// Redis was chosen without a URL.
     #[error("{ENV_STORE}=redis needs {ENV_REDIS_URL}")]
     MissingRedisUrl,
@@ -128,6 +168,7 @@ impl ConfigError {
         match self {
             Self::App { .. } => "app",
             Self::Missing { .. } => "missing",
+            Self::Scope(_) => "scope",
             Self::MissingRedisUrl => "missing_redis_url",
             Self::HeartbeatInterval => "heartbeat_interval",
         }
@@ -136,7 +177,10 @@ impl ConfigError {
 
 /// A `<namespace>/<name>` reference to a SparkApplication.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppRef(pub AppKey);
+pub struct AppRef {
+    pub namespace: String,
+    pub name: String,
+}
 
 impl FromStr for AppRef {
     type Err = ConfigError;
@@ -153,7 +197,10 @@ impl FromStr for AppRef {
         if !is_dns_subdomain(name) {
             return Err(bad("the name is not a DNS subdomain"));
         }
-        Ok(Self(AppKey::new(namespace, name)))
+        Ok(Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -176,7 +223,7 @@ impl TryFrom<AgentArgs> for Config {
     type Error = ConfigError;
 
     fn try_from(args: AgentArgs) -> Result<Self, Self::Error> {
-        let AppRef(app) = args
+        let AppRef { namespace, name } = args
             .app
             .ok_or(ConfigError::Missing {
                 var: ENV_APP,
@@ -187,6 +234,15 @@ impl TryFrom<AgentArgs> for Config {
             var: ENV_EPOCH,
             flag: "epoch",
         })?;
+        let scope: Scope = args
+            .scope
+            .ok_or(ConfigError::Missing {
+                var: ENV_SCOPE,
+                flag: "scope",
+            })?
+            .parse()
+            .map_err(ConfigError::Scope)?;
+        let app = AppKey::new(namespace, name, scope);
         let store = match (args.store, args.redis_url) {
             (StoreKind::Kubernetes, _) => StoreConfig::Kubernetes,
             (StoreKind::Redis, Some(url)) if !url.trim().is_empty() => StoreConfig::Redis { url },
@@ -217,25 +273,74 @@ mod tests {
         agent: AgentArgs,
     }
 
+    /// The configuration of `args`, with a scope unless they name one.
     fn config(args: &[&str]) -> Result<Config, ConfigError> {
+        let scope = ["--scope", "uid-1/1"];
+        let extra: &[&str] = if args.contains(&"--scope") {
+            &[]
+        } else {
+            &scope
+        };
+        raw_config(&[args, extra].concat())
+    }
+
+    fn raw_config(args: &[&str]) -> Result<Config, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("agent").chain(args.iter().copied()))
             .expect("flags parse");
         Config::try_from(cli.agent)
     }
 
     #[test]
-    fn defaults_are_the_kubernetes_store_on_port_7079_beating_every_second() {
+    fn defaults_are_the_kubernetes_store_on_the_default_port_beating_every_second() {
         let c = config(&["--app", "spark/pi", "--epoch", "3"]).unwrap();
         assert_eq!(
             c,
             Config {
-                app: AppKey::new("spark", "pi"),
+                app: AppKey::new("spark", "pi", Scope::new("uid-1", 1)),
                 epoch: 3,
                 store: StoreConfig::Kubernetes,
-                port: 7079,
+                port: DEFAULT_PORT,
                 heartbeat_interval: Duration::from_secs(1),
             }
         );
+    }
+
+    #[test]
+    fn the_default_agent_port_is_free_in_a_spark_driver_pod() {
+        // Spark's defaults, each followed by the `spark.port.maxRetries` (16) ports it may try
+        // next: the standalone master, the driver and block manager on Kubernetes, the UI and
+        // Spark Connect; and the external shuffle service.
+        let spark = [
+            7077..=7077 + 16,
+            7078..=7078 + 16,
+            7079..=7079 + 16,
+            4040..=4040 + 16,
+            15002..=15002 + 16,
+            7337..=7337,
+        ];
+        for range in spark {
+            assert!(
+                !range.contains(&DEFAULT_PORT),
+                "{DEFAULT_PORT} is Spark's ({range:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn agent_probe_is_a_subcommand_reading_the_agents_port() {
+        #[derive(Debug, Parser)]
+        struct AgentCli {
+            #[command(flatten)]
+            agent: AgentCommand,
+        }
+        let cli = AgentCli::try_parse_from(["agent", "probe", "--port", "7000"]).unwrap();
+        match cli.agent.action {
+            Some(AgentAction::Probe(p)) => assert_eq!(p.port, 7000),
+            other => panic!("{other:?}"),
+        }
+        let cli = AgentCli::try_parse_from(["agent", "--app", "a/b"]).unwrap();
+        assert!(cli.agent.action.is_none());
+        assert_eq!(cli.agent.args.app.as_deref(), Some("a/b"));
     }
 
     #[test]
@@ -269,6 +374,19 @@ mod tests {
         let err = config(&["--app", "a/b"]).unwrap_err();
         assert_eq!(err.kind(), "missing");
         assert!(err.to_string().contains(ENV_EPOCH), "{err}");
+        let err = raw_config(&["--app", "a/b", "--epoch", "1"]).unwrap_err();
+        assert_eq!(err.kind(), "missing");
+        assert!(err.to_string().contains(ENV_SCOPE), "{err}");
+    }
+
+    #[test]
+    fn the_scope_is_an_application_uid_and_a_run() {
+        let c = config(&["--app", "a/b", "--epoch", "1", "--scope", "4f1c-9a/3"]).unwrap();
+        assert_eq!(c.app.scope, Scope::new("4f1c-9a", 3));
+        for bad in ["", "uid", "uid/", "/3", "uid/x", "u id/1"] {
+            let err = config(&["--app", "a/b", "--epoch", "1", "--scope", bad]).unwrap_err();
+            assert_eq!(err.kind(), "scope", "{bad:?}");
+        }
     }
 
     #[test]
@@ -301,6 +419,7 @@ mod tests {
         for env in [
             ENV_APP,
             ENV_EPOCH,
+            ENV_SCOPE,
             ENV_STORE,
             ENV_REDIS_URL,
             ENV_PORT,

@@ -44,6 +44,7 @@ use super::status::SparkApplicationStatus;
     ),
     // Raw JSON, one string per column: the structured form repeats `type_ = "string"`, which
     // clippy takes for a duplicated attribute.
+    printcolumn = r#"{"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"}"#,
     printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.applicationState.state"}"#,
     printcolumn = r#"{"name": "Attempts", "type": "string", "jsonPath": ".status.executionAttempts"}"#,
     printcolumn = r#"{"name": "Start", "type": "string", "jsonPath": ".status.lastSubmissionAttemptTime"}"#,

@@ -72,6 +72,14 @@ pub struct SparkApplicationStatus {
 pub struct RecoveryStatus {
     /// The epoch the current driver runs under; every older driver is fenced.
     pub epoch: u64,
+    /// The run the progress belongs to. A spec change and the next run of an `Always`
+    /// application start a new run, which restores nothing from the previous one; restarts after
+    /// a failure stay in the run and resume from its last marker.
+    #[serde(default)]
+    pub run: u64,
+    /// The epoch of the first driver of this run; absent until it is fenced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_start_epoch: Option<u64>,
     /// The epoch of the progress marker the current driver restores; absent when it starts
     /// from zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,6 +243,9 @@ pub enum FailureReason {
     SubmitterUnavailable,
     /// The spec uses a field this operator cannot honour for this application.
     UnsupportedSpec,
+    /// `spec.sparkConf` sets a key the operator refuses (namespace, service account, master,
+    /// image, credentials).
+    RefusedSparkConf,
 }
 
 impl FailureReason {
@@ -305,6 +316,7 @@ impl FailureReason {
             FailureReason::SubmissionRejected => "SubmissionRejected",
             FailureReason::SubmitterUnavailable => "SubmitterUnavailable",
             FailureReason::UnsupportedSpec => "UnsupportedSpec",
+            FailureReason::RefusedSparkConf => "RefusedSparkConf",
         }
     }
 }

@@ -5,23 +5,32 @@
 //! so the rule is always judged against the latest state and a stale epoch stays FENCED however
 //! many retries it takes.
 //!
-//! Data keys: `epoch` (decimal), `markers` (JSON array of [`Marker`], oldest first), `heartbeat`
-//! (JSON [`Heartbeat`], absent until the first one). A ConfigMap holds at most 1 MiB: the operator
-//! prunes the marker history.
+//! Data keys: `scope` (`<uid>/<run>`, absent before the first fence), `epoch` (decimal),
+//! `markers` (JSON array of [`Marker`], oldest first), `heartbeat` (JSON [`Heartbeat`], absent
+//! until the first one). A ConfigMap holds at most 1 MiB: the operator prunes the marker history.
+//!
+//! The object belongs to the application: every write sets an ownerReference to the
+//! SparkApplication whose uid the scope names, so deleting the application lets the garbage
+//! collector delete its progress; an object left by an earlier application of the same name
+//! (orphaned, or not yet collected) is another scope, and the next fence starts from nothing.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ::kube::Resource;
 use ::kube::api::{Api, ObjectMeta, PostParams};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::{AppKey, Heartbeat, Marker, ProgressStore, StoreError};
+use crate::crd::SparkApplication;
 use crate::fence::{self, FenceState};
 
 /// Reads and compare-and-swaps per operation before giving up. Contention is between one operator
 /// and one or two agents per application, so a handful is plenty.
 pub const MAX_ATTEMPTS: u32 = 8;
 
+const SCOPE: &str = "scope";
 const EPOCH: &str = "epoch";
 const MARKERS: &str = "markers";
 const HEARTBEAT: &str = "heartbeat";
@@ -35,6 +44,8 @@ pub fn object_name(app: &AppKey) -> String {
 #[derive(Clone)]
 pub struct KubeStore {
     client: ::kube::Client,
+    /// Whether writes make the scope's SparkApplication the owner of its object.
+    owned: bool,
 }
 
 /// What a rule decided: write a new state, or answer without writing (a retry that finds its work
@@ -45,33 +56,21 @@ enum Outcome<T> {
 }
 
 impl KubeStore {
-    /// A store using `client`.
+    /// A store using `client`, whose objects belong to their applications.
     pub fn new(client: ::kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            owned: true,
+        }
     }
 
-    /// Makes `owner` (the SparkApplication) the owner of the application's progress object, so
-    /// deleting the application lets the garbage collector delete its progress too. Idempotent;
-    /// the object must exist (the operator calls this right after advancing the epoch).
-    pub async fn adopt(
-        &self,
-        app: &AppKey,
-        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
-    ) -> Result<(), StoreError> {
-        let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
-        self.api(app)
-            .patch(
-                &object_name(app),
-                &::kube::api::PatchParams::default(),
-                &::kube::api::Patch::Merge(&patch),
-            )
-            .await
-            .map(drop)
-            .map_err(|e| StoreError::Backend {
-                op: "adopt",
-                app: app.clone(),
-                source: Box::new(e),
-            })
+    /// A store whose objects have no owner: for applications that are not SparkApplications of
+    /// the cluster (the garbage collector deletes an object whose owner does not exist).
+    pub fn without_owners(client: ::kube::Client) -> Self {
+        Self {
+            client,
+            owned: false,
+        }
     }
 
     fn api(&self, app: &AppKey) -> Api<ConfigMap> {
@@ -144,7 +143,7 @@ impl KubeStore {
                 Outcome::Write(next, out) => (next, out),
             };
             let exists = previous.is_some();
-            let object = encode(app, &next, previous)?;
+            let object = encode(app, &next, previous, self.owned)?;
             let written = match exists {
                 false => api.create(&PostParams::default(), &object).await,
                 true => {
@@ -238,6 +237,7 @@ fn decode(cm: &ConfigMap) -> Result<FenceState, String> {
         Some(t) => Some(serde_json::from_str(t).map_err(|e| format!("heartbeat: {e}"))?),
     };
     Ok(FenceState {
+        scope: data.get(SCOPE).cloned(),
         epoch,
         markers,
         heartbeat,
@@ -250,6 +250,7 @@ fn encode(
     app: &AppKey,
     state: &FenceState,
     previous: Option<ObjectMeta>,
+    owned: bool,
 ) -> Result<ConfigMap, StoreError> {
     let json = |what: &str, r: serde_json::Result<String>| {
         r.map_err(|e| StoreError::Corrupt {
@@ -258,6 +259,9 @@ fn encode(
         })
     };
     let mut data = BTreeMap::new();
+    if let Some(scope) = &state.scope {
+        data.insert(SCOPE.to_owned(), scope.clone());
+    }
     data.insert(EPOCH.to_owned(), state.epoch.to_string());
     data.insert(
         MARKERS.to_owned(),
@@ -277,6 +281,19 @@ fn encode(
         .labels
         .get_or_insert_default()
         .insert(crate::labels::APP_NAME.to_owned(), app.name.clone());
+    if owned && state.scope.is_some() {
+        // The state is the scope's (writes are refused otherwise), so its application owns it.
+        let owners = metadata.owner_references.get_or_insert_default();
+        owners.retain(|o| o.kind != SparkApplication::kind(&()));
+        owners.push(OwnerReference {
+            api_version: SparkApplication::api_version(&()).into_owned(),
+            kind: SparkApplication::kind(&()).into_owned(),
+            name: app.name.clone(),
+            uid: app.scope.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        });
+    }
     Ok(ConfigMap {
         metadata,
         data: Some(data),
@@ -286,8 +303,9 @@ fn encode(
 
 impl ProgressStore for KubeStore {
     async fn advance_epoch(&self, app: &AppKey, observed: u64) -> Result<u64, StoreError> {
+        let scope = app.scope_text();
         self.update("advance_epoch", app, |s| {
-            let (next, a) = fence::advance_from(s, observed);
+            let (next, a) = fence::advance_from(s, &scope, observed);
             Ok(if a.moved {
                 Outcome::Write(next, a.epoch)
             } else {
@@ -298,7 +316,8 @@ impl ProgressStore for KubeStore {
     }
 
     async fn epoch(&self, app: &AppKey) -> Result<u64, StoreError> {
-        Ok(self.read_state("epoch", app).await?.epoch)
+        let state = self.read_state("epoch", app).await?;
+        Ok(fence::current_epoch(&state, &app.scope_text()))
     }
 
     async fn commit(
@@ -309,8 +328,9 @@ impl ProgressStore for KubeStore {
         payload: &str,
         now_ms: u64,
     ) -> Result<(), StoreError> {
+        let scope = app.scope_text();
         self.update("commit", app, |s| {
-            match fence::commit(s, epoch, seq, payload, now_ms) {
+            match fence::commit(s, &scope, epoch, seq, payload, now_ms) {
                 Ok((next, true)) => Ok(Outcome::Write(next, ())),
                 Ok((_, false)) => Ok(Outcome::Keep(())),
                 Err(r) => Err(StoreError::rejected(app, r)),
@@ -321,12 +341,13 @@ impl ProgressStore for KubeStore {
 
     async fn latest(&self, app: &AppKey) -> Result<Option<Marker>, StoreError> {
         let state = self.read_state("latest", app).await?;
-        Ok(fence::latest_marker(&state).cloned())
+        Ok(fence::latest_marker(&state, &app.scope_text()).cloned())
     }
 
     async fn heartbeat(&self, app: &AppKey, epoch: u64, now_ms: u64) -> Result<(), StoreError> {
+        let scope = app.scope_text();
         self.update("heartbeat", app, |s| {
-            fence::heartbeat(s, epoch, now_ms)
+            fence::heartbeat(s, &scope, epoch, now_ms)
                 .map(|next| Outcome::Write(next, ()))
                 .map_err(|r| StoreError::rejected(app, r))
         })
@@ -334,12 +355,14 @@ impl ProgressStore for KubeStore {
     }
 
     async fn last_heartbeat(&self, app: &AppKey) -> Result<Option<Heartbeat>, StoreError> {
-        Ok(self.read_state("last_heartbeat", app).await?.heartbeat)
+        let state = self.read_state("last_heartbeat", app).await?;
+        Ok(fence::last_heartbeat(&state, &app.scope_text()))
     }
 
     async fn prune(&self, app: &AppKey, keep: usize) -> Result<usize, StoreError> {
+        let scope = app.scope_text();
         self.update("prune", app, |s| {
-            let (next, dropped) = fence::prune(s, keep);
+            let (next, dropped) = fence::prune(s, &scope, keep);
             Ok(if dropped == 0 {
                 Outcome::Keep(0)
             } else {

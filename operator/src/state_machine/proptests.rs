@@ -227,9 +227,11 @@ proptest! {
                 submission,
                 ..Observed::default()
             };
-            let view = AppView { name: "pi", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
+            let view = AppView { name: "pi", namespace: "default", uid: UID, spec: &spec, status: persisted.as_ref(), settings: &settings };
             let decision = decide(&view, &observed, Timestamp::from_second(BASE + now).unwrap());
 
+            prop_assert!(decision.actions.is_sorted_by_key(Action::order),
+                "actions listed in execution order: {:?}", decision.actions);
             let writes = decision.actions.iter().filter(|a| **a == Action::WriteStatus).count();
             prop_assert!(writes <= 1);
             prop_assert_eq!(writes == 1, decision.status != input, "WriteStatus exactly when the status changed");

@@ -113,6 +113,7 @@ fn decide_with(
 ) -> Decision {
     let view = AppView {
         name: "pi",
+        namespace: "default",
         uid: UID,
         spec,
         status,
@@ -129,7 +130,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
-            Action::AdvanceEpoch { observed } => format!("AdvanceEpoch({observed})"),
+            Action::AdvanceEpoch { observed, run } => format!("AdvanceEpoch({observed}, {run})"),
             Action::WriteStatus => "WriteStatus".to_owned(),
             Action::RecordEvent { reason, .. } => format!("Event({reason})"),
             Action::DeleteApplication => "DeleteApplication".to_owned(),
@@ -282,8 +283,8 @@ fn transitions_of_the_state_diagram() {
             now: 1,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -321,8 +322,8 @@ fn transitions_of_the_state_diagram() {
             now: 10,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -451,8 +452,8 @@ fn transitions_of_the_state_diagram() {
             now: 1,
             expect_state: State::PendingRerun,
             expect_actions: &[
-                "DeleteDriver",
                 "WriteStatus",
+                "DeleteDriver",
                 "Event(SparkApplicationPendingRerun)",
                 "Requeue(0s)",
             ],
@@ -739,11 +740,14 @@ fn rerun_gets_a_new_submission_id_and_resets_the_run() {
     assert_eq!(s.failure_reason, None);
     assert!(s.app_state.error_message.is_empty());
     assert_eq!(
-        rerun.actions[0],
-        Action::DeleteDriver {
-            name: "pi-driver".into(),
-            uid: "pod-uid".into()
-        }
+        rerun.actions[..2],
+        [
+            Action::WriteStatus,
+            Action::DeleteDriver {
+                name: "pi-driver".into(),
+                uid: "pod-uid".into()
+            }
+        ]
     );
 
     let prepared = decide_at(&spec, Some(s), &synced(None), 11).status;
@@ -858,8 +862,8 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
     assert_eq!(
         kinds(&late.actions),
         [
-            "DeleteDriver",
             "WriteStatus",
+            "DeleteDriver",
             "Event(SparkDriverStartTimedOut)",
             "Requeue(0s)"
         ]
@@ -910,7 +914,7 @@ fn driver_ready_timeout_counts_from_the_container_start() {
         late.status.failure_reason,
         Some(FailureReason::DriverReadyTimeout)
     );
-    assert_eq!(kinds(&late.actions)[0], "DeleteDriver");
+    assert_eq!(kinds(&late.actions)[..2], ["WriteStatus", "DeleteDriver"]);
 }
 
 #[test]
@@ -1084,3 +1088,56 @@ fn failed_driver_message_has_exit_code_and_reason() {
 }
 
 mod recovery;
+
+#[test]
+fn spark_conf_keys_that_escape_the_operator_fail_the_app_before_anything_is_submitted() {
+    for (key, value) in [
+        ("spark.kubernetes.namespace", "elsewhere"),
+        (
+            "spark.kubernetes.authenticate.driver.serviceAccountName",
+            "admin",
+        ),
+        ("spark.kubernetes.authenticate.submission.oauthToken", "t"),
+        ("spark.master", "local[*]"),
+        ("spark.kubernetes.container.image", "evil:1"),
+    ] {
+        let spec = spec(json!({"sparkConf": {key: value}}));
+        let decision = decide_at(&spec, None, &synced(None), 0);
+        let status = &decision.status;
+        assert_eq!(status.app_state.state, State::Failed, "{key}");
+        assert_eq!(
+            status.failure_reason,
+            Some(FailureReason::RefusedSparkConf),
+            "{key}"
+        );
+        assert!(
+            status.submission_id.is_empty(),
+            "no submission prepared for {key}"
+        );
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == crate::sparkconf::CONDITION_TYPE)
+            .unwrap_or_else(|| panic!("no condition for {key}"));
+        assert!(condition.message.contains(key), "{}", condition.message);
+        assert!(
+            decision.actions.iter().any(|a| matches!(a,
+                Action::RecordEvent { event_type: EventType::Warning, reason, .. }
+                    if *reason == crate::sparkconf::REASON)),
+            "a Warning event for {key}: {:?}",
+            decision.actions
+        );
+        assert!(
+            !decision
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Submit { .. } | Action::AdvanceEpoch { .. })),
+            "{key}"
+        );
+    }
+    // The application's own namespace is fine.
+    let spec = spec(json!({"sparkConf": {"spark.kubernetes.namespace": "default"}}));
+    let decision = decide_at(&spec, None, &synced(None), 0);
+    assert_eq!(decision.status.app_state.state, State::New);
+    assert!(!decision.status.submission_id.is_empty());
+}

@@ -1,7 +1,8 @@
 //! Scale benchmark of the operator: N SparkApplications on kubesim, run to completion, for the
 //! real watch-based `operator run` and, side by side, a polling variant (a LIST per interval).
 //!
-//!     cargo build --release -p operator --bin operator --example scale_bench
+//!     cargo build --release -p operator --bin operator
+//!     cargo build --release -p sandbox --example scale_bench
 //!     cargo build --release -p submitter --bin submitter
 //!     target/release/examples/scale_bench [--apps 1000,3000,10000] [--variants watch,poll] \
 //!         [--create-rate 50] [--concurrency 32] [--run-seconds 0] [--max-seconds 900] \

@@ -1,7 +1,7 @@
 //! The polling variant of the scale benchmark: a minimal operator that, every interval, LISTs all
 //! SparkApplications and all driver pods (the real operator's label selector) and drives every
 //! app with the same pure core as `operator run` (`observe::find_driver`, `state_machine::decide`,
-//! `reconciler::rank`) and the same effects (fenced status write, submission through
+//! `Action::order`) and the same effects (fenced status write, submission through
 //! `SubmitterClient`, uid-preconditioned deletes, events). Only the source of observations
 //! differs: a LIST per interval instead of watches and caches.
 //!
@@ -25,7 +25,8 @@ use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
 use operator::metrics::Metrics;
-use operator::reconciler::{Health, observe, publish_event, rank, send_submission};
+use operator::reconciler::kube::{publish_event, send_submission};
+use operator::reconciler::{Health, observe};
 use operator::state_machine::{Action, AppView, Observed, Settings, SubmissionOutcome, decide};
 use submission::error_chain::error_chain;
 use submitter_client::{ClientConfig, SubmitterClient};
@@ -116,6 +117,8 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
     let pod_selector = ListParams::default().labels(&observe::driver_pod_selector());
     let all_apps = ListParams::default();
     let interval = Duration::from_millis(args.interval_ms.max(10));
+    // The poller's "watches": one stream each, fed by its LISTs.
+    let (apps_stream, pods_stream) = (health.apps.stream(), health.pods.stream());
     let stop_at = Instant::now() + Duration::from_secs(args.max_seconds);
     while Instant::now() < stop_at {
         let round = Instant::now();
@@ -129,8 +132,8 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
             Ok(Err(error)) => warn!(error = %error_chain(&error), "list failed"),
             Ok(Ok((apps, pods))) => {
                 // Both "caches" are the lists just read: ready from the first round on.
-                health.apps.on_event(true);
-                health.pods.on_event(true);
+                apps_stream.on_event(true);
+                pods_stream.on_event(true);
                 let index = Arc::new(PodIndex::new(pods.items));
                 futures::stream::iter(apps.items)
                     .map(|app| reconcile(ctx.clone(), index.clone(), app))
@@ -214,11 +217,10 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
             return;
         };
         let decision = decide(&view, &observed, Timestamp::now());
-        let mut actions = decision.actions;
-        actions.sort_by_key(rank);
         let mut again = false;
         let mut later = false;
-        for action in actions {
+        // In the order listed: `decide` lists them in execution order (`Action::order`).
+        for action in decision.actions {
             if !matches!(action, Action::Requeue(_)) {
                 acted = true;
             }

@@ -144,6 +144,16 @@ impl Env {
 
     /// Creates a SparkApplication named `name` in `default`, with `extra` merged into its spec.
     pub async fn create_app(&self, name: &str, extra: Value) -> SparkApplication {
+        self.create_app_in("default", name, extra).await
+    }
+
+    /// Creates a SparkApplication named `name` in `namespace`, with `extra` merged into its spec.
+    pub async fn create_app_in(
+        &self,
+        namespace: &str,
+        name: &str,
+        extra: Value,
+    ) -> SparkApplication {
         let mut spec = json!({
             "type": "Scala",
             "mode": "cluster",
@@ -159,11 +169,11 @@ impl Env {
         let app: SparkApplication = serde_json::from_value(json!({
             "apiVersion": "sparkoperator.k8s.io/v1beta2",
             "kind": "SparkApplication",
-            "metadata": {"name": name, "namespace": "default"},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         }))
         .unwrap();
-        self.apps()
+        Api::<SparkApplication>::namespaced(self.client.clone(), namespace)
             .create(&PostParams::default(), &app)
             .await
             .unwrap()
@@ -175,7 +185,17 @@ impl Env {
         name: &str,
         state: ApplicationStateType,
     ) -> SparkApplication {
-        let apps = self.apps();
+        self.wait_for_state_in("default", name, state).await
+    }
+
+    /// [`Env::wait_for_state`] for an app in `namespace`.
+    pub async fn wait_for_state_in(
+        &self,
+        namespace: &str,
+        name: &str,
+        state: ApplicationStateType,
+    ) -> SparkApplication {
+        let apps: Api<SparkApplication> = Api::namespaced(self.client.clone(), namespace);
         wait_until(&format!("{name} to reach {state:?}"), || {
             let apps = apps.clone();
             async move {
@@ -224,6 +244,17 @@ impl Env {
             .counts()
             .iter()
             .filter(|c| c.verb == "create" && c.resource == "pods")
+            .map(|c| c.count)
+            .sum()
+    }
+
+    /// How many watch requests kubesim has served for `resource` (each resume is one).
+    pub fn watch_requests(&self, resource: &str) -> u64 {
+        self.cluster
+            .control
+            .counts()
+            .iter()
+            .filter(|c| c.watch && c.resource == resource)
             .map(|c| c.count)
             .sum()
     }

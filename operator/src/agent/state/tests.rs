@@ -1,8 +1,8 @@
 use super::*;
-use crate::progress_store::AppKey;
+use crate::progress_store::{AppKey, Scope};
 
 fn app() -> AppKey {
-    AppKey::new("default", "pi")
+    AppKey::new("default", "pi", Scope::new("uid-1", 1))
 }
 
 fn marker(epoch: u64, seq: u64) -> Marker {

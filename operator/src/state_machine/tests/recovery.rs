@@ -47,6 +47,8 @@ fn recovery_run(spec: &SparkApplicationSpec, state: State, epoch: u64) -> SparkA
     status.spark_application_id = "spark-abc".into();
     status.recovery_status = Some(RecoveryStatus {
         epoch,
+        run: FIRST_RUN,
+        run_start_epoch: Some(1),
         restored_from_epoch: None,
         restored_seq: None,
     });
@@ -69,7 +71,13 @@ fn the_first_submission_fences_before_anything_is_written() {
     let spec = recovery_spec(2);
     let settings = settings();
     let first = decide_with(&spec, None, &synced(None), 0, &settings);
-    assert_eq!(first.actions, vec![Action::AdvanceEpoch { observed: 0 }]);
+    assert_eq!(
+        first.actions,
+        vec![Action::AdvanceEpoch {
+            observed: 0,
+            run: FIRST_RUN
+        }]
+    );
     assert_eq!(first.status, SparkApplicationStatus::default());
 
     let answered = decide_with(&spec, None, &fenced(1, None), 0, &settings);
@@ -108,7 +116,13 @@ fn a_crash_before_the_epoch_is_recorded_fences_the_same_observed_epoch_again() {
     // store about epoch 3 again, which answers with the epoch already fenced (not a new one).
     for _ in 0..2 {
         let d = decide_with(&spec, Some(&status), &synced(None), 50, &settings);
-        assert_eq!(d.actions, vec![Action::AdvanceEpoch { observed: 3 }]);
+        assert_eq!(
+            d.actions,
+            vec![Action::AdvanceEpoch {
+                observed: 3,
+                run: FIRST_RUN
+            }]
+        );
     }
 }
 
@@ -155,7 +169,13 @@ fn a_failed_driver_is_kept_until_the_fence_then_deleted_before_its_successor_is_
         40,
         &settings,
     );
-    assert_eq!(ask.actions, vec![Action::AdvanceEpoch { observed: 1 }]);
+    assert_eq!(
+        ask.actions,
+        vec![Action::AdvanceEpoch {
+            observed: 1,
+            run: FIRST_RUN
+        }]
+    );
 
     // The fence answered epoch 2 with a marker committed under epoch 1: record it.
     let observed = Observed {
@@ -192,11 +212,9 @@ fn a_failed_driver_is_kept_until_the_fence_then_deleted_before_its_successor_is_
             }
         ]
     );
-    let mut ranked = submit.actions.clone();
-    ranked.sort_by_key(crate::reconciler::rank);
-    assert_eq!(
-        ranked, submit.actions,
-        "the reconciler keeps delete before submit"
+    assert!(
+        submit.actions.is_sorted_by_key(Action::order),
+        "listed in execution order: delete before submit"
     );
 }
 
@@ -383,4 +401,110 @@ fn a_heartbeat_not_read_in_this_reconcile_only_schedules_a_look() {
     let d = decide_with(&spec, Some(&status), &running_with(None), 100, &settings());
     assert_eq!(d.status, status);
     assert_eq!(kinds(&d.actions), ["Requeue(5s)"]);
+}
+
+#[test]
+fn a_spec_change_starts_a_new_run_that_restores_nothing_from_the_old_one() {
+    let spec = recovery_spec(2);
+    let settings = settings();
+    let mut running = recovery_run(&spec, State::Running, 2);
+    running
+        .recovery_status
+        .as_mut()
+        .unwrap()
+        .restored_from_epoch = Some(1);
+    let changed = recovery_spec(3);
+    let invalidating = decide_with(&changed, Some(&running), &synced(None), 5, &settings);
+    assert_eq!(invalidating.status.app_state.state, State::Invalidating);
+    let rerun = decide_with(
+        &changed,
+        Some(&invalidating.status),
+        &synced(None),
+        5,
+        &settings,
+    );
+    assert_eq!(rerun.status.app_state.state, State::PendingRerun);
+    let recovery = rerun.status.recovery_status.clone().unwrap();
+    assert_eq!((recovery.epoch, recovery.run), (2, FIRST_RUN + 1));
+    assert_eq!(recovery.restored_from_epoch, None);
+
+    // The fence is for the new run: the store starts it from nothing and fences the old one.
+    let ask = decide_with(&changed, Some(&rerun.status), &synced(None), 5, &settings);
+    assert_eq!(
+        ask.actions,
+        vec![Action::AdvanceEpoch {
+            observed: 2,
+            run: FIRST_RUN + 1
+        }]
+    );
+    let record = decide_with(
+        &changed,
+        Some(&rerun.status),
+        &fenced(3, None),
+        5,
+        &settings,
+    );
+    let recovery = record.status.recovery_status.clone().unwrap();
+    assert_eq!(
+        (recovery.epoch, recovery.run, recovery.run_start_epoch),
+        (3, FIRST_RUN + 1, Some(3))
+    );
+    // Starting a new run from nothing is what was asked for: no warning.
+    assert!(!events(&record).contains(&reasons::RESTART_FROM_ZERO));
+}
+
+#[test]
+fn the_next_run_of_an_always_application_starts_from_nothing() {
+    let spec = spec(json!({
+        "restartPolicy": {"type": "Always", "recovery": {}}
+    }));
+    let settings = settings();
+    let mut done = recovery_run(&spec, State::Succeeding, 2);
+    done.termination_time = t(4);
+    let rerun = decide_with(&spec, Some(&done), &synced(None), 5, &settings);
+    assert_eq!(rerun.status.app_state.state, State::PendingRerun);
+    let ask = decide_with(&spec, Some(&rerun.status), &synced(None), 5, &settings);
+    assert_eq!(
+        ask.actions,
+        vec![Action::AdvanceEpoch {
+            observed: 2,
+            run: FIRST_RUN + 1
+        }]
+    );
+    let record = decide_with(&spec, Some(&rerun.status), &fenced(3, None), 5, &settings);
+    assert!(!events(&record).contains(&reasons::RESTART_FROM_ZERO));
+}
+
+#[test]
+fn a_restart_after_a_failure_stays_in_its_run_and_resumes() {
+    let spec = recovery_spec(2);
+    let settings = settings();
+    let mut failing = recovery_run(&spec, State::Failing, 2);
+    failing.termination_time = t(0);
+    let rerun = decide_with(&spec, Some(&failing), &synced(None), 50, &settings);
+    assert_eq!(rerun.status.app_state.state, State::PendingRerun);
+    let ask = decide_with(&spec, Some(&rerun.status), &synced(None), 50, &settings);
+    assert_eq!(
+        ask.actions,
+        vec![Action::AdvanceEpoch {
+            observed: 2,
+            run: FIRST_RUN
+        }]
+    );
+    let record = decide_with(
+        &spec,
+        Some(&rerun.status),
+        &fenced(3, Some((2, 7))),
+        50,
+        &settings,
+    );
+    let recovery = record.status.recovery_status.clone().unwrap();
+    assert_eq!(
+        (
+            recovery.run,
+            recovery.run_start_epoch,
+            recovery.restored_seq
+        ),
+        (FIRST_RUN, Some(1), Some(7))
+    );
 }

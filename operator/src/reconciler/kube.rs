@@ -1,0 +1,390 @@
+//! The reconciler's effects against a real cluster: the watch caches, the API server, the
+//! submitter over mTLS, the event recorder and the state store of fenced restarts (generic: the
+//! backend is chosen once, when `operator run` starts).
+
+use std::sync::Arc;
+
+use ::kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use ::kube::{Client, Resource, ResourceExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
+use kube_runtime::reflector::Store;
+use submission::error_chain::error_chain;
+use submitter_client::SubmitterClient;
+use tracing::{info, warn};
+
+use super::{Effects, Health, ReconcileError, StatusWrite, observe};
+use crate::argv::build_submission;
+use crate::crd::{SparkApplication, SparkApplicationStatus};
+use crate::fence::Heartbeat;
+use crate::labels;
+use crate::metrics::{Metrics, outcome};
+use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
+use crate::recovery::RecoverySettings;
+use crate::state_machine::{EventType, FIRST_RUN, FenceOutcome, ObservedDriver, SubmissionOutcome};
+
+/// The effects of `operator run`.
+pub struct KubeEffects<S> {
+    pub client: Client,
+    pub submitter: SubmitterClient,
+    /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
+    /// watches feed them.
+    pub pods: Vec<Store<Pod>>,
+    pub health: Arc<Health>,
+    pub recorder: Recorder,
+    /// `--master` given to the submitter in the argv.
+    pub master: String,
+    /// What a fenced restart adds to a submission; `None`: the feature is off.
+    pub recovery: Option<RecoverySettings>,
+    pub metrics: Arc<Metrics>,
+    /// The state store of fenced restarts (when `recovery` is set).
+    pub store: Option<S>,
+}
+
+fn is_conflict(error: &::kube::Error) -> bool {
+    matches!(error, ::kube::Error::Api(status) if status.code == 409)
+}
+
+fn is_not_found(error: &::kube::Error) -> bool {
+    matches!(error, ::kube::Error::Api(status) if status.code == 404)
+}
+
+fn namespace(app: &SparkApplication) -> String {
+    app.namespace().unwrap_or_default()
+}
+
+/// The store's key of run `run` of `app`.
+fn app_key(app: &SparkApplication, run: u64) -> AppKey {
+    let uid = app.metadata.uid.clone().unwrap_or_default();
+    AppKey::new(namespace(app), app.name_any(), Scope::new(uid, run))
+}
+
+/// The run of the app's current driver, as its status records it.
+fn current_run(app: &SparkApplication) -> u64 {
+    app.status
+        .as_ref()
+        .and_then(|s| s.recovery_status.as_ref())
+        .map_or(FIRST_RUN, |r| r.run)
+}
+
+impl<S> KubeEffects<S> {
+    /// The same effects over the state store `store`.
+    pub fn with_store<T>(self, store: T) -> KubeEffects<T> {
+        KubeEffects {
+            client: self.client,
+            submitter: self.submitter,
+            pods: self.pods,
+            health: self.health,
+            recorder: self.recorder,
+            master: self.master,
+            recovery: self.recovery,
+            metrics: self.metrics,
+            store: Some(store),
+        }
+    }
+}
+
+impl<S: ProgressStore> KubeEffects<S> {
+    fn apps(&self, app: &SparkApplication) -> Api<SparkApplication> {
+        Api::namespaced(self.client.clone(), &namespace(app))
+    }
+
+    fn pods_api(&self, app: &SparkApplication) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &namespace(app))
+    }
+
+    /// Advances the epoch and reads the marker the next driver restores.
+    async fn advance(
+        &self,
+        store: &S,
+        app: &SparkApplication,
+        observed: u64,
+        run: u64,
+    ) -> Result<FenceOutcome, StoreError> {
+        let key = app_key(app, run);
+        let epoch = store.advance_epoch(&key, observed).await?;
+        let latest = store.latest(&key).await?;
+        Ok(FenceOutcome {
+            epoch,
+            latest: latest.map(|m| (m.epoch, m.seq)),
+        })
+    }
+}
+
+impl<S: ProgressStore> Effects for KubeEffects<S> {
+    fn cache_synced(&self) -> bool {
+        self.health.synced()
+    }
+
+    fn cached_drivers(
+        &self,
+        app: &SparkApplication,
+    ) -> (Option<ObservedDriver>, Vec<ObservedDriver>) {
+        let Some(uid) = app.metadata.uid.as_deref() else {
+            return (None, Vec::new());
+        };
+        let namespace = namespace(app);
+        let cached: Vec<Arc<Pod>> = self
+            .pods
+            .iter()
+            .flat_map(|store| {
+                store.state_filter(|pod| {
+                    pod.metadata.namespace.as_deref() == Some(namespace.as_str())
+                })
+            })
+            .collect();
+        let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
+        let driver = observe::find_driver(app, &pods);
+        let others = observe::other_drivers(uid, &pods, driver)
+            .map(|pod| observe::observe_driver(pod, uid))
+            .collect();
+        (driver.map(|pod| observe::observe_driver(pod, uid)), others)
+    }
+
+    async fn read_live(
+        &self,
+        app: &SparkApplication,
+    ) -> Result<Option<SparkApplication>, ReconcileError> {
+        self.apps(app)
+            .get_opt(&app.name_any())
+            .await
+            .map_err(ReconcileError::ReadLatest)
+    }
+
+    async fn write_status(
+        &self,
+        app: &SparkApplication,
+        status: SparkApplicationStatus,
+    ) -> Result<StatusWrite, ReconcileError> {
+        let mut body = app.clone();
+        body.status = Some(status);
+        body.metadata.managed_fields = None;
+        match self
+            .apps(app)
+            .replace_status(&app.name_any(), &PostParams::default(), &body)
+            .await
+        {
+            Ok(written) => Ok(StatusWrite::Written(Box::new(written))),
+            Err(error) if is_conflict(&error) => Ok(StatusWrite::Conflict),
+            Err(error) => Err(ReconcileError::WriteStatus(error)),
+        }
+    }
+
+    async fn driver_absent(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        submission_id: &str,
+    ) -> Result<bool, ReconcileError> {
+        let found = self.pods_api(app).get_opt(pod).await.map_err(|source| {
+            ReconcileError::VerifyDriverAbsent {
+                name: pod.to_owned(),
+                source,
+            }
+        })?;
+        Ok(found.is_none_or(|pod| {
+            pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
+        }))
+    }
+
+    async fn submit(&self, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
+        send_submission(
+            &self.submitter,
+            &self.metrics,
+            (&self.master, self.recovery.as_ref()),
+            app,
+            submission_id,
+        )
+        .await
+    }
+
+    async fn fence(
+        &self,
+        app: &SparkApplication,
+        observed: u64,
+        run: u64,
+    ) -> Result<FenceOutcome, ReconcileError> {
+        let store = self.store.as_ref().ok_or(ReconcileError::NoStore)?;
+        self.advance(store, app, observed, run)
+            .await
+            .map_err(ReconcileError::Fence)
+    }
+
+    async fn last_heartbeat(&self, app: &SparkApplication) -> Option<Option<Heartbeat>> {
+        let store = self.store.as_ref()?;
+        match store.last_heartbeat(&app_key(app, current_run(app))).await {
+            Ok(heartbeat) => Some(heartbeat),
+            Err(error) => {
+                warn!(kind = error.kind(), error = %error_chain(&error), "cannot read the heartbeat");
+                None
+            }
+        }
+    }
+
+    async fn delete_driver(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        uid: &str,
+    ) -> Result<(), ReconcileError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.pods_api(app).delete(pod, &params).await {
+            Ok(_) => {
+                info!(pod = %pod, "deleted driver pod");
+                Ok(())
+            }
+            // 409: another pod now holds the name; it is not ours to delete.
+            Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
+            Err(source) => Err(ReconcileError::DeleteDriver {
+                name: pod.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn delete_application(&self, app: &SparkApplication) -> Result<(), ReconcileError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: app.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.apps(app).delete(&app.name_any(), &params).await {
+            Ok(_) => {
+                info!("deleted the application: its time to live expired");
+                Ok(())
+            }
+            Err(error) if is_not_found(&error) || is_conflict(&error) => Ok(()),
+            Err(source) => Err(ReconcileError::DeleteApplication(source)),
+        }
+    }
+
+    async fn record_event(
+        &self,
+        app: &SparkApplication,
+        event_type: EventType,
+        reason: &'static str,
+        message: String,
+    ) {
+        publish_event(&self.recorder, app, event_type, reason, message).await;
+    }
+}
+
+/// Builds the app's submission (for `master`, with its recovery settings) and sends it, counting
+/// the outcome; shared with the scale benchmark's polling operator.
+pub async fn send_submission(
+    submitter: &SubmitterClient,
+    metrics: &Metrics,
+    (master, recovery): (&str, Option<&RecoverySettings>),
+    app: &SparkApplication,
+    submission_id: String,
+) -> SubmissionOutcome {
+    let plan = match build_submission(app, master, recovery) {
+        Ok(plan) => plan,
+        Err(error) => {
+            metrics.submission(outcome::REJECTED);
+            warn!(kind = error.kind(), error = %error_chain(&error), "cannot build the submission");
+            return SubmissionOutcome::Rejected {
+                submission_id,
+                message: error_chain(&error),
+                retryable: false,
+            };
+        }
+    };
+    let request = plan.into_request();
+    match submitter.submit(&request).await {
+        Ok(response) => {
+            metrics.submission(if response.duplicate_submission {
+                outcome::DUPLICATE
+            } else {
+                outcome::CREATED
+            });
+            info!(
+                submission_id = %response.submission_id,
+                driver = %response.driver_pod_name,
+                duplicate = response.duplicate_submission,
+                "submitted"
+            );
+            SubmissionOutcome::Accepted {
+                submission_id: response.submission_id,
+                driver_pod_name: response.driver_pod_name,
+                spark_app_id: response.spark_app_id,
+            }
+        }
+        Err(error) => {
+            metrics.submission(if error.retryable() {
+                outcome::UNAVAILABLE
+            } else {
+                outcome::REJECTED
+            });
+            warn!(
+                submission_id = %submission_id,
+                kind = error.kind(),
+                retryable = error.retryable(),
+                error = %error_chain(&error),
+                "submission failed"
+            );
+            SubmissionOutcome::Rejected {
+                submission_id,
+                message: error_chain(&error),
+                retryable: error.retryable(),
+            }
+        }
+    }
+}
+
+/// The event's `action`. The recorder folds events with the same action and reason into one
+/// series that keeps the first note, so a different message (a new epoch, another driver) must be
+/// a different action, while the same message repeated stays one series.
+pub fn event_action(reason: &str, note: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(note.as_bytes());
+    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{reason}-{short}")
+}
+
+/// Publishes one of the state machine's events about `app`, logging a failure; shared with the
+/// scale benchmark's polling operator.
+pub async fn publish_event(
+    recorder: &Recorder,
+    app: &SparkApplication,
+    event_type: EventType,
+    reason: &'static str,
+    message: String,
+) {
+    let event = Event {
+        type_: match event_type {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
+        },
+        reason: reason.to_owned(),
+        action: event_action(reason, &message),
+        note: Some(message),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &app.object_ref(&())).await {
+        warn!(reason, error = %error_chain(&error), "cannot record an event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_with_other_messages_are_other_actions_and_repeats_are_one() {
+        let first = event_action("EpochAdvanced", "epoch 1");
+        assert_eq!(first, event_action("EpochAdvanced", "epoch 1"));
+        assert_ne!(first, event_action("EpochAdvanced", "epoch 2"));
+        assert!(first.starts_with("EpochAdvanced-"), "{first}");
+        // The Events API caps `action` at 128 characters.
+        assert!(event_action(&"R".repeat(100), "x").len() <= 128);
+    }
+}
