@@ -1,12 +1,15 @@
 //! Status look-ups for clients that keep ids: `GET /api/v1/spark-submit/{submission_id}` and
 //! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them.
 //!
-//! Both answer identity plus the driver state of [`submission::api::observe`] (the driver
-//! container's status, not the pod phase) and the client action of the seed's table. They read
-//! only the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
+//! Both answer identity plus the driver state of [`submission::driver::observe_driver`] (the
+//! driver container's status, not the pod phase) and the client action of the seed's table. They
+//! read only the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
 //! anything is served, retried forever), never the API server: a fleet of orchestrators polling
 //! must cost the API server nothing. A submission id is found through an index on our
-//! submission-id annotation ([`index`]), never by guessing names.
+//! submission-id annotation ([`crate::caches::index`]), never by guessing names.
+//!
+//! Plain functions over the caches and the access rules; the HTTP handlers are in
+//! [`crate::service`] and the error mapping in [`crate::envelope`].
 //!
 //! When the pod is gone, a retention record ([`record`]) written when the driver succeeded
 //! answers Succeeded, so a late reconnect does not resubmit finished work. The recorder here
@@ -16,30 +19,22 @@
 //! (reading needs the namespace only), 404 `NOT_FOUND` for a driver or submission neither the
 //! cache nor a record knows.
 
-pub mod index;
-pub mod record;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::routing::get;
-use axum::{Extension, Json, Router};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use thiserror::Error;
 use tokio::sync::broadcast::error::RecvError;
-use tracing::{info, instrument, warn};
+use tracing::{info, warn};
 
-use crate::envelope::{self, ApiError};
-use crate::policy::PolicyError;
-use crate::service::sweep::WatchCaches;
-use crate::service::{Access, AppState, INSECURE_DEV_IDENTITY};
+use crate::caches::WatchCaches;
+use crate::policy::{Access, PolicyError};
+use crate::record;
 use crate::tls::PeerIdentity;
-use submission::api::{DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH};
+use submission::api::{DriverIdentity, DriverStatus};
 use submission::driver::observe_driver;
 use submission::meta::{annotations, labels};
 
@@ -65,101 +60,36 @@ impl LookupError {
             LookupError::UnknownSubmission { .. } => "unknown_submission",
         }
     }
-
-    fn to_api(&self) -> ApiError {
-        match self {
-            LookupError::NotSynced => ApiError::overloaded(),
-            LookupError::Denied(error) => envelope::policy_denied(error),
-            LookupError::UnknownDriver { .. } | LookupError::UnknownSubmission { .. } => {
-                ApiError::new(ErrorCode::NotFound, self.to_string())
-            }
-        }
-    }
 }
 
-/// Adds the two look-up routes (called from `service::status_routes`).
-pub fn routes(routes: Router<AppState>) -> Router<AppState> {
-    routes
-        .route(
-            &format!("{SUBMIT_PATH}/{{submission_id}}"),
-            get(submission_status),
-        )
-        .route(
-            &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}"),
-            get(driver_status),
-        )
-}
-
-/// Whether `identity` may read drivers in `namespace` under `access`.
-fn may_read(
+/// The driver's status by namespace and pod name, for `peer`.
+pub async fn driver_status(
+    caches: Option<&WatchCaches>,
     access: &Access,
-    identity: Option<&PeerIdentity>,
+    peer: Option<&PeerIdentity>,
     namespace: &str,
-) -> Result<(), PolicyError> {
-    match access {
-        Access::InsecureDev(None) => Ok(()),
-        Access::InsecureDev(Some(policy)) => {
-            policy.authorize_namespace(&[INSECURE_DEV_IDENTITY.to_owned()], namespace)
-        }
-        Access::Policy(policy) => policy.authorize_namespace(
-            identity.map(|i| i.names.as_slice()).unwrap_or_default(),
-            namespace,
-        ),
-    }
-}
-
-fn path_error(rejection: PathRejection) -> ApiError {
-    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
-}
-
-#[instrument(skip_all, fields(namespace, pod))]
-async fn driver_status(
-    State(state): State<AppState>,
-    identity: Option<Extension<PeerIdentity>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<DriverStatus>, ApiError> {
-    let Path((namespace, pod)) = path.map_err(path_error)?;
-    let identity = identity.as_ref().map(|e| &e.0);
-    let check = |ns: &str| may_read(&state.access, identity, ns);
+    pod: &str,
+) -> Result<DriverStatus, LookupError> {
     // Authorise before touching the cache: a refused client learns nothing, synced or not.
-    check(&namespace).map_err(|error| LookupError::Denied(error).to_api())?;
-    let caches = state.caches.as_ref().ok_or(LookupError::NotSynced);
-    caches
-        .and_then(|caches| lookup_driver(caches, &namespace, &pod))
-        .map(Json)
-        .map_err(|error| {
-            info!(kind = error.kind(), "driver status not answered");
-            error.to_api()
-        })
+    access
+        .may_read(peer, namespace)
+        .map_err(LookupError::Denied)?;
+    lookup_driver(caches.ok_or(LookupError::NotSynced)?, namespace, pod)
 }
 
-#[instrument(skip_all, fields(submission_id))]
-async fn submission_status(
-    State(state): State<AppState>,
-    identity: Option<Extension<PeerIdentity>>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Json<DriverStatus>, ApiError> {
-    let Path(submission_id) = path.map_err(path_error)?;
-    let identity = identity.as_ref().map(|e| &e.0);
-    let with_id = |error: ApiError| error.with_submission_id(submission_id.clone());
-    // No identity at all is a 401 before anything is looked up.
-    if let (Access::Policy(_), None) = (&state.access, identity) {
-        return Err(with_id(envelope::policy_denied(&PolicyError::NoIdentity)));
-    }
-    let check = |ns: &str| may_read(&state.access, identity, ns);
-    let caches = state.caches.as_ref().ok_or(LookupError::NotSynced);
-    caches
-        .and_then(|caches| lookup_submission(caches, &submission_id, check))
-        .map(Json)
-        .map_err(|error| {
-            info!(kind = error.kind(), "submission status not answered");
-            with_id(error.to_api())
-        })
-}
-
-/// Whether both caches (and their indexes) hold a complete first listing.
-pub fn synced(caches: &WatchCaches) -> bool {
-    caches.pod_index.is_synced() && caches.record_index.is_synced()
+/// The driver's status by submission id, for `peer`.
+pub async fn submission_status(
+    caches: Option<&WatchCaches>,
+    access: &Access,
+    peer: Option<&PeerIdentity>,
+    submission_id: &str,
+) -> Result<DriverStatus, LookupError> {
+    // No identity at all is refused before anything is looked up.
+    access.identified(peer).map_err(LookupError::Denied)?;
+    let caches = caches.ok_or(LookupError::NotSynced)?;
+    lookup_submission(caches, submission_id, |namespace| {
+        access.may_read(peer, namespace)
+    })
 }
 
 /// The driver's status by namespace and pod name, from the caches only.
@@ -168,13 +98,14 @@ pub fn lookup_driver(
     namespace: &str,
     pod: &str,
 ) -> Result<DriverStatus, LookupError> {
-    if !synced(caches) {
+    if !caches.synced() {
         return Err(LookupError::NotSynced);
     }
-    if let Some(pod) = caches.pods.get(&ObjectRef::new(pod).within(namespace)) {
+    if let Some(pod) = caches.pod(namespace, pod) {
         return Ok(pod_status(&pod));
     }
-    retained(caches, &record::pod_key(namespace, pod))
+    caches
+        .retained(&record::pod_key(namespace, pod))
         .into_iter()
         .next()
         .map(|record| record::status(&record))
@@ -191,7 +122,7 @@ pub fn lookup_submission(
     submission_id: &str,
     may_read: impl Fn(&str) -> Result<(), PolicyError>,
 ) -> Result<DriverStatus, LookupError> {
-    if !synced(caches) {
+    if !caches.synced() {
         return Err(LookupError::NotSynced);
     }
     let mut denied = None;
@@ -200,11 +131,11 @@ pub fn lookup_submission(
             denied.get_or_insert(error);
             continue;
         }
-        if let Some(pod) = caches.pods.get(&ObjectRef::new(&name).within(&namespace)) {
+        if let Some(pod) = caches.pod(&namespace, &name) {
             return Ok(pod_status(&pod));
         }
     }
-    for record in retained(caches, &record::submission_key(submission_id)) {
+    for record in caches.retained(&record::submission_key(submission_id)) {
         match may_read(&record.namespace) {
             Ok(()) => return Ok(record::status(&record)),
             Err(error) => {
@@ -218,21 +149,6 @@ pub fn lookup_submission(
             submission_id: submission_id.to_owned(),
         },
     })
-}
-
-/// The records indexed under `key` that the cache still holds.
-pub(crate) fn retained(caches: &WatchCaches, key: &str) -> Vec<record::Record> {
-    caches
-        .record_index
-        .get(key)
-        .into_iter()
-        .filter_map(|(namespace, name)| {
-            caches
-                .config_maps
-                .get(&ObjectRef::new(&name).within(&namespace))
-        })
-        .filter_map(|cm| record::read(&cm))
-        .collect()
 }
 
 /// A cached pod's status: identity from its metadata, state from its driver container.

@@ -23,7 +23,9 @@ use submission::api::{
     ClientAction, ContainerState, DriverPhase, DriverStatus, ErrorCode, ErrorResponse, PodPhase,
     SubmitRequest, SubmitResponse,
 };
-use submitter::service::{Access, AppState, ServiceConfig, app};
+use submitter::policy::Access;
+use submitter::service::{ServiceConfig, app};
+use submitter::state::AppState;
 use tower::ServiceExt;
 
 const DOCUMENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/spark-submit.yaml");

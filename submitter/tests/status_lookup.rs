@@ -15,9 +15,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use submit_support::{Answer, TESTER, TestApp, args, request, send, submit_request};
-use submitter::service::sweep::WatchCaches;
+use submitter::caches::WatchCaches;
+use submitter::record;
 use submitter::service::{ServiceConfig, app};
-use submitter::status::{record, run_recorder, synced};
+use submitter::status::run_recorder;
 use submitter::tls::PeerIdentity;
 
 /// A TestApp whose state reads watch caches, with the retention recorder running.
@@ -49,7 +50,7 @@ impl StatusApp {
 
     async fn wait_synced(&self) {
         for _ in 0..200 {
-            if synced(&self.caches) {
+            if self.caches.synced() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -346,7 +347,7 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
 async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
     use kube::api::PostParams;
-    use submitter::service::sweep::sweep_once;
+    use submitter::sweep::sweep_once;
 
     let s = StatusApp::start().await;
     s.wait_synced().await;

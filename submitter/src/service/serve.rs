@@ -10,9 +10,11 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::sweep::{self, SweepConfig, WatchCaches};
-use super::{Access, AppState, ServiceConfig, app};
-use crate::policy::{LoadPolicyError, Policy};
+use super::{ServiceConfig, app};
+use crate::caches::WatchCaches;
+use crate::policy::{Access, LoadPolicyError, Policy};
+use crate::state::{AppState, DEFAULT_SPARK_USER};
+use crate::sweep::{self, SweepConfig};
 use crate::tls::{ClientAuth, LoadTlsError, ReloadingTlsConfig, ServeOptions, TlsFiles, Transport};
 
 /// Flags of `submitter serve`; each can also come from the environment.
@@ -69,7 +71,7 @@ pub struct ServeArgs {
         value_parser = crate::status::parse_duration)]
     pub retention: Duration,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
-    #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = super::DEFAULT_SPARK_USER)]
+    #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
 }
 

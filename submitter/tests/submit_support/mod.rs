@@ -15,8 +15,9 @@ use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use submission::builder::{self, DriverObjects};
 use submission::meta::labels;
-use submitter::policy::Policy;
-use submitter::service::{Access, AppState, ServiceConfig, app};
+use submitter::policy::{Access, Policy};
+use submitter::service::{ServiceConfig, app};
+use submitter::state::AppState;
 use submitter::tls::PeerIdentity;
 use tower::ServiceExt;
 
@@ -258,13 +259,13 @@ impl TestApp {
     /// Starts the sweeper with no grace period, polling often.
     pub fn start_sweeper(&self) -> tokio::task::JoinHandle<()> {
         let client = self.client();
-        let caches = submitter::service::sweep::WatchCaches::start(&client);
-        tokio::spawn(submitter::service::sweep::run(
+        let caches = submitter::caches::WatchCaches::start(&client);
+        tokio::spawn(submitter::sweep::run(
             client,
             caches,
             self.state.in_flight.clone(),
             self.state.metrics.clone(),
-            submitter::service::sweep::SweepConfig {
+            submitter::sweep::SweepConfig {
                 grace: Duration::ZERO,
                 interval: Duration::from_millis(50),
                 ..Default::default()

@@ -1,0 +1,339 @@
+//! One submission, from request to driver, behind one entry point: [`submit`] returns
+//! `Result<Outcome, SubmitFailure>` and the HTTP edge (`envelope`) maps both.
+//!
+//! The steps: read the `dryRun` flag; build the objects (pure, `submission::builder`);
+//! authorise the client for the namespace and every service account the driver and its executors
+//! will run as (before anything touches Kubernetes); answer from the retention record when this
+//! submission's driver already succeeded and was collected; then observe → decide
+//! (`submission::plan`) → execute ([`execute`]) in a task shared by concurrent duplicates
+//! ([`inflight`]).
+
+pub mod execute;
+pub mod inflight;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use thiserror::Error;
+use tracing::{Span, info, warn};
+
+use crate::policy::PolicyError;
+use crate::record::{self, Record};
+use crate::state::AppState;
+use crate::tls::PeerIdentity;
+use execute::{Failure, Submission, SubmitDriverError, Submitted};
+use inflight::{Key, TaskFailure};
+use submission::api::{SubmitRequest, SubmitResponse};
+use submission::builder::{self, BuildError, DriverObjects};
+use submission::error_chain::error_chain;
+
+/// Why a submission was not answered with a driver.
+#[derive(Debug, Error)]
+pub enum SubmitFailure {
+    #[error("dryRun must be true or false, not {value:?}")]
+    ReadDryRun { value: String },
+    #[error("the submission cannot be built")]
+    BuildObjects {
+        #[source]
+        source: BuildError,
+    },
+    #[error("the client may not make this submission")]
+    Authorize {
+        #[source]
+        source: PolicyError,
+    },
+    #[error("the driver was not created")]
+    CreateDriver {
+        /// Shared by the concurrent duplicates that waited on the same creation.
+        #[source]
+        source: Arc<SubmitDriverError>,
+    },
+    #[error("the dry run did not complete")]
+    DryRun {
+        #[source]
+        source: SubmitDriverError,
+    },
+    #[error("the submission task stopped before finishing")]
+    TaskLost,
+}
+
+impl SubmitFailure {
+    /// A stable name for logs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SubmitFailure::ReadDryRun { .. } => "read_dry_run",
+            SubmitFailure::BuildObjects { .. } => "build_objects",
+            SubmitFailure::Authorize { .. } => "authorize",
+            SubmitFailure::CreateDriver { .. } => "create_driver",
+            SubmitFailure::DryRun { .. } => "dry_run",
+            SubmitFailure::TaskLost => "task_lost",
+        }
+    }
+}
+
+/// How a submission was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The driver: `created` by this request (201), or found (200, a duplicate; also a driver
+    /// that succeeded and was collected, answered from its retention record).
+    Driver { created: bool, body: SubmitResponse },
+    /// `dryRun=true`: the objects as a `v1` List, nothing created (200).
+    DryRun(Value),
+}
+
+/// The contract's answer for a driver pod as the API server returned it.
+fn driver_answer(
+    id: &str,
+    built: &DriverObjects,
+    submitted: &Submitted,
+    duplicate: bool,
+) -> Outcome {
+    let pod = &submitted.pod;
+    let text = |pointer: &str| pod.pointer(pointer).and_then(Value::as_str);
+    let label = |key: &str| {
+        pod.pointer("/metadata/labels")
+            .and_then(|labels| labels.get(key))
+            .and_then(Value::as_str)
+    };
+    let body = SubmitResponse {
+        submission_id: id.to_owned(),
+        app_name: built.identity.app_name.clone(),
+        message: if duplicate {
+            "duplicate submission: the existing driver pod is returned".into()
+        } else {
+            "driver pod created".into()
+        },
+        // The API server always sets it; the fallback only keeps the field well-formed.
+        submitted_at: text("/metadata/creationTimestamp").map_or_else(now_rfc3339, str::to_owned),
+        spark_app_id: label(submission::meta::labels::SPARK_APP_ID)
+            .map_or_else(|| built.identity.app_id.clone(), str::to_owned),
+        driver_pod_name: built.identity.driver_pod_name.clone(),
+        driver_pod_uid: submitted.pod_uid().to_owned(),
+        namespace: built.identity.namespace.clone(),
+        duplicate_submission: duplicate,
+    };
+    Outcome::Driver {
+        created: !duplicate,
+        body,
+    }
+}
+
+/// The 200 duplicate answer for a driver known only from its retention record.
+fn retained_answer(id: &str, built: &DriverObjects, record: &Record) -> Outcome {
+    Outcome::Driver {
+        created: false,
+        body: SubmitResponse {
+            submission_id: id.to_owned(),
+            app_name: built.identity.app_name.clone(),
+            message: "duplicate submission: the driver already succeeded and its pod was removed"
+                .into(),
+            submitted_at: record.finished_at.to_string(),
+            spark_app_id: record.spark_app_id.clone(),
+            driver_pod_name: record.pod.clone(),
+            driver_pod_uid: record.uid.clone(),
+            namespace: record.namespace.clone(),
+            duplicate_submission: true,
+        },
+    }
+}
+
+/// `?dryRun=true|false` (absent: false). Anything else is refused: a typo must not create.
+fn dry_run_flag(query: Option<&str>) -> Result<bool, SubmitFailure> {
+    let mut dry_run = false;
+    for pair in query.unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "dryRun" {
+            continue;
+        }
+        dry_run = match value {
+            "true" | "All" => true,
+            "false" => false,
+            _ => {
+                return Err(SubmitFailure::ReadDryRun {
+                    value: value.to_owned(),
+                });
+            }
+        };
+    }
+    Ok(dry_run)
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn now_ms(now: SystemTime) -> i64 {
+    now.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The service account the driver pod will run as: what Spark put in the pod (the conf
+/// `spark.kubernetes.authenticate.driver.serviceAccountName` over the template's).
+fn driver_service_account(built: &DriverObjects) -> Option<&str> {
+    let spec = built.pod().get("spec")?;
+    spec.get("serviceAccountName")
+        .or_else(|| spec.get("serviceAccount"))
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+}
+
+/// Submits `request` for the client `peer`; `query` is the request's query string.
+pub async fn submit(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
+    query: Option<&str>,
+    request: &SubmitRequest,
+) -> Result<Outcome, SubmitFailure> {
+    let dry_run = dry_run_flag(query)?;
+    let id = request.submission_id.as_str();
+    let now = SystemTime::now();
+    let built = builder::build_from_argv(
+        &request.spark_submit_args,
+        request.driver_pod_template.as_ref(),
+        request.executor_pod_template.as_ref(),
+        id,
+        now_ms(now),
+        &state.spark_user,
+    )
+    .map_err(|source| {
+        info!(kind = source.kind(), "submission refused by the builder");
+        SubmitFailure::BuildObjects { source }
+    })?;
+    let span = Span::current();
+    span.record("namespace", built.identity.namespace.as_str());
+    span.record("pod", built.identity.driver_pod_name.as_str());
+    span.record("dry_run", dry_run);
+    let namespace = &built.identity.namespace;
+    state
+        .access
+        .may_submit(peer, namespace, &[driver_service_account(&built)])
+        .map_err(|source| {
+            warn!(kind = source.kind(), namespace = %namespace,
+                identities = ?peer.map(|p| &p.names), "submission refused by the policy");
+            SubmitFailure::Authorize { source }
+        })?;
+
+    if dry_run {
+        let submission = Submission {
+            api: &state.kube,
+            objects: &built.objects,
+            namespace,
+            submission_id: id,
+        };
+        return match submission.dry_run().await {
+            Ok(list) => Ok(Outcome::DryRun(list)),
+            Err(source) => Err(SubmitFailure::DryRun { source }),
+        };
+    }
+
+    // A driver of this submission that succeeded and was then garbage-collected left a
+    // retention record: answering from it keeps "never a second driver" true after the pod is
+    // gone.
+    if let Some(record) = finished_driver(state, &built, id).await {
+        state.metrics.duplicate();
+        info!(
+            uid = record.uid.as_str(),
+            "submission answered from its retention record"
+        );
+        return Ok(retained_answer(id, &built, &record));
+    }
+    create(state, built, id).await
+}
+
+/// Creates (or finds) the driver in a task shared by concurrent duplicates.
+async fn create(
+    state: &AppState,
+    built: DriverObjects,
+    id: &str,
+) -> Result<Outcome, SubmitFailure> {
+    let key = Key {
+        namespace: built.identity.namespace.clone(),
+        pod: built.identity.driver_pod_name.clone(),
+        submission_id: id.to_owned(),
+    };
+    let work = {
+        let kube = state.kube.clone();
+        let metrics = state.metrics.clone();
+        let objects = built.objects.clone();
+        let namespace = built.identity.namespace.clone();
+        let submission_id = id.to_owned();
+        async move {
+            let outcome = Submission {
+                api: &kube,
+                objects: &objects,
+                namespace: &namespace,
+                submission_id: &submission_id,
+            }
+            .run()
+            .await;
+            if let Err(Failure {
+                rolled_back: true, ..
+            }) = &outcome
+            {
+                metrics.rollback();
+            }
+            outcome
+        }
+    };
+    let (outcome, leader) = state.in_flight.join_or_start(key, work);
+    match outcome.await {
+        Ok(submitted) => {
+            // A request that joined a running creation is a duplicate of it.
+            let duplicate = !(leader && submitted.created);
+            info!(duplicate, uid = submitted.pod_uid(), "submission answered");
+            if duplicate {
+                state.metrics.duplicate();
+            }
+            Ok(driver_answer(id, &built, &submitted, duplicate))
+        }
+        Err(TaskFailure::Failed(source)) => {
+            warn!(kind = source.kind(), error = %error_chain(source.as_ref()), "submission failed");
+            Err(SubmitFailure::CreateDriver { source })
+        }
+        Err(TaskFailure::Lost) => Err(SubmitFailure::TaskLost),
+    }
+}
+
+/// The retention record of this submission's finished driver, if the pod it names is the one
+/// this submission builds. Any failure to read it means "no record": the normal path then
+/// observes the pod itself, so nothing is lost by not knowing.
+async fn finished_driver(state: &AppState, built: &DriverObjects, id: &str) -> Option<Record> {
+    let ours = |r: &Record| {
+        r.submission_id == id
+            && r.namespace == built.identity.namespace
+            && r.pod == built.identity.driver_pod_name
+    };
+    // From the synced watch cache when there is one: no API call on the submission path. A
+    // record reaches the cache milliseconds after the driver succeeds, long before its pod is
+    // collected, so the cache's lag does not open a window for a second driver in practice.
+    if let Some(caches) = state.synced_caches() {
+        return caches
+            .retained(&record::submission_key(id))
+            .into_iter()
+            .find(ours);
+    }
+    let name = record::name(id)?;
+    let cm = state
+        .kube
+        .get_config_map(&built.identity.namespace, &name)
+        .await
+        .ok()??;
+    record::read(&cm).filter(ours)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dry_run_flag_accepts_true_false_and_absent_only() {
+        let flag = |query: Option<&str>| dry_run_flag(query).map_err(|e| e.kind());
+        assert_eq!(flag(None), Ok(false));
+        assert_eq!(flag(Some("dryRun=true")), Ok(true));
+        assert_eq!(flag(Some("x=1&dryRun=false")), Ok(false));
+        assert_eq!(flag(Some("dryRun=yes")), Err("read_dry_run"));
+    }
+}
