@@ -260,6 +260,7 @@ pub async fn run(
             config.retention,
         )
         .await;
+        metrics.sweep_pass();
     }
 }
 

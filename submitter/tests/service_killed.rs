@@ -131,6 +131,24 @@ impl Submitter {
         .unwrap()
     }
 
+    /// Waits (bounded) until at least `passes` sweep passes have completed
+    /// (`submitter_sweep_passes_total`).
+    async fn wait_sweep_passes(&self, passes: u64) {
+        for _ in 0..POLLS {
+            let metrics = self.metrics().await;
+            let done: u64 = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix("submitter_sweep_passes_total "))
+                .and_then(|count| count.trim().parse().ok())
+                .unwrap_or(0);
+            if done >= passes {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        panic!("the sweeper did not reach {passes} passes");
+    }
+
     async fn metrics(&self) -> String {
         let (status, body) = call(self.addr, http::Method::GET, "/metrics", None)
             .await
@@ -484,9 +502,9 @@ async fn killed_and_abandoned(case: &Case) {
         return;
     };
     // A pod exists: it can start (its ConfigMaps are there), and the sweeper kept them. The
-    // pass that removed the decoy judged ours in the same loop; give its remaining deletes,
-    // if any, a moment to show up in the journal before looking.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // first pass (right after the caches synced, over a listing that held the decoy and ours)
+    // removed the decoy; once it has ended, every delete it made is done.
+    sweeper.wait_sweep_passes(1).await;
     let now = left(&f.t, &built).await;
     assert_eq!(now.pod_uid.as_deref(), Some(pod_uid.as_str()));
     assert_eq!(

@@ -58,6 +58,28 @@ impl StatusApp {
         panic!("caches did not sync");
     }
 
+    /// Waits (bounded) until kubesim has counted `at_least` requests of `verb` on `resource`
+    /// since its counters were last reset.
+    async fn wait_for_requests(&self, verb: &str, resource: &str, at_least: u64) {
+        let count = || {
+            self.t
+                .cluster
+                .control
+                .counts()
+                .into_iter()
+                .filter(|c| c.verb == verb && c.resource == resource)
+                .map(|c| c.count)
+                .sum::<u64>()
+        };
+        for _ in 0..400 {
+            if count() >= at_least {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("kubesim saw {} {verb} {resource}, not {at_least}", count());
+    }
+
     async fn get_as(&self, path: &str, identity: &str) -> Answer {
         let mut request = Request::get(path).body(Body::empty()).unwrap();
         request.extensions_mut().insert(PeerIdentity {
@@ -276,7 +298,8 @@ async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers
     // Every initial LIST fails: the caches cannot sync, and the watcher keeps retrying.
     t.fault(json!({"verb": "list", "resource": "pods", "count": 1_000_000, "code": 500}));
     let s = StatusApp::on(t).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The pod watch has tried to list, failed, and tried again.
+    s.wait_for_requests("list", "pods", 2).await;
     let answer = s.get("/api/v1/drivers/default/any").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.body["error_code"], "SUBMITTER_OVERLOADED");
@@ -327,8 +350,9 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
         if round == 50 {
             // Dropped watches resume from their resourceVersion: still no LIST.
             s.t.cluster.store.drop_watches();
+            s.wait_for_requests("watch", "pods", 1).await;
+            s.wait_for_requests("watch", "configmaps", 1).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let reads: Vec<_> =
         s.t.cluster

@@ -256,6 +256,44 @@ impl TestApp {
         panic!("objects left behind: {found:#?}");
     }
 
+    /// Waits (bounded) until kubesim's journal of mutating requests satisfies `done`.
+    pub async fn wait_for_journal(&self, done: impl Fn(&[JournalEntry]) -> bool) {
+        for _ in 0..400 {
+            if done(&self.journal()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!(
+            "kubesim never saw the expected request: {:#?}",
+            self.journal()
+        );
+    }
+
+    /// Waits (bounded) until no creation runs in this replica.
+    pub async fn wait_in_flight_done(&self) {
+        for _ in 0..400 {
+            if self.state.in_flight.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("a creation is still running after 10 s");
+    }
+
+    /// Waits (bounded) until the sweeper has completed `passes` whole passes after this call:
+    /// the first pass that ends may have begun before, so `passes` of 2 guarantees a whole one.
+    pub async fn wait_sweep_passes(&self, passes: u64) {
+        let target = self.state.metrics.sweep_passes() + passes;
+        for _ in 0..400 {
+            if self.state.metrics.sweep_passes() >= target {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the sweeper did not complete {passes} passes in 10 s");
+    }
+
     /// Starts the sweeper with no grace period, polling often.
     pub fn start_sweeper(&self) -> tokio::task::JoinHandle<()> {
         let client = self.client();
