@@ -28,11 +28,16 @@ pub struct AppState {
     pub spark_user: Arc<str>,
     /// The watch caches the status look-ups read; `None`: look-ups answer 503 (not synced).
     pub caches: Option<WatchCaches>,
+    /// Where retention records live: the submitter's own namespace.
+    pub record_namespace: Arc<str>,
 }
 
 impl AppState {
+    /// The state for `client`; records go to the client's default namespace (in a cluster, the
+    /// namespace the service runs in).
     pub fn new(client: kube::Client, access: Access) -> AppState {
         AppState {
+            record_namespace: Arc::from(client.default_namespace()),
             kube: KubeApi::new(client, DEFAULT_CALL_TIMEOUT),
             access,
             in_flight: InFlight::default(),
@@ -51,6 +56,12 @@ impl AppState {
     /// The same state with another per-call timeout towards the API server.
     pub fn with_call_timeout(mut self, timeout: Duration) -> AppState {
         self.kube = KubeApi::new(self.kube.client().clone(), timeout);
+        self
+    }
+
+    /// The same state keeping retention records in `namespace`.
+    pub fn with_record_namespace(mut self, namespace: &str) -> AppState {
+        self.record_namespace = Arc::from(namespace);
         self
     }
 

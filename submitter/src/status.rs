@@ -195,29 +195,37 @@ impl RecordError {
     }
 }
 
+/// Where and for how long the recorder keeps records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordConfig {
+    /// The submitter's own namespace.
+    pub namespace: String,
+    pub retention: Duration,
+}
+
 /// Writes the retention record of a succeeded driver pod, unless the cache shows it already.
 /// Idempotent: the name is deterministic and `AlreadyExists` counts as written.
 pub async fn record_success(
     client: &kube::Client,
     caches: &WatchCaches,
     pod: &Pod,
-    retention: Duration,
+    config: &RecordConfig,
 ) -> Result<bool, RecordError> {
-    let Some(record) = record::for_pod(pod, Timestamp::now(), retention) else {
+    let Some(record) = record::for_pod(pod, Timestamp::now(), config.retention) else {
         return Ok(false);
     };
-    let Some(cm) = record::build(&record) else {
+    let Some(cm) = record::build(&record, &config.namespace) else {
         return Ok(false);
     };
     let name = cm.metadata.name.clone().unwrap_or_default();
     if caches
         .config_maps
-        .get(&ObjectRef::new(&name).within(&record.namespace))
+        .get(&ObjectRef::new(&name).within(&config.namespace))
         .is_some()
     {
         return Ok(false);
     }
-    let api = Api::<ConfigMap>::namespaced(client.clone(), &record.namespace);
+    let api = Api::<ConfigMap>::namespaced(client.clone(), &config.namespace);
     match api.create(&PostParams::default(), &cm).await {
         Ok(_) => {
             info!(namespace = %record.namespace, pod = %record.pod,
@@ -227,7 +235,7 @@ pub async fn record_success(
         }
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(source) => Err(RecordError::CreateRecord {
-            namespace: record.namespace.clone(),
+            namespace: config.namespace.clone(),
             name,
             source,
         }),
@@ -240,7 +248,7 @@ const RECORD_RETRY: Duration = Duration::from_secs(2);
 /// Runs the recorder until the task is dropped: every succeeded driver the pod watch reports
 /// gets its retention record. It subscribes before the caches sync and then passes once over
 /// the whole pod cache, so a success seen during start-up or while it lagged is not missed.
-pub async fn run_recorder(client: kube::Client, caches: WatchCaches, retention: Duration) {
+pub async fn run_recorder(client: kube::Client, caches: WatchCaches, config: RecordConfig) {
     let mut successes = caches.succeeded.subscribe();
     if caches.ready().await.is_err() {
         warn!("watch caches stopped before syncing; the recorder does not run");
@@ -251,7 +259,7 @@ pub async fn run_recorder(client: kube::Client, caches: WatchCaches, retention: 
         // Failed writes stay in the backlog: the pod may be gone from the cache by the retry.
         let mut failed = Vec::new();
         for pod in backlog.drain(..) {
-            if let Err(error) = record_success(&client, &caches, &pod, retention).await {
+            if let Err(error) = record_success(&client, &caches, &pod, &config).await {
                 warn!(kind = error.kind(), error = %error, "retention record not written; retrying");
                 failed.push(pod);
             }

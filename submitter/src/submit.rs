@@ -315,10 +315,10 @@ async fn finished_driver(state: &AppState, built: &DriverObjects, id: &str) -> O
             .into_iter()
             .find(ours);
     }
-    let name = record::name(id)?;
+    let name = record::name(&built.identity.namespace, id);
     let cm = state
         .kube
-        .get_config_map(&built.identity.namespace, &name)
+        .get_config_map(&state.record_namespace, &name)
         .await
         .ok()??;
     record::read(&cm).filter(ours)

@@ -341,7 +341,10 @@ async fn invalid_arguments_are_400_and_leave_nothing() {
 async fn argument_with_a_nul_byte_is_invalid_spark_submit_args_and_creates_nothing() {
     let t = TestApp::start().await;
     for (id, extra) in [
-        ("nul-conf", ["--conf", "spark.kubernetes.driver.label.team=a\u{0}b"]),
+        (
+            "nul-conf",
+            ["--conf", "spark.kubernetes.driver.label.team=a\u{0}b"],
+        ),
         ("nul-name", ["--conf", "spark.app.name=pi\u{0}"]),
     ] {
         let answer = t.submit(&request(id, &args(&extra))).await;
@@ -352,7 +355,11 @@ async fn argument_with_a_nul_byte_is_invalid_spark_submit_args_and_creates_nothi
     let mut app_arg = args(&[]);
     app_arg.push("100\u{0}".into());
     let answer = t.submit(&request("nul-app-arg", &app_arg)).await;
-    assert_eq!(answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS", "{}", answer.body);
+    assert_eq!(
+        answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS",
+        "{}",
+        answer.body
+    );
     assert!(t.journal().is_empty(), "{:#?}", t.journal());
 }
 

@@ -11,14 +11,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use http::{Request, StatusCode};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use submit_support::{Answer, TESTER, TestApp, args, request, send, submit_request};
 use submitter::caches::WatchCaches;
 use submitter::record;
 use submitter::service::{ServiceConfig, app};
-use submitter::status::run_recorder;
+use submitter::status::{RecordConfig, run_recorder};
+
+/// The submitter's own namespace, where its retention records live.
+const HOME: &str = "submitter-home";
 use submitter::tls::PeerIdentity;
 
 /// A TestApp whose state reads watch caches, with the retention recorder running.
@@ -35,14 +38,26 @@ impl StatusApp {
     }
 
     async fn on(t: TestApp) -> StatusApp {
+        let namespaces: Api<Namespace> = Api::all(t.client());
+        let home: Namespace = serde_json::from_value(json!({"metadata": {"name": HOME}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &home)
+            .await
+            .unwrap();
         let caches = WatchCaches::start(&t.client());
         tokio::spawn(run_recorder(
             t.client(),
             caches.clone(),
-            Duration::from_secs(3600),
+            RecordConfig {
+                namespace: HOME.into(),
+                retention: Duration::from_secs(3600),
+            },
         ));
         let app = app(
-            t.state.clone().with_caches(caches.clone()),
+            t.state
+                .clone()
+                .with_caches(caches.clone())
+                .with_record_namespace(HOME),
             &ServiceConfig::default(),
         );
         StatusApp { t, app, caches }
@@ -200,10 +215,11 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     let path = driver_path(&submitted);
     s.wait_for(&path, |a| a.body["phase"] == "Succeeded").await;
 
-    // The recorder writes the record, without owner, so the pod's collection leaves it.
+    // The recorder writes the record in the submitter's own namespace, without owner, so the
+    // pod's collection leaves it and the user's namespace holds none.
     let namespace = submitted.body["namespace"].as_str().unwrap().to_owned();
-    let records: Api<ConfigMap> = Api::namespaced(s.t.client(), &namespace);
-    let name = record::name("gc-1").unwrap();
+    let records: Api<ConfigMap> = Api::namespaced(s.t.client(), HOME);
+    let name = record::name(&namespace, "gc-1");
     let mut found = None;
     for _ in 0..200 {
         if let Some(cm) = records.get_opt(&name).await.unwrap() {
@@ -216,6 +232,7 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert!(cm.metadata.owner_references.is_none());
     let data = cm.data.unwrap();
     assert_eq!(data["submission_id"], "gc-1");
+    assert_eq!(data["namespace"], namespace.as_str());
     assert_eq!(
         data["pod"],
         submitted.body["driver_pod_name"].as_str().unwrap()
@@ -223,6 +240,16 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert_eq!(
         data["uid"],
         submitted.body["driver_pod_uid"].as_str().unwrap()
+    );
+    let selector = ListParams::default().labels("spark-submitter.io/record");
+    let in_users_namespace = Api::<ConfigMap>::namespaced(s.t.client(), &namespace)
+        .list(&selector)
+        .await
+        .unwrap();
+    assert!(
+        in_users_namespace.items.is_empty(),
+        "no record in the user's namespace: {:?}",
+        in_users_namespace.items
     );
 
     let pods: Api<Pod> = Api::namespaced(s.t.client(), &namespace);
@@ -370,24 +397,26 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
 #[tokio::test]
 async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
-    use kube::api::PostParams;
     use submitter::sweep::sweep_once;
 
     let s = StatusApp::start().await;
     s.wait_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.t.client(), "default");
+    let api: Api<ConfigMap> = Api::namespaced(s.t.client(), HOME);
     let now = Timestamp::now();
     let hour = SignedDuration::from_hours(1);
     for (id, until) in [("old-1", now - hour), ("young-1", now + hour)] {
-        let cm = record::build(&record::Record {
-            submission_id: id.into(),
-            namespace: "default".into(),
-            pod: format!("{id}-driver"),
-            uid: "u".into(),
-            spark_app_id: "spark-x".into(),
-            finished_at: now - hour - hour,
-            retain_until: until,
-        })
+        let cm = record::build(
+            &record::Record {
+                submission_id: id.into(),
+                namespace: "default".into(),
+                pod: format!("{id}-driver"),
+                uid: "u".into(),
+                spark_app_id: "spark-x".into(),
+                finished_at: now - hour - hour,
+                retain_until: until,
+            },
+            HOME,
+        )
         .unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
@@ -410,13 +439,13 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     )
     .await;
     assert!(
-        api.get_opt(&record::name("old-1").unwrap())
+        api.get_opt(&record::name("default", "old-1"))
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        api.get_opt(&record::name("young-1").unwrap())
+        api.get_opt(&record::name("default", "young-1"))
             .await
             .unwrap()
             .is_some()

@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"
 import airflow_client as ac  # noqa: E402
 
 RECORD_SELECTOR = "spark-submitter.io/record=driver-succeeded"
+# The session's submitter runs outside a cluster: its own namespace is its kubeconfig's, "default".
+SUBMITTER_NAMESPACE = "default"
 
 
 def spark_args(namespace: str, *confs: str) -> list[str]:
@@ -127,14 +129,24 @@ def test_lost_driver_is_resubmitted_with_a_new_submission_id(submitter, kube, na
     assert ac.TaskStore(tmp_path / "tasks.json").get("spark_pi")["submission_id"] != first_id
 
 
+def records_for(kube, namespace: str, submission_id: str) -> list:
+    """The retention records (in the submitter's own namespace) of one submission."""
+    return [
+        cm for cm in kube.core.list_namespaced_config_map(
+            SUBMITTER_NAMESPACE, label_selector=RECORD_SELECTOR).items
+        if (cm.data or {}).get("submission_id") == submission_id
+        and (cm.data or {}).get("namespace") == namespace
+    ]
+
+
 def test_succeeded_then_collected_driver_is_still_done(submitter, kube, namespace, tmp_path):
     args = spark_args(namespace)
     driver = submit_and_crash(submitter, tmp_path, args)
+    submission_id = ac.TaskStore(tmp_path / "tasks.json").get("spark_pi")["submission_id"]
     wait_for(lambda: phase_of(submitter, driver) == "Succeeded", "the driver to succeed", timeout=20)
-    wait_for(
-        lambda: kube.core.list_namespaced_config_map(namespace, label_selector=RECORD_SELECTOR).items,
-        "the retention record", timeout=20,
-    )
+    wait_for(lambda: records_for(kube, namespace, submission_id), "the retention record", timeout=20)
+    # The record lives with the submitter, not in the user's namespace (no clutter, no quota).
+    assert not kube.core.list_namespaced_config_map(namespace, label_selector=RECORD_SELECTOR).items
     ns, pod = driver.split(":")
     kube.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
     wait_for(lambda: is_gone(lambda: kube.core.read_namespaced_pod(pod, ns)), "the pod to go", timeout=20)

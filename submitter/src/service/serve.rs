@@ -70,6 +70,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SUBMITTER_RETENTION", default_value = "24h",
         value_parser = crate::status::parse_duration)]
     pub retention: Duration,
+    /// Namespace of the retention records (default: the namespace the service runs in, or the
+    /// kubeconfig's); the service needs create/delete on ConfigMaps there.
+    #[arg(long, env = "SUBMITTER_RECORD_NAMESPACE")]
+    pub record_namespace: Option<String>,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
     #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
@@ -181,7 +185,13 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
     };
     let client = kube_client(args.kubeconfig.as_ref()).await?;
-    let state = AppState::new(client.clone(), access).with_spark_user(&args.spark_user);
+    let record_namespace = args
+        .record_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let state = AppState::new(client.clone(), access)
+        .with_spark_user(&args.spark_user)
+        .with_record_namespace(&record_namespace);
     let config = ServiceConfig {
         max_concurrency: args.max_concurrency,
         request_timeout: Duration::from_secs(args.request_timeout),
@@ -191,7 +201,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let recorder = tokio::spawn(crate::status::run_recorder(
         client.clone(),
         caches.clone(),
-        args.retention,
+        crate::status::RecordConfig {
+            namespace: record_namespace,
+            retention: args.retention,
+        },
     ));
     let sweeper = tokio::spawn(sweep::run(
         client,
