@@ -9,7 +9,9 @@ decide from the driver's state:
     Succeeded               done, without resubmitting (also when the pod was garbage-collected:
                             the submitter retains the success in Kubernetes for a window)
     Failed / Unknown        resubmit, with a NEW submission id
-    NotFound (404)          resubmit, with a NEW submission id
+    NotFound (404)          resubmit, with a NEW submission id (the submitter answers 404 only
+                            after reading the API server itself: a driver its cache has not
+                            seen yet reads Pending, never NotFound)
 
 The submitter reads the driver container's state (a sidecar holding the pod Running does not
 fool it) and answers the action itself (`action`: Reconnect / Done / Resubmit); this client only

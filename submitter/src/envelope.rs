@@ -247,6 +247,10 @@ fn api_server_answer(code: u16, message: &str, what: &str, detail: String) -> Ap
 pub fn lookup_failure(error: &LookupError) -> ApiError {
     match error {
         LookupError::NotSynced => ApiError::overloaded_because(error.to_string()),
+        // Not knowing is not "gone": the client retries, it never resubmits on this.
+        LookupError::ReadLive(source) => {
+            ApiError::overloaded_because(format!("{error}: {}", error_chain(source)))
+        }
         LookupError::Denied(denied) => policy_denied(denied),
         LookupError::UnknownDriver { .. } | LookupError::UnknownSubmission { .. } => {
             ApiError::new(ErrorCode::NotFound, error.to_string())

@@ -239,6 +239,19 @@ impl KubeApi {
         self.call(api.get_opt(name)).await
     }
 
+    /// ConfigMaps in `namespace` carrying `label_selector`, live.
+    pub async fn list_config_maps(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<ConfigMap>, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let list = self
+            .call(api.list(&ListParams::default().labels(label_selector)))
+            .await?;
+        Ok(list.items)
+    }
+
     /// Whether the API server answers (`GET /version`).
     pub async fn reachable(&self) -> Result<(), CallError> {
         self.call(self.client.apiserver_version()).await.map(|_| ())

@@ -196,7 +196,7 @@ async fn driver_status(
 ) -> Result<Json<DriverStatus>, ApiError> {
     let Path((namespace, pod)) = path.map_err(path_error)?;
     let peer = identity.as_ref().map(|e| &e.0);
-    crate::status::driver_status(state.caches.as_ref(), &state.access, peer, &namespace, &pod)
+    crate::status::driver_status(&state, peer, &namespace, &pod)
         .await
         .map(Json)
         .map_err(|error| {
@@ -213,7 +213,7 @@ async fn submission_status(
 ) -> Result<Json<DriverStatus>, ApiError> {
     let Path(submission_id) = path.map_err(path_error)?;
     let peer = identity.as_ref().map(|e| &e.0);
-    crate::status::submission_status(state.caches.as_ref(), &state.access, peer, &submission_id)
+    crate::status::submission_status(&state, peer, &submission_id)
         .await
         .map(Json)
         .map_err(|error| {

@@ -2,22 +2,27 @@
 //! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them.
 //!
 //! Both answer identity plus the driver state of [`submission::driver::observe_driver`] (the
-//! driver container's status, not the pod phase) and the client action of the seed's table. They
-//! read only the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
-//! anything is served, retried forever), never the API server: a fleet of orchestrators polling
-//! must cost the API server nothing. A submission id is found through an index on our
-//! submission-id annotation ([`crate::caches::index`]), never by guessing names.
+//! driver container's status, not the pod phase) and the client action of the seed's table.
+//! They read the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
+//! anything is served, retried forever): a fleet of orchestrators polling known drivers costs the
+//! API server nothing. A submission id is found through an index on our submission-id annotation
+//! ([`crate::caches::index`]), never by guessing names.
 //!
-//! Plain functions over the caches and the access rules; the HTTP handlers are in
-//! [`crate::service`] and the error mapping in [`crate::envelope`].
+//! A cache miss is never an answer by itself: caches lag (a driver created a moment ago, a watch
+//! that is down), and a 404 tells a client to resubmit. So a miss reads live before it may be a
+//! 404: the pod by name (or the pods carrying the submission id's label) and the retention
+//! record (a labelled LIST in the submitter's namespace). A live read that fails is a 503, never
+//! a 404.
 //!
-//! When the pod is gone, a retention record ([`record`]) written when the driver succeeded
+//! When the pod is gone, a retention record ([`crate::record`]) written when the driver succeeded
 //! answers Succeeded, so a late reconnect does not resubmit finished work. The recorder here
 //! writes those records from the pod watch; the sweeper deletes them after the window.
 //!
-//! Errors: 503 while the caches have not synced (a retry soon will do), 401/403 per the policy
-//! (reading needs the namespace only), 404 `NOT_FOUND` for a driver or submission neither the
-//! cache nor a record knows.
+//! Plain functions over the shared state; the HTTP handlers are in [`crate::service`] and the
+//! error mapping in [`crate::envelope`]. Errors: 503 while the caches have not synced or when a
+//! live read fails (a retry soon will do), 401/403 per the policy (reading needs the namespace
+//! only), 404 `NOT_FOUND` for a driver or submission that neither the cache, nor the API server,
+//! nor a record knows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +36,15 @@ use tokio::sync::broadcast::error::RecvError;
 use tracing::{info, warn};
 
 use crate::caches::WatchCaches;
-use crate::policy::{Access, PolicyError};
-use crate::record;
+use crate::kube_api::CallError;
+use crate::policy::PolicyError;
+use crate::record::{self, Record};
+use crate::state::AppState;
 use crate::tls::PeerIdentity;
 use submission::api::{DriverIdentity, DriverStatus};
 use submission::driver::observe_driver;
 use submission::meta::{annotations, labels};
+use submission::naming::SubmissionId;
 
 /// Why a look-up has no status to answer.
 #[derive(Debug, Error)]
@@ -45,6 +53,8 @@ pub enum LookupError {
     NotSynced,
     #[error("the client may not read drivers in this namespace")]
     Denied(#[source] PolicyError),
+    #[error("the cache missed and the live read failed")]
+    ReadLive(#[source] CallError),
     #[error("no driver pod {namespace}/{pod} and no retained success for it")]
     UnknownDriver { namespace: String, pod: String },
     #[error("no driver for submission {submission_id:?} and no retained success for it")]
@@ -56,75 +66,140 @@ impl LookupError {
         match self {
             LookupError::NotSynced => "not_synced",
             LookupError::Denied(_) => "denied",
+            LookupError::ReadLive(_) => "read_live",
             LookupError::UnknownDriver { .. } => "unknown_driver",
             LookupError::UnknownSubmission { .. } => "unknown_submission",
         }
     }
 }
 
-/// The driver's status by namespace and pod name, for `peer`.
+/// The driver's status by namespace and pod name, for `peer`: the cache, and on a miss the pod
+/// and its retention record read live.
 pub async fn driver_status(
-    caches: Option<&WatchCaches>,
-    access: &Access,
+    state: &AppState,
     peer: Option<&PeerIdentity>,
     namespace: &str,
     pod: &str,
 ) -> Result<DriverStatus, LookupError> {
     // Authorise before touching the cache: a refused client learns nothing, synced or not.
-    access
+    state
+        .access
         .may_read(peer, namespace)
         .map_err(LookupError::Denied)?;
-    lookup_driver(caches.ok_or(LookupError::NotSynced)?, namespace, pod)
+    let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
+    if let Some(status) = cached_driver(caches, namespace, pod) {
+        return Ok(status);
+    }
+    // A miss may be the cache's lag (a driver created a moment ago, a watch that is down):
+    // only what the API server says may make a client resubmit.
+    if let Some(live) = state
+        .kube
+        .get_pod(namespace, pod)
+        .await
+        .map_err(LookupError::ReadLive)?
+        .filter(is_ours)
+    {
+        return Ok(pod_status(&live));
+    }
+    let selector = format!(
+        "{}={}",
+        labels::RECORD_DRIVER_HASH,
+        record::driver_label(namespace, pod)
+    );
+    let records = live_records(state, &selector).await?;
+    newest(
+        records
+            .into_iter()
+            .filter(|r| r.namespace == namespace && r.pod == pod),
+    )
+    .map(|record| record::status(&record))
+    .ok_or_else(|| LookupError::UnknownDriver {
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+    })
 }
 
-/// The driver's status by submission id, for `peer`.
+/// The driver's status by submission id, for `peer`: the cache, and on a miss the pods and
+/// retention records carrying the id read live. The same id may have been used in several
+/// namespaces; only allowed ones are answered.
 pub async fn submission_status(
-    caches: Option<&WatchCaches>,
-    access: &Access,
+    state: &AppState,
     peer: Option<&PeerIdentity>,
     submission_id: &str,
 ) -> Result<DriverStatus, LookupError> {
     // No identity at all is refused before anything is looked up.
-    access.identified(peer).map_err(LookupError::Denied)?;
-    let caches = caches.ok_or(LookupError::NotSynced)?;
-    lookup_submission(caches, submission_id, |namespace| {
-        access.may_read(peer, namespace)
-    })
+    state.access.identified(peer).map_err(LookupError::Denied)?;
+    let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
+    let may_read = |namespace: &str| state.access.may_read(peer, namespace);
+    let mut denied = None;
+    match cached_submission(caches, submission_id, may_read) {
+        Found::Status(status) => return Ok(*status),
+        Found::Denied(error) => denied = Some(error),
+        Found::Nothing => {}
+    }
+    let unknown = || LookupError::UnknownSubmission {
+        submission_id: submission_id.to_owned(),
+    };
+    // No object can carry an id that is not one.
+    let Ok(id) = submission_id.parse::<SubmissionId>() else {
+        return Err(unknown());
+    };
+    let selector = format!("{}={}", labels::SUBMISSION_ID_HASH, id.label_value());
+    let pods = state
+        .kube
+        .list_pods(&selector)
+        .await
+        .map_err(LookupError::ReadLive)?;
+    for pod in pods
+        .iter()
+        .filter(|pod| annotation(pod) == Some(submission_id))
+    {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        match may_read(namespace) {
+            Ok(()) => return Ok(pod_status(pod)),
+            Err(error) => {
+                denied.get_or_insert(error);
+            }
+        }
+    }
+    let records = live_records(state, &selector).await?;
+    for record in records.iter().filter(|r| r.submission_id == submission_id) {
+        match may_read(&record.namespace) {
+            Ok(()) => return Ok(record::status(record)),
+            Err(error) => {
+                denied.get_or_insert(error);
+            }
+        }
+    }
+    Err(denied.map_or_else(unknown, LookupError::Denied))
+}
+
+/// What the caches say about one look-up.
+enum Found {
+    Status(Box<DriverStatus>),
+    Denied(PolicyError),
+    Nothing,
 }
 
 /// The driver's status by namespace and pod name, from the caches only.
-pub fn lookup_driver(
-    caches: &WatchCaches,
-    namespace: &str,
-    pod: &str,
-) -> Result<DriverStatus, LookupError> {
-    if !caches.synced() {
-        return Err(LookupError::NotSynced);
-    }
+fn cached_driver(caches: &WatchCaches, namespace: &str, pod: &str) -> Option<DriverStatus> {
     if let Some(pod) = caches.pod(namespace, pod) {
-        return Ok(pod_status(&pod));
+        return Some(pod_status(&pod));
     }
-    caches
-        .retained(&record::pod_key(namespace, pod))
-        .into_iter()
-        .next()
-        .map(|record| record::status(&record))
-        .ok_or_else(|| LookupError::UnknownDriver {
-            namespace: namespace.to_owned(),
-            pod: pod.to_owned(),
-        })
+    newest(
+        caches
+            .retained(&record::pod_key(namespace, pod))
+            .into_iter(),
+    )
+    .map(|record| record::status(&record))
 }
 
-/// The driver's status by submission id, from the caches only. `may_read` filters namespaces:
-/// the same id may have been used in several namespaces, and only allowed ones are answered.
-pub fn lookup_submission(
+/// The driver's status by submission id, from the caches only.
+fn cached_submission(
     caches: &WatchCaches,
     submission_id: &str,
     may_read: impl Fn(&str) -> Result<(), PolicyError>,
-) -> Result<DriverStatus, LookupError> {
-    if !caches.synced() {
-        return Err(LookupError::NotSynced);
-    }
+) -> Found {
     let mut denied = None;
     for (namespace, name) in caches.pod_index.get(submission_id) {
         if let Err(error) = may_read(&namespace) {
@@ -132,23 +207,51 @@ pub fn lookup_submission(
             continue;
         }
         if let Some(pod) = caches.pod(&namespace, &name) {
-            return Ok(pod_status(&pod));
+            return Found::Status(Box::new(pod_status(&pod)));
         }
     }
     for record in caches.retained(&record::submission_key(submission_id)) {
         match may_read(&record.namespace) {
-            Ok(()) => return Ok(record::status(&record)),
+            Ok(()) => return Found::Status(Box::new(record::status(&record))),
             Err(error) => {
                 denied.get_or_insert(error);
             }
         }
     }
-    Err(match denied {
-        Some(error) => LookupError::Denied(error),
-        None => LookupError::UnknownSubmission {
-            submission_id: submission_id.to_owned(),
-        },
-    })
+    denied.map_or(Found::Nothing, Found::Denied)
+}
+
+/// The retention records in the submitter's namespace matching `selector`, read live.
+async fn live_records(state: &AppState, selector: &str) -> Result<Vec<Record>, LookupError> {
+    let records = state
+        .kube
+        .list_config_maps(&state.record_namespace, selector)
+        .await
+        .map_err(LookupError::ReadLive)?;
+    Ok(records.iter().filter_map(record::read).collect())
+}
+
+/// The record of the latest success, when a pod name was reused.
+fn newest(records: impl Iterator<Item = Record>) -> Option<Record> {
+    records.max_by_key(|record| record.finished_at)
+}
+
+fn annotation(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(annotations::SUBMISSION_ID)
+        .map(String::as_str)
+}
+
+/// A pod the submitter created (what the cache selects): a pod of the same name that is not
+/// ours is no driver of ours.
+fn is_ours(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(labels::SUBMISSION_ID_HASH))
+        && annotation(pod).is_some()
 }
 
 /// A cached pod's status: identity from its metadata, state from its driver container.

@@ -73,26 +73,31 @@ impl StatusApp {
         panic!("caches did not sync");
     }
 
+    /// Requests of `verb` on `resource` kubesim has counted since its counters were reset.
+    fn request_count(&self, verb: &str, resource: &str) -> u64 {
+        self.t
+            .cluster
+            .control
+            .counts()
+            .into_iter()
+            .filter(|c| c.verb == verb && c.resource == resource)
+            .map(|c| c.count)
+            .sum()
+    }
+
     /// Waits (bounded) until kubesim has counted `at_least` requests of `verb` on `resource`
     /// since its counters were last reset.
     async fn wait_for_requests(&self, verb: &str, resource: &str, at_least: u64) {
-        let count = || {
-            self.t
-                .cluster
-                .control
-                .counts()
-                .into_iter()
-                .filter(|c| c.verb == verb && c.resource == resource)
-                .map(|c| c.count)
-                .sum::<u64>()
-        };
         for _ in 0..400 {
-            if count() >= at_least {
+            if self.request_count(verb, resource) >= at_least {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("kubesim saw {} {verb} {resource}, not {at_least}", count());
+        panic!(
+            "kubesim saw {} {verb} {resource}, not {at_least}",
+            self.request_count(verb, resource)
+        );
     }
 
     async fn get_as(&self, path: &str, identity: &str) -> Answer {
@@ -286,6 +291,101 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert!(left.items.is_empty(), "no second driver was created");
 }
 
+/// Holds every new watch of `resource` at kubesim (latency far beyond the test) and drops the
+/// open ones: once the re-watch has arrived (kubesim's counter says so), the cache provably
+/// sees nothing that happens afterwards.
+async fn freeze_watch(s: &StatusApp, resource: &str) {
+    let before = s.request_count("watch", resource);
+    s.t.cluster
+        .control
+        .add_latency(kubesim::control::LatencyRule {
+            verb: Some("watch".into()),
+            resource: Some(resource.into()),
+            millis: 600_000,
+        });
+    s.t.cluster.store.drop_watches();
+    s.wait_for_requests("watch", resource, before + 1).await;
+}
+
+#[tokio::test]
+async fn a_driver_the_lagging_cache_has_not_seen_reads_pending_not_404() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    freeze_watch(&s, "pods").await;
+    let submitted = s
+        .submit(&request(
+            "lagging-1",
+            &args(&[
+                "--conf",
+                "spark.kubernetes.driver.annotation.kubesim.io/never-start=true",
+            ]),
+        ))
+        .await;
+    assert!(
+        s.caches
+            .pod(
+                "default",
+                submitted.body["driver_pod_name"].as_str().unwrap()
+            )
+            .is_none(),
+        "the cache is behind"
+    );
+    for path in [
+        driver_path(&submitted),
+        "/api/v1/spark-submit/lagging-1".to_owned(),
+    ] {
+        let answer = s.get(&path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+        assert_eq!(answer.body["phase"], "Pending");
+        assert_eq!(answer.body["action"], "Reconnect");
+        assert_eq!(answer.body["submission_id"], "lagging-1");
+        assert_eq!(
+            answer.body["driver_pod_uid"],
+            submitted.body["driver_pod_uid"]
+        );
+    }
+    // What exists nowhere is still a 404.
+    let answer = s.get("/api/v1/drivers/default/never-was").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    let answer = s.get("/api/v1/spark-submit/never-was").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_retained_success_the_lagging_cache_has_not_seen_reads_succeeded_not_404() {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    freeze_watch(&s, "configmaps").await;
+    let now = Timestamp::now();
+    let record = record::Record {
+        submission_id: "retained-1".into(),
+        namespace: "default".into(),
+        pod: "retained-1-driver".into(),
+        uid: "u-1".into(),
+        spark_app_id: "spark-1".into(),
+        finished_at: now,
+        retain_until: now + SignedDuration::from_hours(1),
+    };
+    Api::<ConfigMap>::namespaced(s.t.client(), HOME)
+        .create(
+            &PostParams::default(),
+            &record::build(&record, HOME).unwrap(),
+        )
+        .await
+        .unwrap();
+    for path in [
+        "/api/v1/drivers/default/retained-1-driver",
+        "/api/v1/spark-submit/retained-1",
+    ] {
+        let answer = s.get(path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+        assert_eq!(answer.body["phase"], "Succeeded");
+        assert_eq!(answer.body["action"], "Done");
+        assert_eq!(answer.body["driver_pod_uid"], "u-1");
+    }
+}
+
 #[tokio::test]
 async fn unknown_ids_and_pods_are_404_and_foreign_namespaces_403() {
     let s = StatusApp::start().await;
@@ -345,7 +445,7 @@ async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers
 }
 
 #[tokio::test]
-async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
+async fn serving_many_look_ups_of_known_drivers_makes_no_list_and_no_get_after_start_up() {
     let s = StatusApp::start().await;
     s.wait_synced().await;
     let mut paths = Vec::new();
@@ -370,10 +470,6 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
             let by_id = s.get(&format!("/api/v1/spark-submit/steady-{i}")).await;
             assert_eq!(by_id.status, StatusCode::OK);
         }
-        assert_eq!(
-            s.get("/api/v1/drivers/default/absent").await.status,
-            StatusCode::NOT_FOUND
-        );
         if round == 50 {
             // Dropped watches resume from their resourceVersion: still no LIST.
             s.t.cluster.store.drop_watches();
@@ -381,17 +477,30 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
             s.wait_for_requests("watch", "configmaps", 1).await;
         }
     }
-    let reads: Vec<_> =
+    let reads = |s: &StatusApp| -> Vec<_> {
         s.t.cluster
             .control
             .counts()
             .into_iter()
             .filter(|c| c.verb == "list" || c.verb == "get")
-            .collect();
+            .collect()
+    };
     assert!(
-        reads.is_empty(),
-        "look-ups must not reach the API server: {reads:?}"
+        reads(&s).is_empty(),
+        "look-ups of cached drivers must not reach the API server: {:?}",
+        reads(&s)
     );
+    // A miss is checked live before it is a 404: one pod GET and one record LIST (in the
+    // submitter's namespace) per miss, never a LIST of every pod.
+    for _ in 0..10 {
+        assert_eq!(
+            s.get("/api/v1/drivers/default/absent").await.status,
+            StatusCode::NOT_FOUND
+        );
+    }
+    assert_eq!(s.request_count("get", "pods"), 10);
+    assert_eq!(s.request_count("list", "configmaps"), 10);
+    assert_eq!(s.request_count("list", "pods"), 0);
 }
 
 #[tokio::test]
@@ -420,15 +529,19 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
         .unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
-    // Both are served while cached: the look-up does not judge the window, the sweeper does.
-    s.wait_for("/api/v1/drivers/default/old-1-driver", |a| {
-        a.status == StatusCode::OK
-    })
-    .await;
-    s.wait_for("/api/v1/drivers/default/young-1-driver", |a| {
-        a.status == StatusCode::OK
-    })
-    .await;
+    // Both reach the cache the sweeper reads, and both are served: the look-up does not judge
+    // the window, the sweeper does.
+    for id in ["old-1", "young-1"] {
+        for _ in 0..200 {
+            if !s.caches.retained(&record::submission_key(id)).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(!s.caches.retained(&record::submission_key(id)).is_empty());
+        let answer = s.get(&format!("/api/v1/drivers/default/{id}-driver")).await;
+        assert_eq!(answer.status, StatusCode::OK);
+    }
     sweep_once(
         &s.t.client(),
         &s.caches,

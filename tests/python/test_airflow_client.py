@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simutil import is_gone, wait_for
+from simutil import is_gone, lag_watch, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
 
@@ -90,6 +90,17 @@ def test_pending_driver_is_reconnected_not_resubmitted(submitter, namespace, tmp
     assert outcome.phase == "Pending"
     assert outcome.driver == driver
     assert outcome.submissions == 0
+
+
+def test_driver_the_submitters_cache_has_not_seen_is_reconnected_not_resubmitted(
+        submitter, kubesim, namespace, tmp_path):
+    args = spark_args(namespace, "spark.kubernetes.driver.annotation.kubesim.io/never-start=true")
+    lag_watch(kubesim, "pods", seconds=8)
+    driver = submit_and_crash(submitter, tmp_path, args)
+    outcome = new_task(submitter, tmp_path, args, timeout=1.0).execute()
+    assert outcome.events[0] == "retry:Pending:Reconnect", outcome.events
+    assert outcome.driver == driver
+    assert outcome.submissions == 0, "a driver that exists is never resubmitted"
 
 
 def test_succeeded_driver_is_done_without_resubmission(submitter, namespace, tmp_path):
