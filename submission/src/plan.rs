@@ -8,6 +8,9 @@
 //!
 //! The rules (docs/submitter.md, "Creating a driver"):
 //! - Anything carrying another submission id, or none, is not ours: 409, nothing is touched.
+//! - An object of ours built for another driver pod (the spark-conf ConfigMap names its pod, and
+//!   its name derives from the submission id alone, so every attempt of one id in one namespace
+//!   meets it): the id is bound to that driver, 409, nothing is touched. One id, one driver.
 //! - Pod absent (a first attempt): what the pod mounts (the ConfigMaps) first, without owner, so
 //!   the driver never waits on `FailedMount`; then the pod, by POST, so a concurrent duplicate
 //!   fails instead of merging; then the other dependents already owned by the pod; last, the
@@ -22,7 +25,11 @@
 
 use serde_json::Value;
 
+use crate::builder::conf_keys;
 use crate::meta::annotations;
+
+/// The spark-conf ConfigMap's data key holding the driver's properties.
+const PROPERTIES_KEY: &str = "spark.properties";
 
 /// What a GET found for one object, as far as a submission is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +42,9 @@ pub enum Found {
         owners: Vec<String>,
         /// `metadata.deletionTimestamp` is set.
         terminating: bool,
+        /// The driver pod it was built for, when it says: the pod its spark properties name
+        /// (`spark.kubernetes.driver.pod.name`), else the pod that owns it.
+        driver_pod: Option<String>,
     },
     /// Carries another submission id, or none (not created by the submitter).
     Foreign {
@@ -78,7 +88,33 @@ pub fn classify(object: Option<&Value>, submission_id: &str) -> Found {
         uid: text("uid").unwrap_or_default(),
         owners,
         terminating: text("deletionTimestamp").is_some(),
+        driver_pod: driver_pod_of(object),
     }
+}
+
+/// The driver pod an object of ours was built for: named in its spark properties (the
+/// spark-conf ConfigMap), else its owning pod.
+fn driver_pod_of(object: &Value) -> Option<String> {
+    let named = object
+        .get("data")
+        .and_then(|data| data.get(PROPERTIES_KEY))
+        .and_then(Value::as_str)
+        .and_then(|properties| {
+            properties.lines().find_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                (key == conf_keys::DRIVER_POD_NAME).then(|| value.to_owned())
+            })
+        });
+    named.or_else(|| {
+        object
+            .pointer("/metadata/ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|owner| owner.get("kind").and_then(Value::as_str) == Some("Pod"))?
+            .get("name")?
+            .as_str()
+            .map(str::to_owned)
+    })
 }
 
 /// A step before the driver pod exists. Indices are into the built objects (0 is the pod).
@@ -126,6 +162,9 @@ pub enum Refusal {
     },
     /// Our pod exists but is being deleted; a retry after it is gone creates a new one.
     PodTerminating,
+    /// The object at `index` is ours but was built for the driver pod `pod`: the submission id
+    /// is bound to that driver.
+    BoundToAnotherDriver { index: usize, pod: String },
 }
 
 /// One observed dependent of the pod: whether the pod mounts it, and what a GET found.
@@ -160,9 +199,9 @@ enum Mine<'a> {
     },
 }
 
-/// Decides what to do given what was found for the pod and for each dependent (index `i` of
-/// `dependents` is built object `i + 1`).
-pub fn decide(pod: &Found, dependents: &[Dependent]) -> Result<Plan, Refusal> {
+/// Decides what to do given what was found for the pod named `pod_name` and for each dependent
+/// (index `i` of `dependents` is built object `i + 1`).
+pub fn decide(pod_name: &str, pod: &Found, dependents: &[Dependent]) -> Result<Plan, Refusal> {
     let (pod_uid, pod_terminating) = match of_ours(pod, 0)? {
         Mine::Absent => (None, false),
         Mine::Ours {
@@ -176,6 +215,19 @@ pub fn decide(pod: &Found, dependents: &[Dependent]) -> Result<Plan, Refusal> {
             dependent.mounted,
             of_ours(&dependent.found, at + 1)?,
         ));
+    }
+    for (at, dependent) in dependents.iter().enumerate() {
+        if let Found::Ours {
+            driver_pod: Some(bound),
+            ..
+        } = &dependent.found
+            && bound != pod_name
+        {
+            return Err(Refusal::BoundToAnotherDriver {
+                index: at + 1,
+                pod: bound.clone(),
+            });
+        }
     }
     if pod_terminating {
         return Err(Refusal::PodTerminating);
@@ -217,6 +269,7 @@ fn of_ours(found: &Found, index: usize) -> Result<Mine<'_>, Refusal> {
             uid,
             owners,
             terminating,
+            ..
         } => Ok(Mine::Ours {
             uid,
             owners,
@@ -300,7 +353,7 @@ mod tests {
             .skip(1)
             .map(|(object, found)| Dependent::of(object, found.clone()))
             .collect();
-        decide(&found[0], &dependents)
+        decide("o0", &found[0], &dependents)
     }
 
     fn ours(uid: &str, owners: &[&str]) -> Found {
@@ -308,7 +361,85 @@ mod tests {
             uid: uid.into(),
             owners: owners.iter().map(|o| (*o).to_owned()).collect(),
             terminating: false,
+            driver_pod: None,
         }
+    }
+
+    fn built_for(pod: &str) -> Found {
+        Found::Ours {
+            uid: "c".into(),
+            owners: vec![],
+            terminating: false,
+            driver_pod: Some(pod.into()),
+        }
+    }
+
+    #[test]
+    fn classify_reads_the_driver_pod_from_the_spark_properties_or_the_owning_pod() {
+        let marked = |extra: Value| {
+            let mut object = json!({"metadata": {"uid": "u",
+                "annotations": {annotations::SUBMISSION_ID: ID}}});
+            object
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            object
+        };
+        let driver_pod = |object: &Value| match classify(Some(object), ID) {
+            Found::Ours { driver_pod, .. } => driver_pod,
+            other => panic!("{other:?}"),
+        };
+        let conf = marked(json!({"data": {"spark.properties":
+            "#comment\nspark.app.name=pi\nspark.kubernetes.driver.pod.name=pi-driver\n"}}));
+        assert_eq!(driver_pod(&conf).as_deref(), Some("pi-driver"));
+        let mut owned = marked(json!({}));
+        owned["metadata"]["ownerReferences"] =
+            json!([{"kind": "Pod", "name": "pi-driver", "uid": "p"}]);
+        assert_eq!(driver_pod(&owned).as_deref(), Some("pi-driver"));
+        assert_eq!(driver_pod(&marked(json!({"data": {"other": "x"}}))), None);
+    }
+
+    #[test]
+    fn an_object_of_this_submission_built_for_another_pod_binds_the_id_to_that_pod() {
+        for pod in [Found::Absent, ours("p", &[])] {
+            let found = [
+                pod,
+                Found::Absent,
+                Found::Absent,
+                Found::Absent,
+                built_for("first-driver"),
+            ];
+            assert_eq!(
+                decide_all(&found),
+                Err(Refusal::BoundToAnotherDriver {
+                    index: 4,
+                    pod: "first-driver".into()
+                })
+            );
+        }
+        // Built for this very pod: no refusal.
+        let found = [
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            built_for("o0"),
+        ];
+        assert!(decide_all(&found).is_ok());
+        // Something foreign is refused as such first.
+        let found = [
+            Found::Foreign {
+                submission_id: None,
+            },
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            built_for("first-driver"),
+        ];
+        assert!(matches!(
+            decide_all(&found),
+            Err(Refusal::Conflict { index: 0, .. })
+        ));
     }
 
     #[test]
@@ -321,7 +452,8 @@ mod tests {
             Found::Ours {
                 uid: "u".into(),
                 owners: vec!["p".into()],
-                terminating: true
+                terminating: true,
+                driver_pod: None,
             }
         );
         let other = json!({"metadata": {"annotations": {annotations::SUBMISSION_ID: "x"}}});
@@ -508,6 +640,7 @@ mod tests {
             uid: "p".into(),
             owners: vec![],
             terminating: true,
+            driver_pod: None,
         };
         assert_eq!(decide_all(&found), Err(Refusal::PodTerminating));
     }

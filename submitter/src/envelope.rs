@@ -185,6 +185,10 @@ pub fn submit_failure(failure: &SubmitFailure) -> ApiError {
         SubmitFailure::Authorize { source } => policy_denied(source),
         SubmitFailure::CreateDriver { source } => driver_error(source),
         SubmitFailure::DryRun { source } => driver_error(source),
+        SubmitFailure::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
+        SubmitFailure::CheckBinding { .. } => {
+            ApiError::new(ErrorCode::InternalServerError, error_chain(failure))
+        }
         SubmitFailure::TaskLost => {
             ApiError::new(ErrorCode::InternalServerError, failure.to_string())
         }
@@ -209,6 +213,7 @@ fn driver_error(error: &SubmitDriverError) -> ApiError {
             ErrorCode::DriverPodAlreadyExists,
             format!("{kind} {name} already exists for another submission"),
         ),
+        SubmitDriverError::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
         // Still being deleted: a retry soon creates it anew.
         SubmitDriverError::DriverPodTerminating { .. } => ApiError::overloaded_because(detail),
         _ => {
@@ -220,6 +225,17 @@ fn driver_error(error: &SubmitDriverError) -> ApiError {
             }
         }
     }
+}
+
+/// 409 `SUBMISSION_ID_CONFLICT`: one submission id, one driver.
+fn bound(namespace: &str, pod: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::SubmissionIdConflict,
+        format!(
+            "this submission id is already bound to driver {namespace}:{pod}; \
+             submit another driver with a new submission id"
+        ),
+    )
 }
 
 /// An answer of the API server that failed the driver's `what`.

@@ -18,6 +18,7 @@ use serde_json::Value;
 use thiserror::Error;
 use tracing::{Span, info, warn};
 
+use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::record::{self, Record};
 use crate::state::AppState;
@@ -27,6 +28,8 @@ use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
 use submission::builder::{self, BuildError, DriverObjects};
 use submission::error_chain::error_chain;
+use submission::meta::{annotations, labels};
+use submission::naming::SubmissionId;
 
 /// Why a submission was not answered with a driver.
 #[derive(Debug, Error)]
@@ -54,6 +57,13 @@ pub enum SubmitFailure {
         #[source]
         source: SubmitDriverError,
     },
+    #[error("the submission id is bound to driver {namespace}:{pod}")]
+    BoundToAnotherDriver { namespace: String, pod: String },
+    #[error("cannot check which driver the submission id is bound to")]
+    CheckBinding {
+        #[source]
+        source: CallError,
+    },
     #[error("the submission task stopped before finishing")]
     TaskLost,
 }
@@ -67,6 +77,8 @@ impl SubmitFailure {
             SubmitFailure::Authorize { .. } => "authorize",
             SubmitFailure::CreateDriver { .. } => "create_driver",
             SubmitFailure::DryRun { .. } => "dry_run",
+            SubmitFailure::BoundToAnotherDriver { .. } => "bound_to_another_driver",
+            SubmitFailure::CheckBinding { .. } => "check_binding",
             SubmitFailure::TaskLost => "task_lost",
         }
     }
@@ -216,6 +228,14 @@ pub async fn submit(
             SubmitFailure::Authorize { source }
         })?;
 
+    // One id, one driver. Within a namespace the plan enforces it atomically (the spark-conf
+    // ConfigMap's name derives from the id alone); across namespaces, and against a finished
+    // driver's record, it is checked here.
+    if let Some((namespace, pod)) = bound_elsewhere(state, &built, id).await? {
+        info!(bound_to = %format!("{namespace}:{pod}"), "submission id bound to another driver");
+        return Err(SubmitFailure::BoundToAnotherDriver { namespace, pod });
+    }
+
     if dry_run {
         let submission = Submission {
             api: &state.kube,
@@ -295,6 +315,74 @@ async fn create(
         }
         Err(TaskFailure::Lost) => Err(SubmitFailure::TaskLost),
     }
+}
+
+/// The driver, other than the one `built` names, that carries `id` in another namespace or in a
+/// retention record: from the caches, and unless they already show this very driver (a repeat),
+/// from one labelled LIST of pods (all namespaces) and one of records. The window left: two
+/// first submissions of one id racing in two namespaces, each before the other's pod exists.
+async fn bound_elsewhere(
+    state: &AppState,
+    built: &DriverObjects,
+    id: &str,
+) -> Result<Option<(String, String)>, SubmitFailure> {
+    let ours = (
+        built.identity.namespace.as_str(),
+        built.identity.driver_pod_name.as_str(),
+    );
+    let other = |namespace: &str, pod: &str| {
+        ((namespace, pod) != ours).then(|| (namespace.to_owned(), pod.to_owned()))
+    };
+    if let Some(caches) = state.synced_caches() {
+        let cached_pods = caches.pod_index.get(id);
+        if let Some(bound) = cached_pods.iter().find_map(|(ns, pod)| other(ns, pod)) {
+            return Ok(Some(bound));
+        }
+        let records = caches.retained(&record::submission_key(id));
+        if let Some(bound) = records.iter().find_map(|r| other(&r.namespace, &r.pod)) {
+            return Ok(Some(bound));
+        }
+        if cached_pods
+            .iter()
+            .any(|(ns, pod)| (ns.as_str(), pod.as_str()) == ours)
+        {
+            return Ok(None);
+        }
+    }
+    let Ok(parsed) = id.parse::<SubmissionId>() else {
+        return Ok(None);
+    };
+    let selector = format!("{}={}", labels::SUBMISSION_ID_HASH, parsed.label_value());
+    let check = |source| SubmitFailure::CheckBinding { source };
+    let pods = state.kube.list_pods(&selector).await.map_err(check)?;
+    let annotated = |meta: &kube::api::ObjectMeta| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::SUBMISSION_ID))
+            .is_some_and(|value| value == id)
+    };
+    if let Some(bound) = pods
+        .iter()
+        .filter(|pod| annotated(&pod.metadata))
+        .find_map(|pod| {
+            other(
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
+    {
+        return Ok(Some(bound));
+    }
+    let records = state
+        .kube
+        .list_config_maps(&state.record_namespace, &selector)
+        .await
+        .map_err(check)?;
+    Ok(records
+        .iter()
+        .filter_map(record::read)
+        .filter(|r| r.submission_id == id)
+        .find_map(|r| other(&r.namespace, &r.pod)))
 }
 
 /// The retention record of this submission's finished driver, if the pod it names is the one

@@ -262,6 +262,7 @@ fn every_error_code() -> Vec<ErrorCode> {
         NotFound,
         RequestTimeout,
         PayloadTooLarge,
+        SubmissionIdConflict,
     ];
     for code in &codes {
         match code {
@@ -277,7 +278,8 @@ fn every_error_code() -> Vec<ErrorCode> {
             | Forbidden
             | NotFound
             | RequestTimeout
-            | PayloadTooLarge => {}
+            | PayloadTooLarge
+            | SubmissionIdConflict => {}
         }
     }
     codes

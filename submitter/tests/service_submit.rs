@@ -6,8 +6,8 @@ mod submit_support;
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use submit_support::{TestApp, args, built, creates, request, send, submit_request};
 use submitter::service::ServiceConfig;
@@ -90,6 +90,93 @@ async fn other_submission_on_the_same_pod_name_is_409_and_changes_nothing() {
     assert_eq!(answer.body["submission_id"], "other-2");
     assert_eq!(t.journal().len(), writes, "nothing created for the loser");
     t.assert_complete(&built(&first)).await;
+}
+
+/// Every pod in the cluster carrying `submission_id`, as (namespace, name).
+async fn pods_of(t: &TestApp, submission_id: &str) -> Vec<(String, String)> {
+    let pods: Api<Pod> = Api::all(t.client());
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("spark-submitter.io/submission-id"))
+                .is_some_and(|id| id == submission_id)
+        })
+        .map(|pod| (pod.metadata.namespace.unwrap(), pod.metadata.name.unwrap()))
+        .collect()
+}
+
+async fn create_namespace(t: &TestApp, name: &str) {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(t.client())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn same_submission_id_naming_another_driver_is_409_bound_and_creates_nothing() {
+    let t = TestApp::start().await;
+    create_namespace(&t, "team-a").await;
+    let first = t.submit(&request("bound-1", &args(&[]))).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let bound = format!(
+        "default:{}",
+        first.body["driver_pod_name"].as_str().unwrap()
+    );
+    let writes = t.journal().len();
+    for other in [
+        args(&["--name", "another-app"]),
+        args(&["--conf", "spark.kubernetes.driver.pod.name=another-driver"]),
+        args(&["--conf", "spark.kubernetes.namespace=team-a"]),
+    ] {
+        let answer = t.submit(&request("bound-1", &other)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CONFLICT,
+            "{other:?}: {}",
+            answer.body
+        );
+        assert_eq!(answer.body["error_code"], "SUBMISSION_ID_CONFLICT");
+        assert_eq!(answer.body["submission_id"], "bound-1");
+        assert!(
+            answer.body["message"].as_str().unwrap().contains(&bound),
+            "{}",
+            answer.body
+        );
+    }
+    let created: Vec<_> = t.journal()[writes..]
+        .iter()
+        .filter(|e| e.method == "POST")
+        .cloned()
+        .collect();
+    assert!(created.is_empty(), "nothing is created: {created:#?}");
+    assert_eq!(pods_of(&t, "bound-1").await.len(), 1);
+    // The driver it is bound to is untouched, and the id still answers for it.
+    let again = t.submit(&request("bound-1", &args(&[]))).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["driver_pod_uid"], first.body["driver_pod_uid"]);
+}
+
+#[tokio::test]
+async fn two_replicas_racing_one_id_for_two_drivers_make_one_driver() {
+    let t = TestApp::start().await;
+    let other = t.replica(&ServiceConfig::default());
+    let a = request("race-bound", &args(&[]));
+    let b = request("race-bound", &args(&["--name", "another-app"]));
+    let (first, second) = tokio::join!(
+        t.submit(&a),
+        send(&other, submit_request(&b, "", submit_support::TESTER))
+    );
+    let mut statuses = [first.status.as_u16(), second.status.as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 409], "{} / {}", first.body, second.body);
+    assert_eq!(pods_of(&t, "race-bound").await.len(), 1);
 }
 
 #[tokio::test]

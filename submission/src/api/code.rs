@@ -7,7 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
-/// the added ones (401, 403, 404, 408, 413) cover cases its table has no row for.
+/// the added ones (401, 403, 404, 408, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table
+/// has no row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -20,6 +21,9 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 409: the driver pod exists for a different submission id.
     DriverPodAlreadyExists,
+    /// 409 (added): this submission id is bound to another driver (`namespace:pod`); another
+    /// driver needs another id.
+    SubmissionIdConflict,
     /// 422: a pod template is structurally invalid.
     InvalidPodTemplate,
     /// 500: unexpected failure; retry.
@@ -40,7 +44,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, contract codes first, for tables and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidSparkSubmitArgs,
         ErrorCode::MethodNotAllowed,
@@ -54,6 +58,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::RequestTimeout,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::SubmissionIdConflict,
     ];
 
     /// The code as it appears on the wire.
@@ -72,6 +77,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::SubmissionIdConflict => "SUBMISSION_ID_CONFLICT",
         }
     }
 
@@ -84,7 +90,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
-            ErrorCode::DriverPodAlreadyExists => 409,
+            ErrorCode::DriverPodAlreadyExists | ErrorCode::SubmissionIdConflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidPodTemplate => 422,
@@ -173,6 +179,7 @@ mod tests {
             ("NOT_FOUND", 404),
             ("REQUEST_TIMEOUT", 408),
             ("PAYLOAD_TOO_LARGE", 413),
+            ("SUBMISSION_ID_CONFLICT", 409),
         ];
         for (text, status) in added {
             let code: ErrorCode = text.parse().unwrap();

@@ -42,6 +42,8 @@ pub enum SubmitDriverError {
     },
     #[error("driver pod {name} of this submission is being deleted")]
     DriverPodTerminating { name: String },
+    #[error("the submission id is bound to driver {namespace}:{pod}")]
+    BoundToAnotherDriver { namespace: String, pod: String },
     #[error("{kind} {name} is not a kind of object the submitter creates")]
     UnsupportedObject { kind: String, name: String },
     #[error("cannot read {kind} {name}")]
@@ -82,6 +84,7 @@ impl SubmitDriverError {
         match self {
             SubmitDriverError::ConflictingObject { .. } => "conflicting_object",
             SubmitDriverError::DriverPodTerminating { .. } => "driver_pod_terminating",
+            SubmitDriverError::BoundToAnotherDriver { .. } => "bound_to_another_driver",
             SubmitDriverError::UnsupportedObject { .. } => "unsupported_object",
             SubmitDriverError::ReadObject { .. } => "read_object",
             SubmitDriverError::CreateObject { .. } => "create_object",
@@ -112,7 +115,8 @@ impl SubmitDriverError {
             | SubmitDriverError::AttachOwner { kind, .. }
             | SubmitDriverError::DeleteStaleObject { kind, .. } => Some(kind),
             SubmitDriverError::DriverPodTerminating { .. } => Some("Pod"),
-            SubmitDriverError::Unsettled { .. } => None,
+            SubmitDriverError::BoundToAnotherDriver { .. }
+            | SubmitDriverError::Unsettled { .. } => None,
         }
     }
 }
@@ -231,7 +235,8 @@ impl Submission<'_> {
         let dependents: Vec<Dependent> = (1..self.objects.len())
             .map(|index| Dependent::of(&self.objects[index], found(index)))
             .collect();
-        plan::decide(&found(0), &dependents).map_err(|refusal| self.refusal(refusal))
+        plan::decide(self.pod_name(), &found(0), &dependents)
+            .map_err(|refusal| self.refusal(refusal))
     }
 
     fn refusal(&self, refusal: Refusal) -> SubmitDriverError {
@@ -249,6 +254,10 @@ impl Submission<'_> {
             }
             Refusal::PodTerminating => SubmitDriverError::DriverPodTerminating {
                 name: self.pod_name().to_owned(),
+            },
+            Refusal::BoundToAnotherDriver { pod, .. } => SubmitDriverError::BoundToAnotherDriver {
+                namespace: self.namespace.to_owned(),
+                pod,
             },
         }
     }
