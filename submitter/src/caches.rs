@@ -10,7 +10,8 @@
 
 pub mod index;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -39,6 +40,52 @@ pub struct WatchCaches {
     pub succeeded: broadcast::Sender<Arc<Pod>>,
     /// Turns true once both caches hold a complete first listing.
     ready: tokio::sync::watch::Receiver<bool>,
+    /// Whether each watch is failing now, for readiness.
+    pub pods_health: Arc<WatchHealth>,
+    pub config_maps_health: Arc<WatchHealth>,
+}
+
+/// How long after its last error a watch counts as failing when nothing has arrived since. The
+/// watcher retries with backoff capped at 30 s, so a watch that keeps failing reports a new error
+/// well within this; a re-watch that succeeds is silent until the next event, so a quiet cluster
+/// is ready again at the latest this long after the last error.
+pub const FAILING_WINDOW: Duration = Duration::from_secs(60);
+
+/// Whether one watch is failing: an error more recent than the last event, and recent.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    /// The last error since the last event (cleared by every event).
+    last_error: Mutex<Option<Instant>>,
+}
+
+impl WatchHealth {
+    fn on_event(&self) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn on_error(&self, now: Instant) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(now);
+    }
+
+    /// Whether the watch is failing at `now`.
+    pub fn failing(&self, now: Instant) -> bool {
+        let last_error = *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        failing(last_error, now, FAILING_WINDOW)
+    }
+}
+
+/// The rule: failing while the last error (not followed by an event) is within `window`.
+fn failing(last_error: Option<Instant>, now: Instant, window: Duration) -> bool {
+    last_error.is_some_and(|at| now.saturating_duration_since(at) < window)
 }
 
 /// The watch caches stopped before they synced (their tasks ended).
@@ -156,7 +203,8 @@ impl WatchCaches {
             .modify(trim_pod)
             .reflect(writer);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
-        tokio::spawn(drive(stream, "pods", move |event| {
+        let pods_health = Arc::new(WatchHealth::default());
+        tokio::spawn(drive(stream, "pods", pods_health.clone(), move |event| {
             index.apply_event(event);
             if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
                 && sender.receiver_count() > 0
@@ -181,9 +229,13 @@ impl WatchCaches {
             })
             .reflect(writer);
         let index = record_index.clone();
-        tokio::spawn(drive(stream, "configmaps", move |event| {
-            index.apply_event(event)
-        }));
+        let config_maps_health = Arc::new(WatchHealth::default());
+        tokio::spawn(drive(
+            stream,
+            "configmaps",
+            config_maps_health.clone(),
+            move |event| index.apply_event(event),
+        ));
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
         let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
         tokio::spawn(async move {
@@ -201,7 +253,21 @@ impl WatchCaches {
             pod_index,
             record_index,
             succeeded,
+            pods_health,
+            config_maps_health,
         }
+    }
+
+    /// The watches failing at `now`, by resource (empty: both fine).
+    pub fn failing_watches(&self, now: Instant) -> Vec<&'static str> {
+        [
+            ("pods", &self.pods_health),
+            ("configmaps", &self.config_maps_health),
+        ]
+        .into_iter()
+        .filter(|(_, health)| health.failing(now))
+        .map(|(resource, _)| resource)
+        .collect()
     }
 
     /// Waits until both caches hold a complete first listing.
@@ -245,6 +311,7 @@ impl WatchCaches {
 async fn drive<S, K>(
     stream: S,
     resource: &'static str,
+    health: Arc<WatchHealth>,
     mut on_event: impl FnMut(&watcher::Event<K>),
 ) where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
@@ -252,8 +319,14 @@ async fn drive<S, K>(
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(event) => on_event(&event),
-            Err(error) => warn!(resource, error = %error, "watch failed; retrying with backoff"),
+            Ok(event) => {
+                health.on_event();
+                on_event(&event);
+            }
+            Err(error) => {
+                health.on_error(Instant::now());
+                warn!(resource, error = %error, "watch failed; retrying with backoff");
+            }
         }
     }
 }
@@ -261,7 +334,25 @@ async fn drive<S, K>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    #[test]
+    fn a_watch_fails_from_an_error_until_an_event_or_the_window_passes() {
+        let start = Instant::now();
+        let window = Duration::from_secs(60);
+        assert!(!failing(None, start, window), "never failed");
+        assert!(failing(Some(start), start, window));
+        assert!(failing(
+            Some(start),
+            start + Duration::from_secs(59),
+            window
+        ));
+        assert!(!failing(Some(start), start + window, window));
+        let health = WatchHealth::default();
+        health.on_error(start);
+        assert!(health.failing(start));
+        health.on_event();
+        assert!(!health.failing(start), "an event clears it");
+    }
 
     #[test]
     fn trimmed_pods_classify_like_whole_ones() {

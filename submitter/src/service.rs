@@ -130,13 +130,21 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    // Status answers come from the caches: not ready until they hold a complete listing.
-    if let Some(caches) = &state.caches
-        && !caches.synced()
-    {
-        return Err(envelope::not_ready(
-            "watch caches have not synced yet".into(),
-        ));
+    // Status answers come from the caches: not ready until they hold a complete listing, nor
+    // while a watch keeps failing (the cache then falls behind).
+    if let Some(caches) = &state.caches {
+        if !caches.synced() {
+            return Err(envelope::not_ready(
+                "watch caches have not synced yet".into(),
+            ));
+        }
+        let failing = caches.failing_watches(std::time::Instant::now());
+        if !failing.is_empty() {
+            return Err(envelope::not_ready(format!(
+                "watch of {} failing",
+                failing.join(" and ")
+            )));
+        }
     }
     match state.kube.reachable().await {
         Ok(()) => Ok(Json(json!({"status": "ready"}))),

@@ -445,6 +445,59 @@ async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers
 }
 
 #[tokio::test]
+async fn readiness_goes_false_while_a_synced_watch_keeps_failing_and_back_once_it_recovers() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let readyz = || async {
+        send(&s.app, Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .status
+    };
+    assert_eq!(readyz().await, StatusCode::OK);
+    // Every new pod watch fails; the open one is dropped, so the watcher must start a new one.
+    let failing_before = s.request_count("watch", "pods");
+    s.t.fault(json!({"verb": "watch", "resource": "pods", "count": 1_000_000, "code": 500}));
+    s.t.cluster.store.drop_watches();
+    s.wait_for_requests("watch", "pods", failing_before + 1)
+        .await;
+    let mut answer = StatusCode::OK;
+    for _ in 0..200 {
+        answer = readyz().await;
+        if answer == StatusCode::SERVICE_UNAVAILABLE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        answer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a watch that keeps failing is not ready"
+    );
+    // The API server heals; the watch's next attempt succeeds, and the next pod event shows it.
+    s.t.cluster.control.clear_faults();
+    let healed = s.request_count("watch", "pods");
+    s.wait_for_requests("watch", "pods", healed + 1).await;
+    s.submit(&request("ready-again", &args(&[]))).await;
+    s.wait_for("/api/v1/spark-submit/ready-again", |a| {
+        a.status == StatusCode::OK
+    })
+    .await;
+    let mut answer = StatusCode::SERVICE_UNAVAILABLE;
+    for _ in 0..200 {
+        answer = readyz().await;
+        if answer == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        answer,
+        StatusCode::OK,
+        "ready again once the watch delivers"
+    );
+}
+
+#[tokio::test]
 async fn serving_many_look_ups_of_known_drivers_makes_no_list_and_no_get_after_start_up() {
     let s = StatusApp::start().await;
     s.wait_synced().await;
