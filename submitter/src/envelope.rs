@@ -27,6 +27,7 @@ use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::status::LookupError;
 use crate::submit::SubmitFailure;
+use crate::submit::blame::Origin;
 use crate::submit::execute::SubmitDriverError;
 use submission::api::{ErrorCode, ErrorResponse};
 use submission::builder::{self, BuildError};
@@ -183,8 +184,8 @@ pub fn submit_failure(failure: &SubmitFailure) -> ApiError {
         }
         SubmitFailure::BuildObjects { source } => build_error(source),
         SubmitFailure::Authorize { source } => policy_denied(source),
-        SubmitFailure::CreateDriver { source } => driver_error(source),
-        SubmitFailure::DryRun { source } => driver_error(source),
+        SubmitFailure::CreateDriver { source, rejected } => driver_error(source, *rejected),
+        SubmitFailure::DryRun { source, rejected } => driver_error(source, *rejected),
         SubmitFailure::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
         SubmitFailure::CheckBinding { .. } => {
             ApiError::new(ErrorCode::InternalServerError, error_chain(failure))
@@ -205,8 +206,9 @@ fn build_error(error: &BuildError) -> ApiError {
     ApiError::new(code, error.message())
 }
 
-/// The answer for a creation (or dry run) the cluster did not let through.
-fn driver_error(error: &SubmitDriverError) -> ApiError {
+/// The answer for a creation (or dry run) the cluster did not let through; `rejected` says which
+/// input a field the API server rejected came from.
+fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError {
     let detail = error_chain(error);
     match error {
         SubmitDriverError::ConflictingObject { kind, name, .. } => ApiError::new(
@@ -219,7 +221,9 @@ fn driver_error(error: &SubmitDriverError) -> ApiError {
         _ => {
             let what = error.object_kind().unwrap_or("object");
             match error.call_error().and_then(CallError::status) {
-                Some(status) => api_server_answer(status.code, &status.message, what, detail),
+                Some(status) => {
+                    api_server_answer(status.code, &status.message, what, rejected, detail)
+                }
                 // No answer, or no Status in it: ours to retry.
                 None => ApiError::new(ErrorCode::InternalServerError, detail),
             }
@@ -239,10 +243,19 @@ fn bound(namespace: &str, pod: &str) -> ApiError {
 }
 
 /// An answer of the API server that failed the driver's `what`.
-fn api_server_answer(code: u16, message: &str, what: &str, detail: String) -> ApiError {
+fn api_server_answer(
+    code: u16,
+    message: &str,
+    what: &str,
+    rejected: Option<Origin>,
+    detail: String,
+) -> ApiError {
     match code {
         400 | 422 => ApiError::new(
-            ErrorCode::InvalidPodTemplate,
+            match rejected {
+                Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
+                Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
+            },
             format!("the Kubernetes API server rejected the driver's {what}: {message}"),
         ),
         403 => ApiError::new(
@@ -326,8 +339,8 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 
 /// A JSON body extractor whose every rejection is in the envelope: wrong or missing
 /// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, body read timed out
-/// → 408, unreadable or mistyped JSON and missing fields → 400, echoing `submission_id` when
-/// the body is a JSON object that has one.
+/// → 408, unreadable or mistyped JSON and missing fields → 400; each echoes `submission_id`
+/// when the body is a JSON object that has one.
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -340,10 +353,16 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json_content_type(request.headers()) {
+            // Still echo the id when the body reads as JSON: the client can match the answer.
+            let id = Bytes::from_request(request, state)
+                .await
+                .ok()
+                .and_then(|bytes| sniff_submission_id(&bytes));
             return Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "Content-Type must be application/json",
-            ));
+            )
+            .with_submission_id(id.unwrap_or_default()));
         }
         let bytes = Bytes::from_request(request, state)
             .await

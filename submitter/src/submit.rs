@@ -8,6 +8,7 @@
 //! (`submission::plan`) → execute ([`execute`]) in a task shared by concurrent duplicates
 //! ([`inflight`]).
 
+pub mod blame;
 pub mod execute;
 pub mod inflight;
 
@@ -23,6 +24,7 @@ use crate::policy::PolicyError;
 use crate::record::{self, Record};
 use crate::state::AppState;
 use crate::tls::PeerIdentity;
+use blame::Origin;
 use execute::{Failure, Submission, SubmitDriverError, Submitted};
 use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
@@ -51,11 +53,14 @@ pub enum SubmitFailure {
         /// Shared by the concurrent duplicates that waited on the same creation.
         #[source]
         source: Arc<SubmitDriverError>,
+        /// When the API server rejected a field (400/422): the input it came from.
+        rejected: Option<Origin>,
     },
     #[error("the dry run did not complete")]
     DryRun {
         #[source]
         source: SubmitDriverError,
+        rejected: Option<Origin>,
     },
     #[error("the submission id is bound to driver {namespace}:{pod}")]
     BoundToAnotherDriver { namespace: String, pod: String },
@@ -245,7 +250,10 @@ pub async fn submit(
         };
         return match submission.dry_run().await {
             Ok(list) => Ok(Outcome::DryRun(list)),
-            Err(source) => Err(SubmitFailure::DryRun { source }),
+            Err(source) => Err(SubmitFailure::DryRun {
+                rejected: rejected_input(&source, &built, request),
+                source,
+            }),
         };
     }
 
@@ -260,13 +268,58 @@ pub async fn submit(
         );
         return Ok(retained_answer(id, &built, &record));
     }
-    create(state, built, id).await
+    create(state, &built, id)
+        .await
+        .map_err(|failure| match failure {
+            SubmitFailure::CreateDriver { source, .. } => SubmitFailure::CreateDriver {
+                rejected: rejected_input(&source, &built, request),
+                source,
+            },
+            other => other,
+        })
+}
+
+/// When the API server rejected a field of a built object (400/422), the input it came from.
+fn rejected_input(
+    error: &SubmitDriverError,
+    built: &DriverObjects,
+    request: &SubmitRequest,
+) -> Option<Origin> {
+    let status = error.call_error()?.status()?;
+    if !matches!(status.code, 400 | 422) {
+        return None;
+    }
+    let (kind, name) = error.object()?;
+    let object = built.objects.iter().find(|object| {
+        object.get("kind").and_then(Value::as_str) == Some(kind)
+            && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+    })?;
+    // The executor template's ConfigMap is the one that does not hold the spark properties.
+    let executor_template_config_map = kind == "ConfigMap"
+        && object
+            .get("data")
+            .and_then(|data| data.get("spark.properties"))
+            .is_none();
+    let fields: Vec<&str> = status
+        .details
+        .iter()
+        .flat_map(|details| &details.causes)
+        .map(|cause| cause.field.as_str())
+        .filter(|field| !field.is_empty())
+        .collect();
+    Some(blame::origin(
+        object,
+        request.driver_pod_template.as_ref(),
+        request.executor_pod_template.as_ref(),
+        executor_template_config_map,
+        &fields,
+    ))
 }
 
 /// Creates (or finds) the driver in a task shared by concurrent duplicates.
 async fn create(
     state: &AppState,
-    built: DriverObjects,
+    built: &DriverObjects,
     id: &str,
 ) -> Result<Outcome, SubmitFailure> {
     let key = Key {
@@ -307,11 +360,14 @@ async fn create(
             if duplicate {
                 state.metrics.duplicate();
             }
-            Ok(driver_answer(id, &built, &submitted, duplicate))
+            Ok(driver_answer(id, built, &submitted, duplicate))
         }
         Err(TaskFailure::Failed(source)) => {
             warn!(kind = source.kind(), error = %error_chain(source.as_ref()), "submission failed");
-            Err(SubmitFailure::CreateDriver { source })
+            Err(SubmitFailure::CreateDriver {
+                source,
+                rejected: None,
+            })
         }
         Err(TaskFailure::Lost) => Err(SubmitFailure::TaskLost),
     }

@@ -216,9 +216,12 @@ async fn failure_after_the_pod_rolls_back_the_first_attempt() {
 }
 
 #[tokio::test]
-async fn api_server_422_on_the_pod_is_invalid_pod_template_and_leaves_nothing() {
+async fn api_server_422_without_causes_on_a_templated_pod_is_invalid_pod_template_and_leaves_nothing()
+ {
     let t = start().await;
-    let body = request("invalid-1", &args(&[]));
+    let mut body = request("invalid-1", &args(&[]));
+    body["driver_pod_template"] =
+        json!({"spec": {"containers": [{"name": "spark-kubernetes-driver"}]}});
     t.fault(json!({"verb": "create", "resource": "pods", "code": 422, "message": "spec.containers[0].image: Required value"}));
     let answer = t.submit(&body).await;
     assert_eq!(

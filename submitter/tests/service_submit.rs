@@ -450,6 +450,59 @@ async fn argument_with_a_nul_byte_is_invalid_spark_submit_args_and_creates_nothi
     assert!(t.journal().is_empty(), "{:#?}", t.journal());
 }
 
+#[tokio::test]
+async fn api_server_rejecting_a_field_from_the_arguments_is_invalid_spark_submit_args() {
+    let t = TestApp::start().await;
+    let body = request(
+        "bad-label-1",
+        &args(&["--conf", "spark.kubernetes.driver.label.team=not a label!"]),
+    );
+    let answer = t.submit(&body).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert_eq!(answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS");
+    assert_eq!(answer.body["submission_id"], "bad-label-1");
+    t.assert_nothing_left(&built(&body)).await;
+}
+
+#[tokio::test]
+async fn api_server_rejecting_a_field_from_the_template_stays_invalid_pod_template() {
+    let t = TestApp::start().await;
+    let mut body = request(
+        "bad-template-label-1",
+        &args(&["--conf", "spark.kubernetes.driver.label.team=fine"]),
+    );
+    body["driver_pod_template"] = json!({
+        "metadata": {"labels": {"owner": "not a label!"}},
+        "spec": {"containers": [{"name": "spark-kubernetes-driver"}]}
+    });
+    let answer = t.submit(&body).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.body["error_code"], "INVALID_POD_TEMPLATE");
+    t.assert_nothing_left(&built(&body)).await;
+}
+
+#[tokio::test]
+async fn wrong_content_type_is_415_echoing_the_submission_id_of_a_readable_body() {
+    let t = TestApp::start().await;
+    let mut request = submit_request(&request("typed-1", &args(&[])), "", submit_support::TESTER);
+    request
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+    let answer = send(&t.app, request).await;
+    assert_envelope(
+        &answer.body,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UNSUPPORTED_MEDIA_TYPE",
+    );
+    assert_eq!(answer.body["submission_id"], "typed-1");
+    assert!(t.journal().is_empty());
+}
+
 fn assert_envelope(body: &Value, status: StatusCode, code: &str) {
     assert_eq!(body["status"], status.as_u16(), "{body}");
     assert_eq!(body["error_code"], code);

@@ -105,6 +105,21 @@ impl SubmitDriverError {
         }
     }
 
+    /// Kind and name of the built object the error is about.
+    pub fn object(&self) -> Option<(&str, &str)> {
+        match self {
+            SubmitDriverError::ConflictingObject { kind, name, .. }
+            | SubmitDriverError::UnsupportedObject { kind, name }
+            | SubmitDriverError::ReadObject { kind, name, .. }
+            | SubmitDriverError::CreateObject { kind, name, .. }
+            | SubmitDriverError::AttachOwner { kind, name, .. }
+            | SubmitDriverError::DeleteStaleObject { kind, name, .. } => Some((kind, name)),
+            SubmitDriverError::DriverPodTerminating { name } => Some(("Pod", name)),
+            SubmitDriverError::BoundToAnotherDriver { .. }
+            | SubmitDriverError::Unsettled { .. } => None,
+        }
+    }
+
     /// Kind of the object the error is about (`Pod`, `ConfigMap`, …).
     pub fn object_kind(&self) -> Option<&str> {
         match self {
