@@ -31,6 +31,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span, info, instrument};
 
 use crate::envelope::{self, ApiError, ApiJson, BODY_LIMIT_BYTES, handle_layer_error};
+use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
 use crate::tls::PeerIdentity;
@@ -48,6 +49,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct ServiceConfig {
     pub max_concurrency: usize,
     pub request_timeout: Duration,
+    /// `/metrics` answers clients without a certificate (a Prometheus scrape); off: 401.
+    pub anonymous_metrics: bool,
 }
 
 impl Default for ServiceConfig {
@@ -55,6 +58,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            anonymous_metrics: false,
         }
     }
 }
@@ -71,15 +75,45 @@ pub fn router(state: AppState) -> Router {
             &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}"),
             get(driver_status),
         );
-    envelope::router_fallbacks(routes).with_state(state)
+    envelope::router_fallbacks(routes)
+        // Every API answer needs an identity first: before the body is read, before anything.
+        .layer(axum::middleware::from_fn_with_state(
+            state.access.clone(),
+            require_identity,
+        ))
+        .with_state(state)
 }
 
-/// Probes and metrics: outside tracing, limits and shedding.
-fn health_routes(state: AppState) -> Router {
+/// 401 `UNAUTHENTICATED` in the envelope for a request without a verified identity (the TLS
+/// layer asks for a client certificate but lets clients without one through, so they get this
+/// answer instead of a handshake failure, which a client would retry forever).
+async fn require_identity(
+    State(access): State<Access>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let peer = request.extensions().get::<PeerIdentity>();
+    match access.identified(peer) {
+        Ok(()) => next.run(request).await,
+        Err(error) => envelope::policy_denied(&error).into_response(),
+    }
+}
+
+/// Probes and metrics: outside tracing, limits and shedding. Probes answer without a client
+/// certificate (a kubelet has none); `/metrics` only when `anonymous_metrics` says so.
+fn health_routes(state: AppState, anonymous_metrics: bool) -> Router {
+    let metrics = if anonymous_metrics {
+        get(metrics_text)
+    } else {
+        get(metrics_text).layer(axum::middleware::from_fn_with_state(
+            state.access.clone(),
+            require_identity,
+        ))
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
+        .route("/metrics", metrics)
         .method_not_allowed_fallback(envelope::method_not_allowed)
         .with_state(state)
 }
@@ -107,7 +141,7 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
         ))
         .timeout(config.request_timeout)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES));
-    health_routes(state.clone()).merge(router(state).layer(stack))
+    health_routes(state.clone(), config.anonymous_metrics).merge(router(state).layer(stack))
 }
 
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> Span {

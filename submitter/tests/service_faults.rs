@@ -17,7 +17,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 use submission::builder::DriverObjects;
-use submit_support::{TestApp, args, built, creates, request, send};
+use submit_support::{TestApp, args, built, creates, metrics_text, request};
 use submitter::service::ServiceConfig;
 
 /// Short, so that a held call is a timeout for us.
@@ -196,20 +196,8 @@ async fn failure_after_the_pod_rolls_back_the_first_attempt() {
             .all(|e| e.body["preconditions"]["uid"].is_string()),
         "{deletes:#?}"
     );
-    let metrics = send(
-        &t.app,
-        http::Request::get("/metrics")
-            .body(axum::body::Body::empty())
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        metrics
-            .body
-            .as_str()
-            .unwrap()
-            .contains("submitter_rollbacks_total 1")
-    );
+    let metrics = metrics_text(&t.app).await;
+    assert!(metrics.contains("submitter_rollbacks_total 1"));
     let done = t.submit(&body).await;
     assert_eq!(done.status, StatusCode::CREATED, "{}", done.body);
     t.assert_complete(&built).await;
@@ -256,20 +244,8 @@ async fn ambiguous_pod_failure_leaves_config_maps_to_the_sweeper() {
     );
     let _sweeper = t.start_sweeper();
     t.assert_nothing_left(&built).await;
-    let metrics = send(
-        &t.app,
-        http::Request::get("/metrics")
-            .body(axum::body::Body::empty())
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        metrics
-            .body
-            .as_str()
-            .unwrap()
-            .contains("submitter_swept_config_maps_total 2")
-    );
+    let metrics = metrics_text(&t.app).await;
+    assert!(metrics.contains("submitter_swept_config_maps_total 2"));
 }
 
 #[tokio::test]

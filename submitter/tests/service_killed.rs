@@ -14,7 +14,6 @@ mod submit_support;
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,10 +26,9 @@ use kubesim::control::JournalEntry;
 use serde_json::{Value, json};
 use submission::builder::DriverObjects;
 use submission::meta::{annotations, labels};
-use submit_support::{TestApp, args, built, creates, request};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use submit_support::{ServeProcess, TestApp, args, built, creates, request};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -56,45 +54,15 @@ impl Submitter {
     /// Starts the binary on an ephemeral port and returns once it serves and its watch caches
     /// have synced (`/readyz` is 200).
     async fn start(kubeconfig: &Path, sweep_grace_secs: u64) -> Submitter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_submitter"))
-            .args(["serve", "--insecure-dev", "--listen", "127.0.0.1:0"])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--sweep-grace")
-            .arg(sweep_grace_secs.to_string())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let serving = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                logs.lock().unwrap().push(line.clone());
-                let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if event["fields"]["message"] == "submitter serving" {
-                    return event["fields"]["addr"].as_str().unwrap().parse().unwrap();
-                }
-            }
-            panic!(
-                "submitter exited before serving: {:#?}",
-                logs.lock().unwrap()
-            );
-        })
+        let grace = sweep_grace_secs.to_string();
+        let ServeProcess { child, addr, logs } = ServeProcess::start(&[
+            "--insecure-dev".as_ref(),
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--sweep-grace".as_ref(),
+            grace.as_ref(),
+        ])
         .await;
-        let addr: SocketAddr = serving.expect("submitter did not start serving within 30 s");
-        // Keep draining, so the pipe never fills.
-        let sink = logs.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                sink.lock().unwrap().push(line);
-            }
-        });
         let submitter = Submitter { child, addr, logs };
         submitter.wait_ready().await;
         submitter

@@ -9,7 +9,7 @@ use http::{Request, StatusCode, header};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use submit_support::{TestApp, args, built, creates, request, send, submit_request};
+use submit_support::{TestApp, args, as_tester, built, creates, request, send, submit_request};
 use submitter::service::ServiceConfig;
 
 #[tokio::test]
@@ -514,10 +514,12 @@ fn assert_envelope(body: &Value, status: StatusCode, code: &str) {
 async fn bad_requests_get_the_envelope() {
     let t = TestApp::start().await;
     let post = |content_type: &str, body: Body| {
-        Request::post("/api/v1/spark-submit")
-            .header(header::CONTENT_TYPE, content_type)
-            .body(body)
-            .unwrap()
+        as_tester(
+            Request::post("/api/v1/spark-submit")
+                .header(header::CONTENT_TYPE, content_type)
+                .body(body)
+                .unwrap(),
+        )
     };
     let answer = send(&t.app, post("application/json", Body::from("{not json"))).await;
     assert_envelope(&answer.body, StatusCode::BAD_REQUEST, "BAD_REQUEST");
@@ -541,13 +543,17 @@ async fn bad_requests_get_the_envelope() {
     let get = Request::get("/api/v1/spark-submit")
         .body(Body::empty())
         .unwrap();
-    let answer = send(&t.app, get).await;
+    let answer = send(&t.app, as_tester(get)).await;
     assert_envelope(
         &answer.body,
         StatusCode::METHOD_NOT_ALLOWED,
         "METHOD_NOT_ALLOWED",
     );
-    let answer = send(&t.app, Request::get("/nope").body(Body::empty()).unwrap()).await;
+    let answer = send(
+        &t.app,
+        as_tester(Request::get("/nope").body(Body::empty()).unwrap()),
+    )
+    .await;
     assert_envelope(&answer.body, StatusCode::NOT_FOUND, "NOT_FOUND");
     let answer = send(
         &t.app,
@@ -569,7 +575,7 @@ async fn health_readiness_and_metrics() {
     let body = request("metrics-1", &args(&[]));
     assert_eq!(t.submit(&body).await.status, StatusCode::CREATED);
     assert_eq!(t.submit(&body).await.status, StatusCode::OK);
-    let metrics = send(&t.app, get("/metrics")).await;
+    let metrics = send(&t.app, as_tester(get("/metrics"))).await;
     let text = metrics.body.as_str().unwrap();
     assert!(
         text.contains(

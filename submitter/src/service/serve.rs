@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// Seconds a request may take before the client gets a 503 (the creation goes on).
     #[arg(long, env = "SUBMITTER_REQUEST_TIMEOUT", default_value_t = super::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout: u64,
+    /// Serve `/metrics` to clients without a certificate (a Prometheus scrape); by default it
+    /// needs one, like the API routes. `/healthz` and `/readyz` never do.
+    #[arg(long, env = "SUBMITTER_ANONYMOUS_METRICS")]
+    pub anonymous_metrics: bool,
     /// Plain HTTP without client certificates, for development only; see docs/submitter.md.
     #[arg(long, env = "SUBMITTER_INSECURE_DEV")]
     pub insecure_dev: bool,
@@ -180,8 +184,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             key,
             client_ca,
         };
+        // Asked for, not required: a client without one gets a 401 in the envelope from every
+        // API route instead of a handshake failure, and probes work without one.
         let tls =
-            ReloadingTlsConfig::new(files, ClientAuth::Required).map_err(ServeError::LoadTls)?;
+            ReloadingTlsConfig::new(files, ClientAuth::Optional).map_err(ServeError::LoadTls)?;
         (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
     };
     let client = kube_client(args.kubeconfig.as_ref()).await?;
@@ -195,6 +201,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let config = ServiceConfig {
         max_concurrency: args.max_concurrency,
         request_timeout: Duration::from_secs(args.request_timeout),
+        anonymous_metrics: args.anonymous_metrics,
     };
     let caches = WatchCaches::start(&client);
     let state = state.with_caches(caches.clone());
