@@ -29,6 +29,7 @@ use execute::{Failure, Submission, SubmitDriverError, Submitted};
 use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
 use submission::builder::{self, BuildError, DriverObjects};
+use submission::conf::SparkConf;
 use submission::error_chain::error_chain;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
@@ -197,6 +198,81 @@ fn driver_service_account(built: &DriverObjects) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
+/// The driver's objects and the conf they were built from (`builder::build_from_argv`, keeping
+/// the conf for the policy's look at the executors).
+fn build(
+    request: &SubmitRequest,
+    submit_time_ms: i64,
+    spark_user: &str,
+) -> Result<(DriverObjects, SparkConf), BuildError> {
+    let submission_id: SubmissionId = request
+        .submission_id
+        .parse()
+        .map_err(|source| BuildError::InvalidSubmissionId { source })?;
+    let parsed = submission::argv::parse(&request.spark_submit_args)
+        .map_err(|source| BuildError::ParseArgs { source })?;
+    let submission = submission::conf::Submission::from_args(&parsed);
+    let built = builder::build(&builder::BuildInput {
+        submission: &submission,
+        driver_template: request.driver_pod_template.as_ref(),
+        executor_template: request.executor_pod_template.as_ref(),
+        submission_id: &submission_id,
+        submit_time_ms,
+        spark_user,
+    })?;
+    Ok((built, submission.conf))
+}
+
+/// Every service account the submission runs code as, for the policy (`None`: `default`): the
+/// driver's, and its executors' (the driver creates them with its own token, so an executor
+/// account the policy does not allow would run the client's code as that account).
+fn service_accounts<'a>(
+    built: &'a DriverObjects,
+    conf: &'a SparkConf,
+    request: &'a SubmitRequest,
+) -> Vec<Option<&'a str>> {
+    let mut accounts = vec![driver_service_account(built)];
+    accounts.extend(executor_service_accounts(
+        conf,
+        request.executor_pod_template.as_ref(),
+    ));
+    accounts
+}
+
+/// The accounts executors run as, by Spark's `ExecutorKubernetesCredentialsFeatureStep`: the
+/// executor template's account (`serviceAccountName`, or the deprecated `serviceAccount`; both
+/// are checked when both are set) takes precedence; else
+/// `spark.kubernetes.authenticate.executor.serviceAccountName`; else the driver's conf account
+/// (`spark.kubernetes.authenticate.driver.serviceAccountName`); else none, which Kubernetes runs
+/// as `default`.
+fn executor_service_accounts<'a>(
+    conf: &'a SparkConf,
+    template: Option<&'a Value>,
+) -> Vec<Option<&'a str>> {
+    let spec = template
+        .map(|template| template.get("template").unwrap_or(template))
+        .and_then(|template| template.get("spec"));
+    let field = |name: &str| {
+        spec.and_then(|spec| spec.get(name))
+            .and_then(Value::as_str)
+            .filter(|account| !account.is_empty())
+    };
+    let from_template: Vec<Option<&str>> = [field("serviceAccountName"), field("serviceAccount")]
+        .into_iter()
+        .flatten()
+        .map(Some)
+        .collect();
+    if !from_template.is_empty() {
+        return from_template;
+    }
+    let configured = |key: &str| conf.get(key).filter(|account| !account.is_empty());
+    vec![configured(EXECUTOR_SERVICE_ACCOUNT).or_else(|| configured(DRIVER_SERVICE_ACCOUNT))]
+}
+
+/// Spark's confs of the driver's and the executors' service accounts.
+const DRIVER_SERVICE_ACCOUNT: &str = "spark.kubernetes.authenticate.driver.serviceAccountName";
+const EXECUTOR_SERVICE_ACCOUNT: &str = "spark.kubernetes.authenticate.executor.serviceAccountName";
+
 /// Submits `request` for the client `peer`; `query` is the request's query string.
 pub async fn submit(
     state: &AppState,
@@ -207,15 +283,7 @@ pub async fn submit(
     let dry_run = dry_run_flag(query)?;
     let id = request.submission_id.as_str();
     let now = SystemTime::now();
-    let built = builder::build_from_argv(
-        &request.spark_submit_args,
-        request.driver_pod_template.as_ref(),
-        request.executor_pod_template.as_ref(),
-        id,
-        now_ms(now),
-        &state.spark_user,
-    )
-    .map_err(|source| {
+    let (built, conf) = build(request, now_ms(now), &state.spark_user).map_err(|source| {
         info!(kind = source.kind(), "submission refused by the builder");
         SubmitFailure::BuildObjects { source }
     })?;
@@ -226,7 +294,7 @@ pub async fn submit(
     let namespace = &built.identity.namespace;
     state
         .access
-        .may_submit(peer, namespace, &[driver_service_account(&built)])
+        .may_submit(peer, namespace, &service_accounts(&built, &conf, request))
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
                 identities = ?peer.map(|p| &p.names), "submission refused by the policy");
@@ -471,6 +539,45 @@ async fn finished_driver(state: &AppState, built: &DriverObjects, id: &str) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executors_run_as_the_template_account_else_the_executor_conf_else_the_drivers() {
+        use serde_json::json;
+        let conf = |pairs: &[(&str, &str)]| {
+            let mut conf = SparkConf::new();
+            for (key, value) in pairs {
+                conf.set(*key, *value);
+            }
+            conf
+        };
+        let both = conf(&[
+            (DRIVER_SERVICE_ACCOUNT, "d"),
+            (EXECUTOR_SERVICE_ACCOUNT, "e"),
+        ]);
+        let driver_only = conf(&[(DRIVER_SERVICE_ACCOUNT, "d")]);
+        let none = conf(&[]);
+        let named = json!({"spec": {"serviceAccountName": "t"}});
+        let deprecated = json!({"spec": {"serviceAccount": "old"}});
+        let pod_shaped = json!({"template": {"spec": {"serviceAccountName": "t"}}});
+        let split = json!({"spec": {"serviceAccountName": "t", "serviceAccount": "old"}});
+        type Case<'a> = (&'a SparkConf, Option<&'a Value>, Vec<Option<&'a str>>);
+        let cases: [Case; 7] = [
+            (&both, Some(&named), vec![Some("t")]),
+            (&both, Some(&deprecated), vec![Some("old")]),
+            (&both, Some(&pod_shaped), vec![Some("t")]),
+            (&none, Some(&split), vec![Some("t"), Some("old")]),
+            (&both, None, vec![Some("e")]),
+            (&driver_only, None, vec![Some("d")]),
+            (&none, None, vec![None]),
+        ];
+        for (conf, template, expected) in cases {
+            assert_eq!(
+                executor_service_accounts(conf, template),
+                expected,
+                "{template:?}"
+            );
+        }
+    }
 
     #[test]
     fn dry_run_flag_accepts_true_false_and_absent_only() {

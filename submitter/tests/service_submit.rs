@@ -6,7 +6,7 @@ mod submit_support;
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use submit_support::{TestApp, args, as_tester, built, creates, request, send, submit_request};
@@ -333,6 +333,88 @@ async fn policy_is_checked_against_the_namespace_and_service_account_of_the_buil
     let answer = t.submit_as(&body, "team-a").await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
     assert_eq!(answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS");
+}
+
+#[tokio::test]
+async fn executors_effective_service_account_is_checked_like_the_drivers() {
+    let t = TestApp::start().await;
+    for name in ["spark", "admin"] {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<ServiceAccount>::namespaced(t.client(), "default")
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap();
+    }
+    let driver_spark = "spark.kubernetes.authenticate.driver.serviceAccountName=spark";
+    let executor_admin = "spark.kubernetes.authenticate.executor.serviceAccountName=admin";
+    let executor_spark = "spark.kubernetes.authenticate.executor.serviceAccountName=spark";
+    let template = |field: &str| json!({"spec": {field: "admin", "containers": [{"name": "spark-kubernetes-executor"}]}});
+    // (case, extra args, executor template, allowed)
+    let cases = [
+        (
+            "executor conf",
+            vec!["--conf", driver_spark, "--conf", executor_admin],
+            None,
+            false,
+        ),
+        (
+            "executor template",
+            vec!["--conf", driver_spark],
+            Some(template("serviceAccountName")),
+            false,
+        ),
+        (
+            "deprecated template field",
+            vec!["--conf", driver_spark],
+            Some(template("serviceAccount")),
+            false,
+        ),
+        // No executor account anywhere: executors run as the driver's conf account.
+        (
+            "default, the driver's",
+            vec!["--conf", driver_spark],
+            None,
+            true,
+        ),
+        (
+            "executor conf spark",
+            vec!["--conf", driver_spark, "--conf", executor_spark],
+            None,
+            true,
+        ),
+    ];
+    for (case, extra, executor_template, allowed) in cases {
+        let id = format!("executor-sa-{}", case.replace([' ', ','], "-"));
+        let mut body = request(&id, &args(&extra));
+        if let Some(template) = executor_template {
+            body["executor_pod_template"] = template;
+        }
+        let writes = t.journal().len();
+        let answer = t.submit_as(&body, "spark-only").await;
+        if allowed {
+            assert_eq!(
+                answer.status,
+                StatusCode::CREATED,
+                "{case}: {}",
+                answer.body
+            );
+        } else {
+            assert_eq!(
+                answer.status,
+                StatusCode::FORBIDDEN,
+                "{case}: {}",
+                answer.body
+            );
+            assert_eq!(answer.body["error_code"], "FORBIDDEN");
+            assert!(
+                answer.body["message"].as_str().unwrap().contains("admin"),
+                "{case}: {}",
+                answer.body
+            );
+            assert_eq!(t.journal().len(), writes, "{case}: nothing is created");
+        }
+    }
 }
 
 #[tokio::test]

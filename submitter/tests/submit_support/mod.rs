@@ -32,6 +32,9 @@ clients:
   - identity: team-a
     namespaces: ["team-a"]
     serviceAccounts: ["*"]
+  - identity: spark-only
+    namespaces: ["*"]
+    serviceAccounts: ["spark"]
 "#;
 
 /// A minimal executor template, so the executor pod-template ConfigMap is built too.
