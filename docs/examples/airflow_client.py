@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -46,6 +47,25 @@ RECONNECT, DONE, RESUBMIT = "Reconnect", "Done", "Resubmit"
 
 class SimulatedCrash(Exception):
     """Raised right after the driver id was persisted, as if the worker died there."""
+
+
+class DriverIdError(ValueError):
+    """A saved driver id is not `namespace:pod`; no request is made for it."""
+
+
+# A namespace is a DNS label; a pod name a DNS subdomain (what Kubernetes accepts).
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_POD = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def split_driver_id(driver: str) -> tuple[str, str]:
+    """`namespace:pod` as its two halves, or DriverIdError. A malformed id must never turn into
+    a request whose 404 would read as "the driver is gone, resubmit"."""
+    namespace, colon, pod = driver.partition(":")
+    if (not colon or not _NAMESPACE.fullmatch(namespace) or not _POD.fullmatch(pod)
+            or len(pod) > 253):
+        raise DriverIdError(f"{driver!r} is not a namespace:pod driver id")
+    return namespace, pod
 
 
 class SubmitterError(Exception):
@@ -113,7 +133,7 @@ class Submitter:
 
     def driver_status(self, driver: str) -> dict[str, Any] | None:
         """The driver's status, or None when the submitter knows no such driver (404)."""
-        namespace, pod = driver.split(":", 1)
+        namespace, pod = split_driver_id(driver)
         response = self._send("GET", f"/api/v1/drivers/{namespace}/{pod}")
         if response.status_code == 404:
             return None

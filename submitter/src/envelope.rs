@@ -10,7 +10,6 @@
 //! 5xx answers carry a fixed, generic message; whatever detail the caller gave is logged instead,
 //! so internal error text never reaches a client.
 
-use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
@@ -338,9 +337,9 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 /// A JSON body extractor whose every rejection is in the envelope: wrong or missing
-/// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, body read timed out
-/// → 408, unreadable or mistyped JSON and missing fields → 400; each echoes `submission_id`
-/// when the body is a JSON object that has one.
+/// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, unreadable or
+/// mistyped JSON and missing fields → 400; each echoes `submission_id` when the body is a JSON
+/// object that has one. (A body that never arrives is cut by the request timeout: 503.)
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -410,31 +409,9 @@ pub fn body_rejection(rejection: BytesRejection) -> ApiError {
             format!("request body exceeds {BODY_LIMIT_BYTES} bytes"),
         );
     }
-    if is_timeout(&rejection) {
-        return ApiError::new(
-            ErrorCode::RequestTimeout,
-            "request body not received in time",
-        );
-    }
+    // A body that never arrives is cut by the request timeout (503); what reaches here is a
+    // body the client broke off.
     ApiError::new(ErrorCode::BadRequest, "request body could not be read")
-}
-
-/// Whether a body error was a read timeout (an `Elapsed` or a `TimedOut` I/O error anywhere in
-/// its chain, which is what a body timeout layer produces).
-fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if error.is::<tokio::time::error::Elapsed>()
-            || error.is::<tower::timeout::error::Elapsed>()
-            || error
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        current = error.source();
-    }
-    false
 }
 
 /// The `submission_id` of a body that is JSON but not a valid request, to echo it in the error.

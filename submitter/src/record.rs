@@ -44,6 +44,7 @@ mod keys {
     pub const POD: &str = "pod";
     pub const UID: &str = "uid";
     pub const SPARK_APP_ID: &str = "spark_app_id";
+    pub const CREATED_AT: &str = "created_at";
     pub const FINISHED_AT: &str = "finished_at";
     pub const RETAIN_UNTIL: &str = "retain_until";
 }
@@ -56,6 +57,9 @@ pub struct Record {
     pub pod: String,
     pub uid: String,
     pub spark_app_id: String,
+    /// When the driver pod was created (its `creationTimestamp`): the submission's
+    /// `submitted_at`. Records written before this was kept have none.
+    pub created_at: Option<Timestamp>,
     pub finished_at: Timestamp,
     pub retain_until: Timestamp,
 }
@@ -128,6 +132,7 @@ pub fn read(cm: &ConfigMap) -> Option<Record> {
         pod: text(keys::POD)?,
         uid: text(keys::UID).unwrap_or_default(),
         spark_app_id: text(keys::SPARK_APP_ID).unwrap_or_default(),
+        created_at: time(keys::CREATED_AT),
         finished_at: time(keys::FINISHED_AT)?,
         retain_until: time(keys::RETAIN_UNTIL)?,
     })
@@ -181,6 +186,7 @@ pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record>
             .and_then(|labels| labels.get(labels::SPARK_APP_ID))
             .cloned()
             .unwrap_or_default(),
+        created_at: meta.creation_timestamp.as_ref().map(|created| created.0),
         finished_at,
         retain_until,
     })
@@ -191,7 +197,7 @@ pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record>
 /// must not take it).
 pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
     let id: SubmissionId = record.submission_id.parse().ok()?;
-    let data = BTreeMap::from([
+    let mut data = BTreeMap::from([
         (keys::SUBMISSION_ID.to_owned(), record.submission_id.clone()),
         (keys::NAMESPACE.to_owned(), record.namespace.clone()),
         (keys::POD.to_owned(), record.pod.clone()),
@@ -203,6 +209,9 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
             record.retain_until.to_string(),
         ),
     ]);
+    if let Some(created_at) = record.created_at {
+        data.insert(keys::CREATED_AT.to_owned(), created_at.to_string());
+    }
     Some(ConfigMap {
         metadata: ObjectMeta {
             name: Some(name(&record.namespace, &record.submission_id)),
@@ -228,6 +237,17 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
         immutable: Some(true),
         ..ConfigMap::default()
     })
+}
+
+/// When the retained driver was submitted, as the contract's `submitted_at` shows it (RFC 3339
+/// in UTC to the second, like a `creationTimestamp`): its pod's creation, or for a record that
+/// did not keep it, its finish.
+pub fn submitted_at(record: &Record) -> String {
+    record
+        .created_at
+        .unwrap_or(record.finished_at)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The status answer for a driver whose pod is gone but whose success was retained.
@@ -277,6 +297,7 @@ mod tests {
         };
         json!({
             "metadata": {"name": "pi-driver", "namespace": "spark", "uid": "u-1",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
                 "labels": {"spark-app-selector": "spark-1"},
                 "annotations": {"spark-submitter.io/submission-id": "sub-1"}},
             "spec": {"containers": [{"name": DRIVER_CONTAINER_NAME}, {"name": "sidecar"}]},
@@ -293,6 +314,7 @@ mod tests {
         let now = at("2026-01-01T00:11:00Z");
         let record = for_pod(&pod(Some(0)), now, HOUR).unwrap();
         assert_eq!(record.finished_at, at("2026-01-01T00:10:00Z"));
+        assert_eq!(submitted_at(&record), "2026-01-01T00:00:00Z");
         assert_eq!(record.retain_until, at("2026-01-01T01:10:00Z"));
         let cm = build(&record, "spark-system").unwrap();
         assert_eq!(cm.metadata.name, Some(name("spark", "sub-1")));

@@ -146,7 +146,7 @@ fn retained_answer(id: &str, built: &DriverObjects, record: &Record) -> Outcome 
             app_name: built.identity.app_name.clone(),
             message: "duplicate submission: the driver already succeeded and its pod was removed"
                 .into(),
-            submitted_at: record.finished_at.to_string(),
+            submitted_at: record::submitted_at(record),
             spark_app_id: record.spark_app_id.clone(),
             driver_pod_name: record.pod.clone(),
             driver_pod_uid: record.uid.clone(),

@@ -287,6 +287,8 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
         again.body["driver_pod_uid"],
         submitted.body["driver_pod_uid"]
     );
+    // When the driver was submitted, as the first answer said: not when it finished.
+    assert_eq!(again.body["submitted_at"], submitted.body["submitted_at"]);
     let left = pods.list(&Default::default()).await.unwrap();
     assert!(left.items.is_empty(), "no second driver was created");
 }
@@ -364,6 +366,7 @@ async fn a_retained_success_the_lagging_cache_has_not_seen_reads_succeeded_not_4
         pod: "retained-1-driver".into(),
         uid: "u-1".into(),
         spark_app_id: "spark-1".into(),
+        created_at: None,
         finished_at: now,
         retain_until: now + SignedDuration::from_hours(1),
     };
@@ -574,6 +577,7 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
                 pod: format!("{id}-driver"),
                 uid: "u".into(),
                 spark_app_id: "spark-x".into(),
+                created_at: None,
                 finished_at: now - hour - hour,
                 retain_until: until,
             },

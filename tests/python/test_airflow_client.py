@@ -168,3 +168,10 @@ def test_succeeded_then_collected_driver_is_still_done(submitter, kube, namespac
     outcome = new_task(submitter, tmp_path, args).execute()
     assert outcome.events == ["retry:Succeeded:Done", "done-without-resubmit"]
     assert outcome.submissions == 0
+
+
+@pytest.mark.parametrize("driver", ["no-colon", ":pod", "ns:", "a:b:c", "a/b:pod", "ns:pod/x", "NS:pod"])
+def test_malformed_driver_ids_are_refused_before_any_request(driver):
+    # Nothing listens on port 9: a request would fail with a connection error instead.
+    with pytest.raises(ac.DriverIdError):
+        ac.Submitter("http://127.0.0.1:9").driver_status(driver)

@@ -7,8 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
-/// the added ones (401, 403, 404, 408, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table
-/// has no row for.
+/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table has no
+/// row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -36,15 +36,13 @@ pub enum ErrorCode {
     Forbidden,
     /// 404 (added): unknown route, submission or driver.
     NotFound,
-    /// 408 (added): the client did not send its request in time.
-    RequestTimeout,
     /// 413 (added): the body exceeds the limit (1 MiB).
     PayloadTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, contract codes first, for tables and tests.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidSparkSubmitArgs,
         ErrorCode::MethodNotAllowed,
@@ -56,7 +54,6 @@ impl ErrorCode {
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
-        ErrorCode::RequestTimeout,
         ErrorCode::PayloadTooLarge,
         ErrorCode::SubmissionIdConflict,
     ];
@@ -75,7 +72,6 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "UNAUTHENTICATED",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::SubmissionIdConflict => "SUBMISSION_ID_CONFLICT",
         }
@@ -89,7 +85,6 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::RequestTimeout => 408,
             ErrorCode::DriverPodAlreadyExists | ErrorCode::SubmissionIdConflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -100,8 +95,8 @@ impl ErrorCode {
     }
 
     /// Whether a client should retry, as the Go client's `IsRetryable` decides: only on the two
-    /// server-side conditions. A 408 is not retried either: the same slow client would time out
-    /// again, and the Go client would not retry it.
+    /// server-side conditions (a 401 among the rest: without a certificate, a retry cannot
+    /// succeed).
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -177,7 +172,6 @@ mod tests {
             ("UNAUTHENTICATED", 401),
             ("FORBIDDEN", 403),
             ("NOT_FOUND", 404),
-            ("REQUEST_TIMEOUT", 408),
             ("PAYLOAD_TOO_LARGE", 413),
             ("SUBMISSION_ID_CONFLICT", 409),
         ];
