@@ -401,6 +401,11 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
     })
 }
 
+/// 400 `BAD_REQUEST` for path parameters that could not be read.
+pub fn path_rejection(rejection: axum::extract::rejection::PathRejection) -> ApiError {
+    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
+}
+
 /// The envelope for a body that could not be read.
 pub fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {

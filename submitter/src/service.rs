@@ -1,11 +1,13 @@
-//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), health, readiness and
-//! metrics.
+//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), the status look-ups,
+//! health, readiness and metrics.
 //!
-//! [`router`] holds the routes, handlers and envelope fallbacks; [`app`] adds the one layer
+//! [`router`] holds the routes, handlers and envelope fallbacks, behind one check that the
+//! request carries a verified identity (401 otherwise); [`app`] adds the one layer
 //! stack, read top-down: request id, tracing, metrics, catch-panic (500 envelope), load-shed +
 //! concurrency limit (503 `SUBMITTER_OVERLOADED` with `Retry-After`), request timeout (503 as
 //! well: a retry with the same id is safe), body limit (413). Health, readiness and metrics sit
-//! outside the stack: probes and scrapes are neither traced nor shed under load.
+//! outside the stack: probes and scrapes are neither traced nor shed under load, and probes need
+//! no client certificate (`/metrics` needs one unless `anonymous_metrics`).
 //!
 //! The handlers are thin: a submission is one call to [`crate::submit::submit`], a look-up one
 //! call to [`crate::status`], and every failure goes through [`crate::envelope`]'s mapping.
@@ -35,7 +37,7 @@ use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
 use crate::tls::PeerIdentity;
-use submission::api::{DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest};
+use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitRequest};
 use submission::error_chain::error_chain;
 
 /// Default limit on requests served at once (beyond it: 503).
@@ -200,10 +202,6 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-fn path_error(rejection: PathRejection) -> ApiError {
-    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
-}
-
 #[instrument(skip_all, fields(submission_id = %request.submission_id, namespace, pod, dry_run))]
 async fn submit(
     State(state): State<AppState>,
@@ -236,7 +234,7 @@ async fn driver_status(
     identity: Option<Extension<PeerIdentity>>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<DriverStatus>, ApiError> {
-    let Path((namespace, pod)) = path.map_err(path_error)?;
+    let Path((namespace, pod)) = path.map_err(envelope::path_rejection)?;
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::driver_status(&state, peer, &namespace, &pod)
         .await
@@ -253,7 +251,7 @@ async fn submission_status(
     identity: Option<Extension<PeerIdentity>>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DriverStatus>, ApiError> {
-    let Path(submission_id) = path.map_err(path_error)?;
+    let Path(submission_id) = path.map_err(envelope::path_rejection)?;
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::submission_status(&state, peer, &submission_id)
         .await
