@@ -9,7 +9,9 @@ decide from the driver's state:
     Succeeded               done, without resubmitting (also when the pod was garbage-collected:
                             the submitter retains the success in Kubernetes for a window)
     Failed / Unknown        resubmit, with a NEW submission id
-    NotFound (404)          resubmit, with a NEW submission id
+    NotFound (404)          resubmit, with a NEW submission id (the submitter answers 404 only
+                            after reading the API server itself: a driver its cache has not
+                            seen yet reads Pending, never NotFound)
 
 The submitter reads the driver container's state (a sidecar holding the pod Running does not
 fool it) and answers the action itself (`action`: Reconnect / Done / Resubmit); this client only
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -44,6 +47,25 @@ RECONNECT, DONE, RESUBMIT = "Reconnect", "Done", "Resubmit"
 
 class SimulatedCrash(Exception):
     """Raised right after the driver id was persisted, as if the worker died there."""
+
+
+class DriverIdError(ValueError):
+    """A saved driver id is not `namespace:pod`; no request is made for it."""
+
+
+# A namespace is a DNS label; a pod name a DNS subdomain (what Kubernetes accepts).
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_POD = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def split_driver_id(driver: str) -> tuple[str, str]:
+    """`namespace:pod` as its two halves, or DriverIdError. A malformed id must never turn into
+    a request whose 404 would read as "the driver is gone, resubmit"."""
+    namespace, colon, pod = driver.partition(":")
+    if (not colon or not _NAMESPACE.fullmatch(namespace) or not _POD.fullmatch(pod)
+            or len(pod) > 253):
+        raise DriverIdError(f"{driver!r} is not a namespace:pod driver id")
+    return namespace, pod
 
 
 class SubmitterError(Exception):
@@ -111,7 +133,7 @@ class Submitter:
 
     def driver_status(self, driver: str) -> dict[str, Any] | None:
         """The driver's status, or None when the submitter knows no such driver (404)."""
-        namespace, pod = driver.split(":", 1)
+        namespace, pod = split_driver_id(driver)
         response = self._send("GET", f"/api/v1/drivers/{namespace}/{pod}")
         if response.status_code == 404:
             return None

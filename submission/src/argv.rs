@@ -66,6 +66,11 @@ impl SubmitArgs {
 /// Parses `args` (without the `spark-submit` program name) and rejects what the submitter
 /// cannot reproduce faithfully.
 pub fn parse(args: &[String]) -> Result<SubmitArgs, ParseArgsError> {
+    // A real argv is C strings: spark-submit can never be given a NUL, and a value carrying one
+    // would reach the driver's container arguments or a label, where Kubernetes or exec fails.
+    if let Some(index) = args.iter().position(|arg| arg.contains('\0')) {
+        return Err(ParseArgsError::NulByte { index });
+    }
     let parsed = grammar::parse(args)?;
     validate::validate(&parsed)?;
     Ok(parsed)

@@ -18,6 +18,9 @@ pub mod labels {
     pub const RECORD: &str = "spark-submitter.io/record";
     /// The value of [`RECORD`] on the record of a driver that succeeded.
     pub const RECORD_DRIVER_SUCCEEDED: &str = "driver-succeeded";
+    /// Ours, on a retention record: a label-safe digest of its driver's `namespace/pod`, to find
+    /// the record of a driver by name.
+    pub const RECORD_DRIVER_HASH: &str = "spark-submitter.io/driver-hash";
     /// Labels a driver may not set itself (`KubernetesDriverConf.labels`).
     pub const RESERVED: [&str; 4] = [SPARK_VERSION, SPARK_APP_ID, SPARK_APP_NAME, SPARK_ROLE];
 }

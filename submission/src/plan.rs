@@ -1,12 +1,16 @@
 //! Decide, purely, what a submission must do given what already exists.
 //!
 //! Input: the built objects (the driver pod first, then its dependents, in Spark's order) and,
-//! for each, what a GET found, already classified by [`classify`]. Output: a [`Decision`], whose
-//! effects the executor performs in the order given. No I/O, no clock: every rule below is tested
+//! for each, what a GET found, already classified by [`classify`]. Output: a [`Plan`] whose
+//! steps the executor performs in the order given (the types say which steps run before the pod
+//! exists and which need it), or the [`Refusal`] that stops the submission. No I/O, no clock: every rule below is tested
 //! here with plain values.
 //!
 //! The rules (docs/submitter.md, "Creating a driver"):
 //! - Anything carrying another submission id, or none, is not ours: 409, nothing is touched.
+//! - An object of ours built for another driver pod (the spark-conf ConfigMap names its pod, and
+//!   its name derives from the submission id alone, so every attempt of one id in one namespace
+//!   meets it): the id is bound to that driver, 409, nothing is touched. One id, one driver.
 //! - Pod absent (a first attempt): what the pod mounts (the ConfigMaps) first, without owner, so
 //!   the driver never waits on `FailedMount`; then the pod, by POST, so a concurrent duplicate
 //!   fails instead of merging; then the other dependents already owned by the pod; last, the
@@ -21,7 +25,11 @@
 
 use serde_json::Value;
 
+use crate::builder::conf_keys;
 use crate::meta::annotations;
+
+/// The spark-conf ConfigMap's data key holding the driver's properties.
+const PROPERTIES_KEY: &str = "spark.properties";
 
 /// What a GET found for one object, as far as a submission is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +42,9 @@ pub enum Found {
         owners: Vec<String>,
         /// `metadata.deletionTimestamp` is set.
         terminating: bool,
+        /// The driver pod it was built for, when it says: the pod its spark properties name
+        /// (`spark.kubernetes.driver.pod.name`), else the pod that owns it.
+        driver_pod: Option<String>,
     },
     /// Carries another submission id, or none (not created by the submitter).
     Foreign {
@@ -77,25 +88,73 @@ pub fn classify(object: Option<&Value>, submission_id: &str) -> Found {
         uid: text("uid").unwrap_or_default(),
         owners,
         terminating: text("deletionTimestamp").is_some(),
+        driver_pod: driver_pod_of(object),
     }
 }
 
-/// One step of a submission. Indices are into the built objects (0 is the pod).
+/// The driver pod an object of ours was built for: named in its spark properties (the
+/// spark-conf ConfigMap), else its owning pod.
+fn driver_pod_of(object: &Value) -> Option<String> {
+    let named = object
+        .get("data")
+        .and_then(|data| data.get(PROPERTIES_KEY))
+        .and_then(Value::as_str)
+        .and_then(|properties| {
+            properties.lines().find_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                (key == conf_keys::DRIVER_POD_NAME).then(|| value.to_owned())
+            })
+        });
+    named.or_else(|| {
+        object
+            .pointer("/metadata/ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|owner| owner.get("kind").and_then(Value::as_str) == Some("Pod"))?
+            .get("name")?
+            .as_str()
+            .map(str::to_owned)
+    })
+}
+
+/// A step before the driver pod exists. Indices are into the built objects (0 is the pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
+pub enum BeforePod {
     /// Delete an object of an earlier driver incarnation, with a uid precondition.
     DeleteStale { index: usize, uid: String },
-    /// POST the object; `owned`: with the driver pod as owner (its uid is known by then).
-    Create { index: usize, owned: bool },
-    /// POST the driver pod.
-    CreatePod,
+    /// POST the object without owner (the pod that will own it does not exist yet).
+    Create { index: usize },
+}
+
+/// A step that needs the driver pod: its uid is the owner of what is created or adopted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WithPod {
+    /// Delete an object of an earlier driver incarnation, with a uid precondition.
+    DeleteStale { index: usize, uid: String },
+    /// POST the object with the driver pod as owner.
+    CreateOwned { index: usize },
     /// Merge-patch `metadata.ownerReferences` to the driver pod.
     AttachOwner { index: usize },
 }
 
-/// What to do.
+/// What to do, when something is to be done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum Plan {
+    /// First attempt: `before`, then POST the driver pod, then `after` with the new pod.
+    Create {
+        before: Vec<BeforePod>,
+        after: Vec<WithPod>,
+    },
+    /// Repeat: the pod exists with `pod_uid`; `effects` repair what is missing.
+    Repair {
+        pod_uid: String,
+        effects: Vec<WithPod>,
+    },
+}
+
+/// Why nothing may be done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
     /// The object at `index` belongs to another submission (or to nobody we know): 409.
     Conflict {
         index: usize,
@@ -103,13 +162,26 @@ pub enum Decision {
     },
     /// Our pod exists but is being deleted; a retry after it is gone creates a new one.
     PodTerminating,
-    /// First attempt: create the driver.
-    Create { effects: Vec<Effect> },
-    /// Repeat: the pod exists with `pod_uid`; `effects` repair what is missing.
-    Repair {
-        pod_uid: String,
-        effects: Vec<Effect>,
-    },
+    /// The object at `index` is ours but was built for the driver pod `pod`: the submission id
+    /// is bound to that driver.
+    BoundToAnotherDriver { index: usize, pod: String },
+}
+
+/// One observed dependent of the pod: whether the pod mounts it, and what a GET found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependent {
+    pub mounted: bool,
+    pub found: Found,
+}
+
+impl Dependent {
+    /// The observation of a built object (`mounted` from its kind, see [`needed_before_pod`]).
+    pub fn of(object: &Value, found: Found) -> Dependent {
+        Dependent {
+            mounted: needed_before_pod(object),
+            found,
+        }
+    }
 }
 
 /// Whether the pod needs the object before it can start (it mounts it): created before the pod.
@@ -117,106 +189,143 @@ pub fn needed_before_pod(object: &Value) -> bool {
     object.get("kind").and_then(Value::as_str) == Some("ConfigMap")
 }
 
-/// Decides what to do. `objects[0]` is the pod; `found` has one entry per object.
-///
-/// # Panics
-/// If `found` and `objects` differ in length or are empty (a caller bug).
-pub fn decide(objects: &[Value], found: &[Found]) -> Decision {
-    assert!(
-        !objects.is_empty() && objects.len() == found.len(),
-        "one observation per built object, the pod first"
-    );
-    if let Some((index, submission_id)) = found.iter().enumerate().find_map(|(i, f)| match f {
-        Found::Foreign { submission_id } => Some((i, submission_id.clone())),
-        _ => None,
-    }) {
-        return Decision::Conflict {
-            index,
-            submission_id,
-        };
-    }
-    let dependents = || (1..objects.len()).filter(|i| !matches!(found[*i], Found::Foreign { .. }));
-    let (before, after): (Vec<usize>, Vec<usize>) =
-        dependents().partition(|i| needed_before_pod(&objects[*i]));
+/// An object of ours, or none: what is left once foreign objects have been refused.
+enum Mine<'a> {
+    Absent,
+    Ours {
+        uid: &'a str,
+        owners: &'a [String],
+        terminating: bool,
+    },
+}
 
-    match &found[0] {
-        Found::Foreign { .. } => unreachable!("handled above"),
+/// Decides what to do given what was found for the pod named `pod_name` and for each dependent
+/// (index `i` of `dependents` is built object `i + 1`).
+pub fn decide(pod_name: &str, pod: &Found, dependents: &[Dependent]) -> Result<Plan, Refusal> {
+    let (pod_uid, pod_terminating) = match of_ours(pod, 0)? {
+        Mine::Absent => (None, false),
+        Mine::Ours {
+            uid, terminating, ..
+        } => (Some(uid), terminating),
+    };
+    let mut mine = Vec::with_capacity(dependents.len());
+    for (at, dependent) in dependents.iter().enumerate() {
+        mine.push((
+            at + 1,
+            dependent.mounted,
+            of_ours(&dependent.found, at + 1)?,
+        ));
+    }
+    for (at, dependent) in dependents.iter().enumerate() {
+        if let Found::Ours {
+            driver_pod: Some(bound),
+            ..
+        } = &dependent.found
+            && bound != pod_name
+        {
+            return Err(Refusal::BoundToAnotherDriver {
+                index: at + 1,
+                pod: bound.clone(),
+            });
+        }
+    }
+    if pod_terminating {
+        return Err(Refusal::PodTerminating);
+    }
+    let (before, after): (Vec<_>, Vec<_>) = mine.into_iter().partition(|(_, mounted, _)| *mounted);
+    let Some(pod_uid) = pod_uid else {
+        return Ok(create(&before, &after));
+    };
+    let mut effects = Vec::new();
+    // Mounted objects first: the existing pod may be waiting on them.
+    for (index, _, found) in before.iter().chain(&after) {
+        let index = *index;
+        match found {
+            Mine::Absent => effects.push(WithPod::CreateOwned { index }),
+            Mine::Ours { owners: [], .. } => {
+                effects.push(WithPod::AttachOwner { index });
+            }
+            Mine::Ours { owners, .. } if owners.iter().any(|o| o == pod_uid) => {}
+            Mine::Ours { uid, .. } => {
+                effects.push(WithPod::DeleteStale {
+                    index,
+                    uid: (*uid).to_owned(),
+                });
+                effects.push(WithPod::CreateOwned { index });
+            }
+        }
+    }
+    Ok(Plan::Repair {
+        pod_uid: pod_uid.to_owned(),
+        effects,
+    })
+}
+
+/// A dependent of ours or absent; anything else refuses the whole submission.
+fn of_ours(found: &Found, index: usize) -> Result<Mine<'_>, Refusal> {
+    match found {
+        Found::Absent => Ok(Mine::Absent),
         Found::Ours {
-            terminating: true, ..
-        } => Decision::PodTerminating,
-        Found::Ours { uid: pod_uid, .. } => {
-            let mut effects = Vec::new();
-            // Mounted objects first: the existing pod may be waiting on them.
-            for index in before.into_iter().chain(after) {
-                match &found[index] {
-                    Found::Absent => effects.push(Effect::Create { index, owned: true }),
-                    Found::Ours { owners, .. } if owners.is_empty() => {
-                        effects.push(Effect::AttachOwner { index });
-                    }
-                    Found::Ours { owners, .. } if owners.contains(pod_uid) => {}
-                    Found::Ours { uid, .. } => {
-                        effects.push(Effect::DeleteStale {
-                            index,
-                            uid: uid.clone(),
-                        });
-                        effects.push(Effect::Create { index, owned: true });
-                    }
-                    Found::Foreign { .. } => unreachable!("handled above"),
-                }
-            }
-            Decision::Repair {
-                pod_uid: pod_uid.clone(),
-                effects,
+            uid,
+            owners,
+            terminating,
+            ..
+        } => Ok(Mine::Ours {
+            uid,
+            owners,
+            terminating: *terminating,
+        }),
+        Found::Foreign { submission_id } => Err(Refusal::Conflict {
+            index,
+            submission_id: submission_id.clone(),
+        }),
+    }
+}
+
+/// The first attempt: mounted objects before the pod, the rest after it, owners last.
+fn create(before: &[(usize, bool, Mine<'_>)], after: &[(usize, bool, Mine<'_>)]) -> Plan {
+    let mut prepare = Vec::new();
+    for (index, _, found) in before {
+        let index = *index;
+        match found {
+            Mine::Absent => prepare.push(BeforePod::Create { index }),
+            // Left by a crashed attempt: reuse, the owner comes after the pod.
+            Mine::Ours { owners: [], .. } => {}
+            // Owned by a pod that no longer exists: the collector is taking it.
+            Mine::Ours { uid, .. } => {
+                prepare.push(BeforePod::DeleteStale {
+                    index,
+                    uid: (*uid).to_owned(),
+                });
+                prepare.push(BeforePod::Create { index });
             }
         }
-        Found::Absent => {
-            let mut effects = Vec::new();
-            for &index in &before {
-                match &found[index] {
-                    Found::Absent => effects.push(Effect::Create {
-                        index,
-                        owned: false,
-                    }),
-                    // Left by a crashed attempt: reuse, the owner comes after the pod.
-                    Found::Ours { owners, .. } if owners.is_empty() => {}
-                    // Owned by a pod that no longer exists: the collector is taking it.
-                    Found::Ours { uid, .. } => {
-                        effects.push(Effect::DeleteStale {
-                            index,
-                            uid: uid.clone(),
-                        });
-                        effects.push(Effect::Create {
-                            index,
-                            owned: false,
-                        });
-                    }
-                    Found::Foreign { .. } => unreachable!("handled above"),
-                }
+    }
+    let mut complete = Vec::new();
+    for (index, _, found) in after {
+        let index = *index;
+        match found {
+            Mine::Absent => complete.push(WithPod::CreateOwned { index }),
+            Mine::Ours { owners: [], .. } => {
+                complete.push(WithPod::AttachOwner { index });
             }
-            effects.push(Effect::CreatePod);
-            for &index in &after {
-                match &found[index] {
-                    Found::Absent => effects.push(Effect::Create { index, owned: true }),
-                    Found::Ours { owners, .. } if owners.is_empty() => {
-                        effects.push(Effect::AttachOwner { index });
-                    }
-                    Found::Ours { uid, .. } => {
-                        effects.push(Effect::DeleteStale {
-                            index,
-                            uid: uid.clone(),
-                        });
-                        effects.push(Effect::Create { index, owned: true });
-                    }
-                    Found::Foreign { .. } => unreachable!("handled above"),
-                }
+            Mine::Ours { uid, .. } => {
+                complete.push(WithPod::DeleteStale {
+                    index,
+                    uid: (*uid).to_owned(),
+                });
+                complete.push(WithPod::CreateOwned { index });
             }
-            effects.extend(
-                before
-                    .into_iter()
-                    .map(|index| Effect::AttachOwner { index }),
-            );
-            Decision::Create { effects }
         }
+    }
+    complete.extend(
+        before
+            .iter()
+            .map(|(index, _, _)| WithPod::AttachOwner { index: *index }),
+    );
+    Plan::Create {
+        before: prepare,
+        after: complete,
     }
 }
 
@@ -236,15 +345,102 @@ mod tests {
             .collect()
     }
 
+    /// `decide` over the five objects, `found[0]` being the pod's.
+    fn decide_all(found: &[Found]) -> Result<Plan, Refusal> {
+        let dependents: Vec<Dependent> = objects()
+            .iter()
+            .zip(found)
+            .skip(1)
+            .map(|(object, found)| Dependent::of(object, found.clone()))
+            .collect();
+        decide("o0", &found[0], &dependents)
+    }
+
     fn ours(uid: &str, owners: &[&str]) -> Found {
         Found::Ours {
             uid: uid.into(),
             owners: owners.iter().map(|o| (*o).to_owned()).collect(),
             terminating: false,
+            driver_pod: None,
         }
     }
 
-    use Effect::*;
+    fn built_for(pod: &str) -> Found {
+        Found::Ours {
+            uid: "c".into(),
+            owners: vec![],
+            terminating: false,
+            driver_pod: Some(pod.into()),
+        }
+    }
+
+    #[test]
+    fn classify_reads_the_driver_pod_from_the_spark_properties_or_the_owning_pod() {
+        let marked = |extra: Value| {
+            let mut object = json!({"metadata": {"uid": "u",
+                "annotations": {annotations::SUBMISSION_ID: ID}}});
+            object
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            object
+        };
+        let driver_pod = |object: &Value| match classify(Some(object), ID) {
+            Found::Ours { driver_pod, .. } => driver_pod,
+            other => panic!("{other:?}"),
+        };
+        let conf = marked(json!({"data": {"spark.properties":
+            "#comment\nspark.app.name=pi\nspark.kubernetes.driver.pod.name=pi-driver\n"}}));
+        assert_eq!(driver_pod(&conf).as_deref(), Some("pi-driver"));
+        let mut owned = marked(json!({}));
+        owned["metadata"]["ownerReferences"] =
+            json!([{"kind": "Pod", "name": "pi-driver", "uid": "p"}]);
+        assert_eq!(driver_pod(&owned).as_deref(), Some("pi-driver"));
+        assert_eq!(driver_pod(&marked(json!({"data": {"other": "x"}}))), None);
+    }
+
+    #[test]
+    fn an_object_of_this_submission_built_for_another_pod_binds_the_id_to_that_pod() {
+        for pod in [Found::Absent, ours("p", &[])] {
+            let found = [
+                pod,
+                Found::Absent,
+                Found::Absent,
+                Found::Absent,
+                built_for("first-driver"),
+            ];
+            assert_eq!(
+                decide_all(&found),
+                Err(Refusal::BoundToAnotherDriver {
+                    index: 4,
+                    pod: "first-driver".into()
+                })
+            );
+        }
+        // Built for this very pod: no refusal.
+        let found = [
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            built_for("o0"),
+        ];
+        assert!(decide_all(&found).is_ok());
+        // Something foreign is refused as such first.
+        let found = [
+            Found::Foreign {
+                submission_id: None,
+            },
+            Found::Absent,
+            Found::Absent,
+            Found::Absent,
+            built_for("first-driver"),
+        ];
+        assert!(matches!(
+            decide_all(&found),
+            Err(Refusal::Conflict { index: 0, .. })
+        ));
+    }
 
     #[test]
     fn classify_reads_the_annotation_owners_and_deletion() {
@@ -256,7 +452,8 @@ mod tests {
             Found::Ours {
                 uid: "u".into(),
                 owners: vec!["p".into()],
-                terminating: true
+                terminating: true,
+                driver_pod: None,
             }
         );
         let other = json!({"metadata": {"annotations": {annotations::SUBMISSION_ID: "x"}}});
@@ -277,60 +474,43 @@ mod tests {
 
     #[test]
     fn nothing_exists_mounted_config_maps_first_then_pod_then_owned_dependents_then_owners() {
-        let decision = decide(&objects(), &vec![Found::Absent; 5]);
         assert_eq!(
-            decision,
-            Decision::Create {
-                effects: vec![
-                    Create {
-                        index: 3,
-                        owned: false
-                    },
-                    Create {
-                        index: 4,
-                        owned: false
-                    },
-                    CreatePod,
-                    Create {
-                        index: 1,
-                        owned: true
-                    },
-                    Create {
-                        index: 2,
-                        owned: true
-                    },
-                    AttachOwner { index: 3 },
-                    AttachOwner { index: 4 },
+            decide_all(&[
+                Found::Absent,
+                Found::Absent,
+                Found::Absent,
+                Found::Absent,
+                Found::Absent
+            ]),
+            Ok(Plan::Create {
+                before: vec![
+                    BeforePod::Create { index: 3 },
+                    BeforePod::Create { index: 4 }
+                ],
+                after: vec![
+                    WithPod::CreateOwned { index: 1 },
+                    WithPod::CreateOwned { index: 2 },
+                    WithPod::AttachOwner { index: 3 },
+                    WithPod::AttachOwner { index: 4 },
                 ]
-            }
+            })
         );
     }
 
     #[test]
     fn config_maps_left_by_a_crash_are_reused_and_adopted() {
-        let found = vec![
+        let found = [
             Found::Absent,
             Found::Absent,
             Found::Absent,
             ours("c3", &[]),
             Found::Absent,
         ];
-        let Decision::Create { effects } = decide(&objects(), &found) else {
+        let Ok(Plan::Create { before, after }) = decide_all(&found) else {
             panic!("a first attempt");
         };
-        assert_eq!(
-            effects[0],
-            Create {
-                index: 4,
-                owned: false
-            }
-        );
-        assert_eq!(effects[1], CreatePod);
-        assert!(effects.contains(&AttachOwner { index: 3 }));
-        assert!(!effects.contains(&Create {
-            index: 3,
-            owned: false
-        }));
+        assert_eq!(before, [BeforePod::Create { index: 4 }]);
+        assert!(after.contains(&WithPod::AttachOwner { index: 3 }));
     }
 
     #[test]
@@ -339,12 +519,16 @@ mod tests {
         found[0] = Found::Foreign {
             submission_id: Some("other".into()),
         };
+        // A foreign dependent too: the pod, first in order, is the one named.
+        found[4] = Found::Foreign {
+            submission_id: None,
+        };
         assert_eq!(
-            decide(&objects(), &found),
-            Decision::Conflict {
+            decide_all(&found),
+            Err(Refusal::Conflict {
                 index: 0,
                 submission_id: Some("other".into())
-            }
+            })
         );
     }
 
@@ -356,18 +540,18 @@ mod tests {
                 submission_id: None,
             });
             assert_eq!(
-                decide(&objects(), &found),
-                Decision::Conflict {
+                decide_all(&found),
+                Err(Refusal::Conflict {
                     index: 4,
                     submission_id: None
-                }
+                })
             );
         }
     }
 
     #[test]
     fn complete_duplicate_needs_nothing() {
-        let found = vec![
+        let found = [
             ours("p", &[]),
             ours("s", &["p"]),
             ours("n", &["p"]),
@@ -375,17 +559,17 @@ mod tests {
             ours("c4", &["p"]),
         ];
         assert_eq!(
-            decide(&objects(), &found),
-            Decision::Repair {
+            decide_all(&found),
+            Ok(Plan::Repair {
                 pod_uid: "p".into(),
                 effects: vec![]
-            }
+            })
         );
     }
 
     #[test]
     fn duplicate_after_a_crash_repairs_mounted_objects_first() {
-        let found = vec![
+        let found = [
             ours("p", &[]),
             Found::Absent,
             ours("n", &["p"]),
@@ -393,70 +577,58 @@ mod tests {
             Found::Absent,
         ];
         assert_eq!(
-            decide(&objects(), &found),
-            Decision::Repair {
+            decide_all(&found),
+            Ok(Plan::Repair {
                 pod_uid: "p".into(),
                 effects: vec![
-                    AttachOwner { index: 3 },
-                    Create {
-                        index: 4,
-                        owned: true
-                    },
-                    Create {
-                        index: 1,
-                        owned: true
-                    },
+                    WithPod::AttachOwner { index: 3 },
+                    WithPod::CreateOwned { index: 4 },
+                    WithPod::CreateOwned { index: 1 },
                 ]
-            }
+            })
         );
     }
 
     #[test]
     fn objects_of_an_earlier_incarnation_are_replaced() {
-        let found = vec![
+        let found = [
             ours("p2", &[]),
             ours("s", &["p1"]),
             ours("n", &["p2"]),
             ours("c3", &["p2"]),
             ours("c4", &["p2"]),
         ];
-        let Decision::Repair { effects, .. } = decide(&objects(), &found) else {
+        let Ok(Plan::Repair { effects, .. }) = decide_all(&found) else {
             panic!("a repeat");
         };
         assert_eq!(
             effects,
             vec![
-                DeleteStale {
+                WithPod::DeleteStale {
                     index: 1,
                     uid: "s".into()
                 },
-                Create {
-                    index: 1,
-                    owned: true
-                }
+                WithPod::CreateOwned { index: 1 }
             ]
         );
-        let found = vec![
+        let found = [
             Found::Absent,
             Found::Absent,
             Found::Absent,
             ours("c3", &["gone"]),
             Found::Absent,
         ];
-        let Decision::Create { effects } = decide(&objects(), &found) else {
+        let Ok(Plan::Create { before, .. }) = decide_all(&found) else {
             panic!("a first attempt");
         };
         assert_eq!(
-            &effects[..2],
+            &before[..2],
             &[
-                DeleteStale {
+                BeforePod::DeleteStale {
                     index: 3,
                     uid: "c3".into()
                 },
-                Create {
-                    index: 3,
-                    owned: false
-                }
+                BeforePod::Create { index: 3 }
             ]
         );
     }
@@ -468,8 +640,9 @@ mod tests {
             uid: "p".into(),
             owners: vec![],
             terminating: true,
+            driver_pod: None,
         };
-        assert_eq!(decide(&objects(), &found), Decision::PodTerminating);
+        assert_eq!(decide_all(&found), Err(Refusal::PodTerminating));
     }
 
     #[test]
@@ -484,26 +657,37 @@ mod tests {
                     found.push(states("p")[c % 3].clone());
                     c /= 3;
                 }
-                let decision = decide(&objects(), &found);
-                let effects = match &decision {
-                    Decision::Create { effects } | Decision::Repair { effects, .. } => effects,
-                    other => panic!("{other:?}"),
+                let plan = decide_all(&found).expect("nothing foreign, nothing terminating");
+                // (index, created before the pod, created owned)
+                let creates: Vec<(usize, bool)> = match &plan {
+                    Plan::Create { before, after } => before
+                        .iter()
+                        .filter_map(|step| match step {
+                            BeforePod::Create { index } => Some((*index, true)),
+                            BeforePod::DeleteStale { .. } => None,
+                        })
+                        .chain(after.iter().filter_map(|step| match step {
+                            WithPod::CreateOwned { index } => Some((*index, false)),
+                            _ => None,
+                        }))
+                        .collect(),
+                    Plan::Repair { effects, .. } => effects
+                        .iter()
+                        .filter_map(|step| match step {
+                            WithPod::CreateOwned { index } => Some((*index, false)),
+                            _ => None,
+                        })
+                        .collect(),
                 };
                 for (index, f) in found.iter().enumerate().skip(1) {
-                    let creates = effects
-                        .iter()
-                        .filter(|e| matches!(e, Create { index: i, .. } if *i == index))
-                        .count();
+                    let count = creates.iter().filter(|(i, _)| *i == index).count();
                     let expected = usize::from(*f == Found::Absent)
                         + usize::from(pod_state == Found::Absent && *f == ours("x", &["p"]));
-                    assert_eq!(creates, expected, "{found:?}");
+                    assert_eq!(count, expected, "{found:?}");
                 }
-                if let Some(pod_at) = effects.iter().position(|e| *e == CreatePod) {
-                    for (at, effect) in effects.iter().enumerate() {
-                        if let Create { index, owned } = effect {
-                            assert_eq!(at < pod_at, !owned);
-                            assert_eq!(at < pod_at, needed_before_pod(&objects()[*index]));
-                        }
+                if matches!(plan, Plan::Create { .. }) {
+                    for (index, before_pod) in creates {
+                        assert_eq!(before_pod, needed_before_pod(&objects()[index]));
                     }
                 }
             }

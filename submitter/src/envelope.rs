@@ -1,14 +1,15 @@
 //! The one error envelope of the service: every non-2xx answer, fallbacks and extractor
 //! rejections included, is an [`ErrorResponse`] body with the contract's shape.
 //!
-//! This is the edge where errors become HTTP, and the only one: handlers return [`ApiError`],
-//! extractors reject with it, `router_fallbacks` answers unknown routes and methods with it, and
-//! `layer_error` turns load-shedding and timeouts into it.
+//! This is the edge where errors become HTTP, and the only one: the failures of a submission
+//! ([`submit_failure`]), of a status look-up ([`lookup_failure`]) and of readiness
+//! ([`not_ready`]) are mapped here, extractors reject with [`ApiError`], `router_fallbacks`
+//! answers unknown routes and methods with it, and `layer_error` turns load-shedding and
+//! timeouts into it. Handlers only pass failures through these functions.
 //!
 //! 5xx answers carry a fixed, generic message; whatever detail the caller gave is logged instead,
 //! so internal error text never reaches a client.
 
-use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
@@ -21,8 +22,15 @@ use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::kube_api::CallError;
 use crate::policy::PolicyError;
+use crate::status::LookupError;
+use crate::submit::SubmitFailure;
+use crate::submit::blame::Origin;
+use crate::submit::execute::SubmitDriverError;
 use submission::api::{ErrorCode, ErrorResponse};
+use submission::builder::{self, BuildError};
+use submission::error_chain::error_chain;
 
 /// The request body limit of the contract's service (413 beyond it).
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -82,6 +90,11 @@ impl ApiError {
             .with_retry_after(DEFAULT_RETRY_AFTER)
     }
 
+    /// The same, with `cause` for the log (the client gets the generic text).
+    pub fn overloaded_because(cause: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::SubmitterOverloaded, cause).with_retry_after(DEFAULT_RETRY_AFTER)
+    }
+
     /// The body as sent at `now`: 5xx messages replaced by the generic text.
     pub fn body(&self, now: SystemTime) -> ErrorResponse {
         let message = match self.code {
@@ -102,12 +115,21 @@ impl ApiError {
     pub fn into_response_at(self, now: SystemTime) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .expect("every ErrorCode maps to a valid status");
-        if status.is_server_error() && !self.message.is_empty() {
+        // A 500 is a fault of ours; a 503 (shed, timed out, throttled) is the service working
+        // as designed under load, so it is a warning.
+        if self.code == ErrorCode::InternalServerError {
             tracing::error!(
                 code = %self.code,
                 submission_id = %self.submission_id,
                 cause = %self.message,
                 "answering with a server error"
+            );
+        } else if status.is_server_error() {
+            tracing::warn!(
+                code = %self.code,
+                submission_id = %self.submission_id,
+                cause = %self.message,
+                "answering with a retryable server error"
             );
         }
         let body = self.body(now);
@@ -153,15 +175,130 @@ pub fn policy_denied(error: &PolicyError) -> ApiError {
     ApiError::new(code, error.to_string())
 }
 
+/// The answer for a submission that did not end with a driver.
+pub fn submit_failure(failure: &SubmitFailure) -> ApiError {
+    match failure {
+        SubmitFailure::ReadDryRun { .. } => {
+            ApiError::new(ErrorCode::BadRequest, failure.to_string())
+        }
+        SubmitFailure::BuildObjects { source } => build_error(source),
+        SubmitFailure::Authorize { source } => policy_denied(source),
+        SubmitFailure::CreateDriver { source, rejected } => driver_error(source, *rejected),
+        SubmitFailure::DryRun { source, rejected } => driver_error(source, *rejected),
+        SubmitFailure::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
+        SubmitFailure::CheckBinding { .. } => {
+            ApiError::new(ErrorCode::InternalServerError, error_chain(failure))
+        }
+        SubmitFailure::TaskLost => {
+            ApiError::new(ErrorCode::InternalServerError, failure.to_string())
+        }
+    }
+}
+
+/// The build error as the contract's code.
+fn build_error(error: &BuildError) -> ApiError {
+    let code = match error.error_code() {
+        builder::ErrorCode::BadRequest => ErrorCode::BadRequest,
+        builder::ErrorCode::InvalidSparkSubmitArgs => ErrorCode::InvalidSparkSubmitArgs,
+        builder::ErrorCode::InvalidPodTemplate => ErrorCode::InvalidPodTemplate,
+    };
+    ApiError::new(code, error.message())
+}
+
+/// The answer for a creation (or dry run) the cluster did not let through; `rejected` says which
+/// input a field the API server rejected came from.
+fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError {
+    let detail = error_chain(error);
+    match error {
+        SubmitDriverError::ConflictingObject { kind, name, .. } => ApiError::new(
+            ErrorCode::DriverPodAlreadyExists,
+            format!("{kind} {name} already exists for another submission"),
+        ),
+        SubmitDriverError::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
+        // Still being deleted: a retry soon creates it anew.
+        SubmitDriverError::DriverPodTerminating { .. } => ApiError::overloaded_because(detail),
+        _ => {
+            let what = error.object_kind().unwrap_or("object");
+            match error.call_error().and_then(CallError::status) {
+                Some(status) => {
+                    api_server_answer(status.code, &status.message, what, rejected, detail)
+                }
+                // No answer, or no Status in it: ours to retry.
+                None => ApiError::new(ErrorCode::InternalServerError, detail),
+            }
+        }
+    }
+}
+
+/// 409 `SUBMISSION_ID_CONFLICT`: one submission id, one driver.
+fn bound(namespace: &str, pod: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::SubmissionIdConflict,
+        format!(
+            "this submission id is already bound to driver {namespace}:{pod}; \
+             submit another driver with a new submission id"
+        ),
+    )
+}
+
+/// An answer of the API server that failed the driver's `what`.
+fn api_server_answer(
+    code: u16,
+    message: &str,
+    what: &str,
+    rejected: Option<Origin>,
+    detail: String,
+) -> ApiError {
+    match code {
+        400 | 422 => ApiError::new(
+            match rejected {
+                Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
+                Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
+            },
+            format!("the Kubernetes API server rejected the driver's {what}: {message}"),
+        ),
+        403 => ApiError::new(
+            ErrorCode::Forbidden,
+            format!("the Kubernetes API server refused the driver's {what}: {message}"),
+        ),
+        // A missing namespace: it comes from the arguments (spark.kubernetes.namespace).
+        404 => ApiError::new(
+            ErrorCode::InvalidSparkSubmitArgs,
+            format!("cannot create the driver's {what}: {message}"),
+        ),
+        429 => ApiError::overloaded_because(detail),
+        _ => ApiError::new(ErrorCode::InternalServerError, detail),
+    }
+}
+
+/// The answer for a status look-up that found nothing to report.
+pub fn lookup_failure(error: &LookupError) -> ApiError {
+    match error {
+        LookupError::NotSynced => ApiError::overloaded_because(error.to_string()),
+        // Not knowing is not "gone": the client retries, it never resubmits on this.
+        LookupError::ReadLive(source) => {
+            ApiError::overloaded_because(format!("{error}: {}", error_chain(source)))
+        }
+        LookupError::Denied(denied) => policy_denied(denied),
+        LookupError::UnknownDriver { .. } | LookupError::UnknownSubmission { .. } => {
+            ApiError::new(ErrorCode::NotFound, error.to_string())
+        }
+    }
+}
+
+/// `/readyz` when the service cannot serve yet (`why` is logged, not sent).
+pub fn not_ready(why: String) -> ApiError {
+    ApiError::overloaded_because(why)
+}
+
 /// Maps errors of the tower layers (`HandleErrorLayer`) to the envelope: load shedding and the
 /// request timeout become 503 `SUBMITTER_OVERLOADED` with `Retry-After`, since both mean the
 /// service could not take the request now and a retry with the same id is safe; anything else 500.
 pub fn layer_error(error: tower::BoxError) -> ApiError {
     if error.is::<tower::load_shed::error::Overloaded>() {
-        ApiError::overloaded()
+        ApiError::overloaded_because("shed: the concurrency limit is reached")
     } else if error.is::<tower::timeout::error::Elapsed>() {
-        tracing::warn!("request timed out inside the service");
-        ApiError::overloaded()
+        ApiError::overloaded_because("the request timed out inside the service")
     } else {
         ApiError::new(ErrorCode::InternalServerError, error.to_string())
     }
@@ -200,9 +337,9 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 /// A JSON body extractor whose every rejection is in the envelope: wrong or missing
-/// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, body read timed out
-/// → 408, unreadable or mistyped JSON and missing fields → 400, echoing `submission_id` when
-/// the body is a JSON object that has one.
+/// `Content-Type` → 415, body over the limit (`DefaultBodyLimit`) → 413, unreadable or
+/// mistyped JSON and missing fields → 400; each echoes `submission_id` when the body is a JSON
+/// object that has one. (A body that never arrives is cut by the request timeout: 503.)
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -215,10 +352,16 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json_content_type(request.headers()) {
+            // Still echo the id when the body reads as JSON: the client can match the answer.
+            let id = Bytes::from_request(request, state)
+                .await
+                .ok()
+                .and_then(|bytes| sniff_submission_id(&bytes));
             return Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "Content-Type must be application/json",
-            ));
+            )
+            .with_submission_id(id.unwrap_or_default()));
         }
         let bytes = Bytes::from_request(request, state)
             .await
@@ -258,6 +401,11 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
     })
 }
 
+/// 400 `BAD_REQUEST` for path parameters that could not be read.
+pub fn path_rejection(rejection: axum::extract::rejection::PathRejection) -> ApiError {
+    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
+}
+
 /// The envelope for a body that could not be read.
 pub fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -266,31 +414,9 @@ pub fn body_rejection(rejection: BytesRejection) -> ApiError {
             format!("request body exceeds {BODY_LIMIT_BYTES} bytes"),
         );
     }
-    if is_timeout(&rejection) {
-        return ApiError::new(
-            ErrorCode::RequestTimeout,
-            "request body not received in time",
-        );
-    }
+    // A body that never arrives is cut by the request timeout (503); what reaches here is a
+    // body the client broke off.
     ApiError::new(ErrorCode::BadRequest, "request body could not be read")
-}
-
-/// Whether a body error was a read timeout (an `Elapsed` or a `TimedOut` I/O error anywhere in
-/// its chain, which is what a body timeout layer produces).
-fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if error.is::<tokio::time::error::Elapsed>()
-            || error.is::<tower::timeout::error::Elapsed>()
-            || error
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        current = error.source();
-    }
-    false
 }
 
 /// The `submission_id` of a body that is JSON but not a valid request, to echo it in the error.
@@ -477,6 +603,47 @@ mod tests {
         assert_eq!(slow.code, ErrorCode::SubmitterOverloaded);
         let other = layer_error("boom".into());
         assert_eq!(other.code, ErrorCode::InternalServerError);
+    }
+
+    /// What `f` logs, as the plain text formatter writes it.
+    fn logs_of(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn shed_and_timed_out_requests_log_a_warning_not_an_error() {
+        let logs = logs_of(|| {
+            let shed = layer_error(Box::new(tower::load_shed::error::Overloaded::new()));
+            let slow = layer_error(Box::new(tower::timeout::error::Elapsed::new()));
+            for error in [shed, slow] {
+                let _ = error.into_response_at(SystemTime::UNIX_EPOCH);
+            }
+        });
+        assert_eq!(logs.matches(" WARN ").count(), 2, "{logs}");
+        assert!(!logs.contains("ERROR"), "{logs}");
+        let logs = logs_of(|| {
+            let _ = ApiError::new(ErrorCode::InternalServerError, "boom")
+                .into_response_at(SystemTime::UNIX_EPOCH);
+        });
+        assert!(logs.contains("ERROR"), "{logs}");
     }
 
     #[test]

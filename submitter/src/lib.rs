@@ -1,10 +1,20 @@
-//! The submitter service and its command line: the HTTP service over mTLS (routes, the one error
-//! edge, policy, status look-ups from watch caches, the sweeper), and the helpers of the client
-//! commands. The pure model (argv, builder, plan, wire types) is the `submission` crate; the REST
-//! client is `submitter-client`.
-
-/// The error envelope every answer of the service uses, and axum rejection mapping.
-pub mod envelope;
+//! The submitter service and its command line. The pure model (argv, builder, plan, driver
+//! state, wire types) is the `submission` crate; the REST client is `submitter-client`.
+//!
+//! Modules from the bottom up (each uses only those above it):
+//! - [`policy`], [`tls`]: who the client is and what it may do (pure decisions; TLS config and
+//!   the accept loop);
+//! - [`kube_api`]: every per-request call to the API server, under one timeout;
+//! - [`record`]: the retention record format (pure);
+//! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
+//! - [`metrics`], [`state`]: the Prometheus registry; what request paths share;
+//! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (build, authorise, the
+//!   retention check, observe → decide → execute, in-flight sharing);
+//! - [`status`]: status look-ups and the retention recorder;
+//! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
+//! - [`envelope`]: the one place failures become HTTP answers;
+//! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
+//! - [`cli`]: pure helpers of the client commands.
 
 /// Which client identity may submit into which namespace with which service account.
 pub mod policy;
@@ -12,12 +22,36 @@ pub mod policy;
 /// mTLS for the service: reloading server config, peer identities, the accept loop.
 pub mod tls;
 
-/// The HTTP service: routes, layer stack, the submission's executor, the sweeper.
-pub mod service;
+/// Per-request calls to the Kubernetes API server, each under the call timeout.
+pub mod kube_api;
 
-/// Status look-ups by submission id and `namespace/pod`, from the watch caches, and the
-/// retention records that outlive succeeded drivers.
+/// Retention records: what says "this driver succeeded" after its pod is gone (pure).
+pub mod record;
+
+/// The watch caches of our pods and ConfigMaps, with their indexes.
+pub mod caches;
+
+/// The service's Prometheus metrics.
+pub mod metrics;
+
+/// What every request path shares.
+pub mod state;
+
+/// One submission, from request to driver.
+pub mod submit;
+
+/// Status look-ups by submission id and `namespace/pod`, and the recorder that writes the
+/// retention records of succeeded drivers.
 pub mod status;
+
+/// The sweeper: ConfigMaps whose driver pod never came, expired retention records.
+pub mod sweep;
+
+/// The error envelope every answer of the service uses, and the one mapping of failures to it.
+pub mod envelope;
+
+/// The HTTP service: routes, layer stack, handlers, `serve`.
+pub mod service;
 
 /// Pure helpers of the client commands `submit`, `status` and `wait`.
 pub mod cli;

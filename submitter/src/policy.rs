@@ -15,13 +15,24 @@
 //! a misspelt `serviceAccount` would otherwise silently deny, or worse, mean something else.
 //! A submission without a service account runs as `default`, as Spark's driver does.
 //!
+//! [`Access`] is what the service checks per request: the policy (or `--insecure-dev`) applied
+//! to the client's certificate identities, for submitting (namespace and service accounts) and
+//! for reading (namespace only).
+//!
 //! Pure: parsing and deciding. `Policy::load` is the only I/O.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use thiserror::Error;
+
+use crate::tls::PeerIdentity;
+
+/// The identity an `--insecure-dev` client gets (no certificates there): a policy entry for
+/// `"*"` says what such clients may do.
+pub const INSECURE_DEV_IDENTITY: &str = "*";
 
 /// The service account Kubernetes gives a pod that names none.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
@@ -254,6 +265,72 @@ impl Policy {
         } else {
             PolicyError::UnknownIdentity
         })
+    }
+}
+
+/// Who may submit what, per request.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// mTLS: the client certificate's identities against the policy.
+    Policy(Arc<Policy>),
+    /// `--insecure-dev`: no certificates; every client is [`INSECURE_DEV_IDENTITY`], checked
+    /// against the policy if one was given, else allowed everything.
+    InsecureDev(Option<Arc<Policy>>),
+}
+
+impl Access {
+    /// The policy and the identities it judges, or `None` when everything is allowed.
+    fn judged(&self, peer: Option<&PeerIdentity>) -> Option<(&Policy, Vec<String>)> {
+        match self {
+            Access::Policy(policy) => {
+                Some((policy, peer.map(|p| p.names.clone()).unwrap_or_default()))
+            }
+            Access::InsecureDev(None) => None,
+            Access::InsecureDev(Some(policy)) => {
+                Some((policy, vec![INSECURE_DEV_IDENTITY.to_owned()]))
+            }
+        }
+    }
+
+    /// Whether the request carries an identity at all (`--insecure-dev` always does: `"*"`).
+    pub fn identified(&self, peer: Option<&PeerIdentity>) -> Result<(), PolicyError> {
+        match self {
+            Access::Policy(_) if peer.is_none_or(|p| p.names.is_empty()) => {
+                Err(PolicyError::NoIdentity)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `peer` may submit into `namespace` with every one of `service_accounts` (the
+    /// driver's and the executors' effective accounts; `None` is `default`).
+    pub fn may_submit(
+        &self,
+        peer: Option<&PeerIdentity>,
+        namespace: &str,
+        service_accounts: &[Option<&str>],
+    ) -> Result<(), PolicyError> {
+        let Some((policy, identities)) = self.judged(peer) else {
+            return Ok(());
+        };
+        if service_accounts.is_empty() {
+            return policy.authorize(&identities, namespace, None);
+        }
+        service_accounts
+            .iter()
+            .try_for_each(|account| policy.authorize(&identities, namespace, *account))
+    }
+
+    /// Whether `peer` may read about drivers in `namespace` (status look-ups).
+    pub fn may_read(
+        &self,
+        peer: Option<&PeerIdentity>,
+        namespace: &str,
+    ) -> Result<(), PolicyError> {
+        let Some((policy, identities)) = self.judged(peer) else {
+            return Ok(());
+        };
+        policy.authorize_namespace(&identities, namespace)
     }
 }
 

@@ -1,47 +1,50 @@
 //! Status look-ups for clients that keep ids: `GET /api/v1/spark-submit/{submission_id}` and
 //! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them.
 //!
-//! Both answer identity plus the driver state of [`submission::api::observe`] (the driver
-//! container's status, not the pod phase) and the client action of the seed's table. They read
-//! only the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
-//! anything is served, retried forever), never the API server: a fleet of orchestrators polling
-//! must cost the API server nothing. A submission id is found through an index on our
-//! submission-id annotation ([`index`]), never by guessing names.
+//! Both answer identity plus the driver state of [`submission::driver::observe_driver`] (the
+//! driver container's status, not the pod phase) and the client action of the seed's table.
+//! They read the service's watch caches ([`WatchCaches`]: one watch per resource, synced before
+//! anything is served, retried forever): a fleet of orchestrators polling known drivers costs the
+//! API server nothing. A submission id is found through an index on our submission-id annotation
+//! ([`crate::caches::index`]), never by guessing names.
 //!
-//! When the pod is gone, a retention record ([`record`]) written when the driver succeeded
+//! A cache miss is never an answer by itself: caches lag (a driver created a moment ago, a watch
+//! that is down), and a 404 tells a client to resubmit. So a miss reads live before it may be a
+//! 404: the pod by name (or the pods carrying the submission id's label) and the retention
+//! record (a labelled LIST in the submitter's namespace). A live read that fails is a 503, never
+//! a 404.
+//!
+//! When the pod is gone, a retention record ([`crate::record`]) written when the driver succeeded
 //! answers Succeeded, so a late reconnect does not resubmit finished work. The recorder here
 //! writes those records from the pod watch; the sweeper deletes them after the window.
 //!
-//! Errors: 503 while the caches have not synced (a retry soon will do), 401/403 per the policy
-//! (reading needs the namespace only), 404 `NOT_FOUND` for a driver or submission neither the
-//! cache nor a record knows.
-
-pub mod index;
-pub mod record;
+//! Plain functions over the shared state; the HTTP handlers are in [`crate::service`] and the
+//! error mapping in [`crate::envelope`]. Errors: 503 while the caches have not synced or when a
+//! live read fails (a retry soon will do), 401/403 per the policy (reading needs the namespace
+//! only), 404 `NOT_FOUND` for a driver or submission that neither the cache, nor the API server,
+//! nor a record knows.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::routing::get;
-use axum::{Extension, Json, Router};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use thiserror::Error;
 use tokio::sync::broadcast::error::RecvError;
-use tracing::{info, instrument, warn};
+use tracing::{info, warn};
 
-use crate::envelope::{self, ApiError};
+use crate::caches::WatchCaches;
+use crate::kube_api::CallError;
 use crate::policy::PolicyError;
-use crate::service::sweep::WatchCaches;
-use crate::service::{Access, AppState, INSECURE_DEV_IDENTITY};
+use crate::record::{self, Record};
+use crate::state::AppState;
 use crate::tls::PeerIdentity;
-use submission::api::{DRIVERS_PATH, DriverIdentity, DriverStatus, ErrorCode, SUBMIT_PATH};
+use submission::api::{DriverIdentity, DriverStatus};
 use submission::driver::observe_driver;
 use submission::meta::{annotations, labels};
+use submission::naming::SubmissionId;
 
 /// Why a look-up has no status to answer.
 #[derive(Debug, Error)]
@@ -50,6 +53,8 @@ pub enum LookupError {
     NotSynced,
     #[error("the client may not read drivers in this namespace")]
     Denied(#[source] PolicyError),
+    #[error("the cache missed and the live read failed")]
+    ReadLive(#[source] CallError),
     #[error("no driver pod {namespace}/{pod} and no retained success for it")]
     UnknownDriver { namespace: String, pod: String },
     #[error("no driver for submission {submission_id:?} and no retained success for it")]
@@ -61,178 +66,192 @@ impl LookupError {
         match self {
             LookupError::NotSynced => "not_synced",
             LookupError::Denied(_) => "denied",
+            LookupError::ReadLive(_) => "read_live",
             LookupError::UnknownDriver { .. } => "unknown_driver",
             LookupError::UnknownSubmission { .. } => "unknown_submission",
         }
     }
-
-    fn to_api(&self) -> ApiError {
-        match self {
-            LookupError::NotSynced => ApiError::overloaded(),
-            LookupError::Denied(error) => envelope::policy_denied(error),
-            LookupError::UnknownDriver { .. } | LookupError::UnknownSubmission { .. } => {
-                ApiError::new(ErrorCode::NotFound, self.to_string())
-            }
-        }
-    }
 }
 
-/// Adds the two look-up routes (called from `service::status_routes`).
-pub fn routes(routes: Router<AppState>) -> Router<AppState> {
-    routes
-        .route(
-            &format!("{SUBMIT_PATH}/{{submission_id}}"),
-            get(submission_status),
-        )
-        .route(
-            &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}"),
-            get(driver_status),
-        )
-}
-
-/// Whether `identity` may read drivers in `namespace` under `access`.
-fn may_read(
-    access: &Access,
-    identity: Option<&PeerIdentity>,
-    namespace: &str,
-) -> Result<(), PolicyError> {
-    match access {
-        Access::InsecureDev(None) => Ok(()),
-        Access::InsecureDev(Some(policy)) => {
-            policy.authorize_namespace(&[INSECURE_DEV_IDENTITY.to_owned()], namespace)
-        }
-        Access::Policy(policy) => policy.authorize_namespace(
-            identity.map(|i| i.names.as_slice()).unwrap_or_default(),
-            namespace,
-        ),
-    }
-}
-
-fn path_error(rejection: PathRejection) -> ApiError {
-    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
-}
-
-#[instrument(skip_all, fields(namespace, pod))]
-async fn driver_status(
-    State(state): State<AppState>,
-    identity: Option<Extension<PeerIdentity>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<DriverStatus>, ApiError> {
-    let Path((namespace, pod)) = path.map_err(path_error)?;
-    let identity = identity.as_ref().map(|e| &e.0);
-    let check = |ns: &str| may_read(&state.access, identity, ns);
-    // Authorise before touching the cache: a refused client learns nothing, synced or not.
-    check(&namespace).map_err(|error| LookupError::Denied(error).to_api())?;
-    let caches = state.caches.as_ref().ok_or(LookupError::NotSynced);
-    caches
-        .and_then(|caches| lookup_driver(caches, &namespace, &pod))
-        .map(Json)
-        .map_err(|error| {
-            info!(kind = error.kind(), "driver status not answered");
-            error.to_api()
-        })
-}
-
-#[instrument(skip_all, fields(submission_id))]
-async fn submission_status(
-    State(state): State<AppState>,
-    identity: Option<Extension<PeerIdentity>>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Json<DriverStatus>, ApiError> {
-    let Path(submission_id) = path.map_err(path_error)?;
-    let identity = identity.as_ref().map(|e| &e.0);
-    let with_id = |error: ApiError| error.with_submission_id(submission_id.clone());
-    // No identity at all is a 401 before anything is looked up.
-    if let (Access::Policy(_), None) = (&state.access, identity) {
-        return Err(with_id(envelope::policy_denied(&PolicyError::NoIdentity)));
-    }
-    let check = |ns: &str| may_read(&state.access, identity, ns);
-    let caches = state.caches.as_ref().ok_or(LookupError::NotSynced);
-    caches
-        .and_then(|caches| lookup_submission(caches, &submission_id, check))
-        .map(Json)
-        .map_err(|error| {
-            info!(kind = error.kind(), "submission status not answered");
-            with_id(error.to_api())
-        })
-}
-
-/// Whether both caches (and their indexes) hold a complete first listing.
-pub fn synced(caches: &WatchCaches) -> bool {
-    caches.pod_index.is_synced() && caches.record_index.is_synced()
-}
-
-/// The driver's status by namespace and pod name, from the caches only.
-pub fn lookup_driver(
-    caches: &WatchCaches,
+/// The driver's status by namespace and pod name, for `peer`: the cache, and on a miss the pod
+/// and its retention record read live.
+pub async fn driver_status(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
     namespace: &str,
     pod: &str,
 ) -> Result<DriverStatus, LookupError> {
-    if !synced(caches) {
-        return Err(LookupError::NotSynced);
+    // Authorise before touching the cache: a refused client learns nothing, synced or not.
+    state
+        .access
+        .may_read(peer, namespace)
+        .map_err(LookupError::Denied)?;
+    let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
+    if let Some(status) = cached_driver(caches, namespace, pod) {
+        return Ok(status);
     }
-    if let Some(pod) = caches.pods.get(&ObjectRef::new(pod).within(namespace)) {
-        return Ok(pod_status(&pod));
+    // A miss may be the cache's lag (a driver created a moment ago, a watch that is down):
+    // only what the API server says may make a client resubmit.
+    if let Some(live) = state
+        .kube
+        .get_pod(namespace, pod)
+        .await
+        .map_err(LookupError::ReadLive)?
+        .filter(is_ours)
+    {
+        return Ok(pod_status(&live));
     }
-    retained(caches, &record::pod_key(namespace, pod))
-        .into_iter()
-        .next()
-        .map(|record| record::status(&record))
-        .ok_or_else(|| LookupError::UnknownDriver {
-            namespace: namespace.to_owned(),
-            pod: pod.to_owned(),
-        })
+    let selector = format!(
+        "{}={}",
+        labels::RECORD_DRIVER_HASH,
+        record::driver_label(namespace, pod)
+    );
+    let records = live_records(state, &selector).await?;
+    newest(
+        records
+            .into_iter()
+            .filter(|r| r.namespace == namespace && r.pod == pod),
+    )
+    .map(|record| record::status(&record))
+    .ok_or_else(|| LookupError::UnknownDriver {
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+    })
 }
 
-/// The driver's status by submission id, from the caches only. `may_read` filters namespaces:
-/// the same id may have been used in several namespaces, and only allowed ones are answered.
-pub fn lookup_submission(
+/// The driver's status by submission id, for `peer`: the cache, and on a miss the pods and
+/// retention records carrying the id read live. The same id may have been used in several
+/// namespaces; only allowed ones are answered.
+pub async fn submission_status(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
+    submission_id: &str,
+) -> Result<DriverStatus, LookupError> {
+    // No identity at all is refused before anything is looked up.
+    state.access.identified(peer).map_err(LookupError::Denied)?;
+    let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
+    let may_read = |namespace: &str| state.access.may_read(peer, namespace);
+    let mut denied = None;
+    match cached_submission(caches, submission_id, may_read) {
+        Found::Status(status) => return Ok(*status),
+        Found::Denied(error) => denied = Some(error),
+        Found::Nothing => {}
+    }
+    let unknown = || LookupError::UnknownSubmission {
+        submission_id: submission_id.to_owned(),
+    };
+    // No object can carry an id that is not one.
+    let Ok(id) = submission_id.parse::<SubmissionId>() else {
+        return Err(unknown());
+    };
+    let selector = format!("{}={}", labels::SUBMISSION_ID_HASH, id.label_value());
+    let pods = state
+        .kube
+        .list_pods(&selector)
+        .await
+        .map_err(LookupError::ReadLive)?;
+    for pod in pods
+        .iter()
+        .filter(|pod| annotation(pod) == Some(submission_id))
+    {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        match may_read(namespace) {
+            Ok(()) => return Ok(pod_status(pod)),
+            Err(error) => {
+                denied.get_or_insert(error);
+            }
+        }
+    }
+    let records = live_records(state, &selector).await?;
+    for record in records.iter().filter(|r| r.submission_id == submission_id) {
+        match may_read(&record.namespace) {
+            Ok(()) => return Ok(record::status(record)),
+            Err(error) => {
+                denied.get_or_insert(error);
+            }
+        }
+    }
+    Err(denied.map_or_else(unknown, LookupError::Denied))
+}
+
+/// What the caches say about one look-up.
+enum Found {
+    Status(Box<DriverStatus>),
+    Denied(PolicyError),
+    Nothing,
+}
+
+/// The driver's status by namespace and pod name, from the caches only.
+fn cached_driver(caches: &WatchCaches, namespace: &str, pod: &str) -> Option<DriverStatus> {
+    if let Some(pod) = caches.pod(namespace, pod) {
+        return Some(pod_status(&pod));
+    }
+    newest(
+        caches
+            .retained(&record::pod_key(namespace, pod))
+            .into_iter(),
+    )
+    .map(|record| record::status(&record))
+}
+
+/// The driver's status by submission id, from the caches only.
+fn cached_submission(
     caches: &WatchCaches,
     submission_id: &str,
     may_read: impl Fn(&str) -> Result<(), PolicyError>,
-) -> Result<DriverStatus, LookupError> {
-    if !synced(caches) {
-        return Err(LookupError::NotSynced);
-    }
+) -> Found {
     let mut denied = None;
     for (namespace, name) in caches.pod_index.get(submission_id) {
         if let Err(error) = may_read(&namespace) {
             denied.get_or_insert(error);
             continue;
         }
-        if let Some(pod) = caches.pods.get(&ObjectRef::new(&name).within(&namespace)) {
-            return Ok(pod_status(&pod));
+        if let Some(pod) = caches.pod(&namespace, &name) {
+            return Found::Status(Box::new(pod_status(&pod)));
         }
     }
-    for record in retained(caches, &record::submission_key(submission_id)) {
+    for record in caches.retained(&record::submission_key(submission_id)) {
         match may_read(&record.namespace) {
-            Ok(()) => return Ok(record::status(&record)),
+            Ok(()) => return Found::Status(Box::new(record::status(&record))),
             Err(error) => {
                 denied.get_or_insert(error);
             }
         }
     }
-    Err(match denied {
-        Some(error) => LookupError::Denied(error),
-        None => LookupError::UnknownSubmission {
-            submission_id: submission_id.to_owned(),
-        },
-    })
+    denied.map_or(Found::Nothing, Found::Denied)
 }
 
-/// The records indexed under `key` that the cache still holds.
-pub(crate) fn retained(caches: &WatchCaches, key: &str) -> Vec<record::Record> {
-    caches
-        .record_index
-        .get(key)
-        .into_iter()
-        .filter_map(|(namespace, name)| {
-            caches
-                .config_maps
-                .get(&ObjectRef::new(&name).within(&namespace))
-        })
-        .filter_map(|cm| record::read(&cm))
-        .collect()
+/// The retention records in the submitter's namespace matching `selector`, read live.
+async fn live_records(state: &AppState, selector: &str) -> Result<Vec<Record>, LookupError> {
+    let records = state
+        .kube
+        .list_config_maps(&state.record_namespace, selector)
+        .await
+        .map_err(LookupError::ReadLive)?;
+    Ok(records.iter().filter_map(record::read).collect())
+}
+
+/// The record of the latest success, when a pod name was reused.
+fn newest(records: impl Iterator<Item = Record>) -> Option<Record> {
+    records.max_by_key(|record| record.finished_at)
+}
+
+fn annotation(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(annotations::SUBMISSION_ID)
+        .map(String::as_str)
+}
+
+/// A pod the submitter created (what the cache selects): a pod of the same name that is not
+/// ours is no driver of ours.
+fn is_ours(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(labels::SUBMISSION_ID_HASH))
+        && annotation(pod).is_some()
 }
 
 /// A cached pod's status: identity from its metadata, state from its driver container.
@@ -279,29 +298,37 @@ impl RecordError {
     }
 }
 
+/// Where and for how long the recorder keeps records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordConfig {
+    /// The submitter's own namespace.
+    pub namespace: String,
+    pub retention: Duration,
+}
+
 /// Writes the retention record of a succeeded driver pod, unless the cache shows it already.
 /// Idempotent: the name is deterministic and `AlreadyExists` counts as written.
 pub async fn record_success(
     client: &kube::Client,
     caches: &WatchCaches,
     pod: &Pod,
-    retention: Duration,
+    config: &RecordConfig,
 ) -> Result<bool, RecordError> {
-    let Some(record) = record::for_pod(pod, Timestamp::now(), retention) else {
+    let Some(record) = record::for_pod(pod, Timestamp::now(), config.retention) else {
         return Ok(false);
     };
-    let Some(cm) = record::build(&record) else {
+    let Some(cm) = record::build(&record, &config.namespace) else {
         return Ok(false);
     };
     let name = cm.metadata.name.clone().unwrap_or_default();
     if caches
         .config_maps
-        .get(&ObjectRef::new(&name).within(&record.namespace))
+        .get(&ObjectRef::new(&name).within(&config.namespace))
         .is_some()
     {
         return Ok(false);
     }
-    let api = Api::<ConfigMap>::namespaced(client.clone(), &record.namespace);
+    let api = Api::<ConfigMap>::namespaced(client.clone(), &config.namespace);
     match api.create(&PostParams::default(), &cm).await {
         Ok(_) => {
             info!(namespace = %record.namespace, pod = %record.pod,
@@ -311,7 +338,7 @@ pub async fn record_success(
         }
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(source) => Err(RecordError::CreateRecord {
-            namespace: record.namespace.clone(),
+            namespace: config.namespace.clone(),
             name,
             source,
         }),
@@ -324,7 +351,7 @@ const RECORD_RETRY: Duration = Duration::from_secs(2);
 /// Runs the recorder until the task is dropped: every succeeded driver the pod watch reports
 /// gets its retention record. It subscribes before the caches sync and then passes once over
 /// the whole pod cache, so a success seen during start-up or while it lagged is not missed.
-pub async fn run_recorder(client: kube::Client, caches: WatchCaches, retention: Duration) {
+pub async fn run_recorder(client: kube::Client, caches: WatchCaches, config: RecordConfig) {
     let mut successes = caches.succeeded.subscribe();
     if caches.ready().await.is_err() {
         warn!("watch caches stopped before syncing; the recorder does not run");
@@ -335,7 +362,7 @@ pub async fn run_recorder(client: kube::Client, caches: WatchCaches, retention: 
         // Failed writes stay in the backlog: the pod may be gone from the cache by the retry.
         let mut failed = Vec::new();
         for pod in backlog.drain(..) {
-            if let Err(error) = record_success(&client, &caches, &pod, retention).await {
+            if let Err(error) = record_success(&client, &caches, &pod, &config).await {
                 warn!(kind = error.kind(), error = %error, "retention record not written; retrying");
                 failed.push(pod);
             }

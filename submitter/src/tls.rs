@@ -1,5 +1,8 @@
 //! mTLS for the service, with rustls (ring provider, like kube's client): server certificate and
-//! key, a client CA, client certificates **required** by default, and rotation without restart.
+//! key, a client CA, client certificates asked for (and verified when presented) but not
+//! required at the TLS layer by default, and rotation without restart. A client without one
+//! reaches HTTP with no identity, where every API route answers 401 in the envelope; a client
+//! whose certificate does not verify is refused at the handshake.
 //!
 //! Reloading, decided: no watcher task and no `notify`. Each accepted connection asks
 //! [`ReloadingTlsConfig::current`] for the config to handshake with; at most once per
@@ -65,11 +68,12 @@ pub struct TlsFiles {
 /// Whether a client must present a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClientAuth {
-    /// The default: the handshake fails without a valid client certificate.
-    #[default]
+    /// The handshake fails without a valid client certificate.
     Required,
-    /// A client without a certificate gets through with no identity (the policy then answers
-    /// 401); a client with an invalid certificate is still refused.
+    /// What `submitter serve` uses: a client without a certificate gets through with no
+    /// identity (the HTTP layer then answers 401); a client with an invalid certificate is
+    /// still refused.
+    #[default]
     Optional,
 }
 

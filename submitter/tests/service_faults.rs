@@ -1,9 +1,14 @@
 //! Kubernetes failing at every step of a submission (kubesim's `/sim/v1/faults` rules: errors
-//! before the request takes effect, lost replies after it, and answers slower than our call
+//! before the request takes effect, lost replies after it, and calls held past our call
 //! timeout). Whatever happens, the client gets success or a retryable 500/503; a retry with the
 //! same id converges to exactly one complete driver; nothing is left that cannot start (a pod
 //! without its ConfigMaps) or that is never collected (an ownerless ConfigMap without pod, once
 //! the sweeper's grace period, 0 here, has passed).
+//!
+//! A held call is abandoned by our call timeout, which hangs up its connection; kubesim then
+//! drops the request unapplied (as an API server cancels a request whose client went away), so a
+//! held call never takes effect later and nothing has to be waited for. "Applied, then the reply
+//! was lost" is the `after` rules' case.
 
 mod submit_support;
 
@@ -12,12 +17,13 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 use submission::builder::DriverObjects;
-use submit_support::{TestApp, args, built, request, send};
+use submit_support::{TestApp, args, built, creates, metrics_text, request};
 use submitter::service::ServiceConfig;
 
-/// Short, so that a `delayMs` fault of a second is a timeout for us.
+/// Short, so that a held call is a timeout for us.
 const CALL_TIMEOUT: Duration = Duration::from_millis(300);
-const DELAY_MS: u64 = 1000;
+/// How long kubesim holds a call: far beyond the test, so the hold ends only by our hanging up.
+const HOLD_MS: u64 = 60_000;
 
 /// The steps of a submission, as (verb, resource).
 const STEPS: [(&str, &str); 5] = [
@@ -101,10 +107,6 @@ async fn fault_then_retry(rule: Value, case: &str) {
     let first = t.submit(&body).await;
     eprintln!("{case}: first answer {}", first.status);
     retryable_or_success(first.status, &first.body);
-    if rule.get("delayMs").is_some() {
-        // Let a delayed request land (or not) before judging.
-        tokio::time::sleep(Duration::from_millis(DELAY_MS + 200)).await;
-    }
     assert_no_pod_without_config_maps(&t, &built).await;
     let done = t.submit_until_success(&body).await;
     let uid = t.assert_complete(&built).await;
@@ -112,8 +114,9 @@ async fn fault_then_retry(rule: Value, case: &str) {
     if first.status.is_success() {
         assert_eq!(first.body["driver_pod_uid"], uid.as_str(), "{case}");
     }
-    // The sweeper runs every 50 ms with no grace: a complete driver stays complete.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The sweeper runs every 50 ms with no grace: after two whole passes that began once the
+    // driver was complete, it still is.
+    t.wait_sweep_passes(2).await;
     t.assert_complete(&built).await;
 }
 
@@ -125,9 +128,6 @@ async fn fault_without_retry(rule: Value, case: &str) {
     t.fault(rule.clone());
     let first = t.submit(&body).await;
     retryable_or_success(first.status, &first.body);
-    if rule.get("delayMs").is_some() {
-        tokio::time::sleep(Duration::from_millis(DELAY_MS + 200)).await;
-    }
     let _sweeper = t.start_sweeper();
     assert_no_pod_without_config_maps(&t, &built).await;
     if first.status.is_success() {
@@ -145,11 +145,11 @@ fn rules() -> Vec<(String, Value)> {
                 format!("{verb}-{resource}-500-{when}"),
                 json!({"verb": verb, "resource": resource, "code": 500, "when": when}),
             ));
-            rules.push((
-                format!("{verb}-{resource}-slow-{when}"),
-                json!({"verb": verb, "resource": resource, "code": 504, "when": when, "delayMs": DELAY_MS}),
-            ));
         }
+        rules.push((
+            format!("{verb}-{resource}-held"),
+            json!({"verb": verb, "resource": resource, "code": 504, "delayMs": HOLD_MS}),
+        ));
     }
     rules
 }
@@ -196,29 +196,20 @@ async fn failure_after_the_pod_rolls_back_the_first_attempt() {
             .all(|e| e.body["preconditions"]["uid"].is_string()),
         "{deletes:#?}"
     );
-    let metrics = send(
-        &t.app,
-        http::Request::get("/metrics")
-            .body(axum::body::Body::empty())
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        metrics
-            .body
-            .as_str()
-            .unwrap()
-            .contains("submitter_rollbacks_total 1")
-    );
+    let metrics = metrics_text(&t.app).await;
+    assert!(metrics.contains("submitter_rollbacks_total 1"));
     let done = t.submit(&body).await;
     assert_eq!(done.status, StatusCode::CREATED, "{}", done.body);
     t.assert_complete(&built).await;
 }
 
 #[tokio::test]
-async fn api_server_422_on_the_pod_is_invalid_pod_template_and_leaves_nothing() {
+async fn api_server_422_without_causes_on_a_templated_pod_is_invalid_pod_template_and_leaves_nothing()
+ {
     let t = start().await;
-    let body = request("invalid-1", &args(&[]));
+    let mut body = request("invalid-1", &args(&[]));
+    body["driver_pod_template"] =
+        json!({"spec": {"containers": [{"name": "spark-kubernetes-driver"}]}});
     t.fault(json!({"verb": "create", "resource": "pods", "code": 422, "message": "spec.containers[0].image: Required value"}));
     let answer = t.submit(&body).await;
     assert_eq!(
@@ -253,20 +244,8 @@ async fn ambiguous_pod_failure_leaves_config_maps_to_the_sweeper() {
     );
     let _sweeper = t.start_sweeper();
     t.assert_nothing_left(&built).await;
-    let metrics = send(
-        &t.app,
-        http::Request::get("/metrics")
-            .body(axum::body::Body::empty())
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        metrics
-            .body
-            .as_str()
-            .unwrap()
-            .contains("submitter_swept_config_maps_total 2")
-    );
+    let metrics = metrics_text(&t.app).await;
+    assert!(metrics.contains("submitter_swept_config_maps_total 2"));
 }
 
 #[tokio::test]
@@ -286,7 +265,9 @@ async fn over_the_concurrency_limit_is_503_with_retry_after() {
     let a = request("busy-a", &args(&[]));
     let b = request("busy-b", &args(&[]));
     let (first, second) = tokio::join!(t.submit(&a), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The first holds the only permit once its pod POST is at kubesim (held 500 ms there).
+        t.wait_for_journal(|journal| !creates(journal, "pods").is_empty())
+            .await;
         t.submit(&b).await
     });
     assert_eq!(first.status, StatusCode::CREATED);
@@ -314,7 +295,8 @@ async fn request_timeout_is_503_and_the_creation_finishes_in_the_background() {
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(answer.headers.contains_key("retry-after"));
     t.cluster.control.clear_latency();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The creation goes on without the request; it ends when the in-flight task does.
+    t.wait_in_flight_done().await;
     let again = t.submit(&body).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
     t.assert_complete(&built(&body)).await;

@@ -14,7 +14,6 @@ mod submit_support;
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,10 +26,9 @@ use kubesim::control::JournalEntry;
 use serde_json::{Value, json};
 use submission::builder::DriverObjects;
 use submission::meta::{annotations, labels};
-use submit_support::{TestApp, args, built, creates, request};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use submit_support::{ServeProcess, TestApp, args, built, creates, request};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -56,45 +54,15 @@ impl Submitter {
     /// Starts the binary on an ephemeral port and returns once it serves and its watch caches
     /// have synced (`/readyz` is 200).
     async fn start(kubeconfig: &Path, sweep_grace_secs: u64) -> Submitter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_submitter"))
-            .args(["serve", "--insecure-dev", "--listen", "127.0.0.1:0"])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--sweep-grace")
-            .arg(sweep_grace_secs.to_string())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let serving = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                logs.lock().unwrap().push(line.clone());
-                let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if event["fields"]["message"] == "submitter serving" {
-                    return event["fields"]["addr"].as_str().unwrap().parse().unwrap();
-                }
-            }
-            panic!(
-                "submitter exited before serving: {:#?}",
-                logs.lock().unwrap()
-            );
-        })
+        let grace = sweep_grace_secs.to_string();
+        let ServeProcess { child, addr, logs } = ServeProcess::start(&[
+            "--insecure-dev".as_ref(),
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--sweep-grace".as_ref(),
+            grace.as_ref(),
+        ])
         .await;
-        let addr: SocketAddr = serving.expect("submitter did not start serving within 30 s");
-        // Keep draining, so the pipe never fills.
-        let sink = logs.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                sink.lock().unwrap().push(line);
-            }
-        });
         let submitter = Submitter { child, addr, logs };
         submitter.wait_ready().await;
         submitter
@@ -129,6 +97,24 @@ impl Submitter {
         )
         .await
         .unwrap()
+    }
+
+    /// Waits (bounded) until at least `passes` sweep passes have completed
+    /// (`submitter_sweep_passes_total`).
+    async fn wait_sweep_passes(&self, passes: u64) {
+        for _ in 0..POLLS {
+            let metrics = self.metrics().await;
+            let done: u64 = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix("submitter_sweep_passes_total "))
+                .and_then(|count| count.trim().parse().ok())
+                .unwrap_or(0);
+            if done >= passes {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        panic!("the sweeper did not reach {passes} passes");
     }
 
     async fn metrics(&self) -> String {
@@ -484,9 +470,9 @@ async fn killed_and_abandoned(case: &Case) {
         return;
     };
     // A pod exists: it can start (its ConfigMaps are there), and the sweeper kept them. The
-    // pass that removed the decoy judged ours in the same loop; give its remaining deletes,
-    // if any, a moment to show up in the journal before looking.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // first pass (right after the caches synced, over a listing that held the decoy and ours)
+    // removed the decoy; once it has ended, every delete it made is done.
+    sweeper.wait_sweep_passes(1).await;
     let now = left(&f.t, &built).await;
     assert_eq!(now.pod_uid.as_deref(), Some(pod_uid.as_str()));
     assert_eq!(

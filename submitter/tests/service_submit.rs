@@ -6,10 +6,10 @@ mod submit_support;
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use submit_support::{TestApp, args, built, creates, request, send, submit_request};
+use submit_support::{TestApp, args, as_tester, built, creates, request, send, submit_request};
 use submitter::service::ServiceConfig;
 
 #[tokio::test]
@@ -90,6 +90,93 @@ async fn other_submission_on_the_same_pod_name_is_409_and_changes_nothing() {
     assert_eq!(answer.body["submission_id"], "other-2");
     assert_eq!(t.journal().len(), writes, "nothing created for the loser");
     t.assert_complete(&built(&first)).await;
+}
+
+/// Every pod in the cluster carrying `submission_id`, as (namespace, name).
+async fn pods_of(t: &TestApp, submission_id: &str) -> Vec<(String, String)> {
+    let pods: Api<Pod> = Api::all(t.client());
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("spark-submitter.io/submission-id"))
+                .is_some_and(|id| id == submission_id)
+        })
+        .map(|pod| (pod.metadata.namespace.unwrap(), pod.metadata.name.unwrap()))
+        .collect()
+}
+
+async fn create_namespace(t: &TestApp, name: &str) {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(t.client())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn same_submission_id_naming_another_driver_is_409_bound_and_creates_nothing() {
+    let t = TestApp::start().await;
+    create_namespace(&t, "team-a").await;
+    let first = t.submit(&request("bound-1", &args(&[]))).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let bound = format!(
+        "default:{}",
+        first.body["driver_pod_name"].as_str().unwrap()
+    );
+    let writes = t.journal().len();
+    for other in [
+        args(&["--name", "another-app"]),
+        args(&["--conf", "spark.kubernetes.driver.pod.name=another-driver"]),
+        args(&["--conf", "spark.kubernetes.namespace=team-a"]),
+    ] {
+        let answer = t.submit(&request("bound-1", &other)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CONFLICT,
+            "{other:?}: {}",
+            answer.body
+        );
+        assert_eq!(answer.body["error_code"], "SUBMISSION_ID_CONFLICT");
+        assert_eq!(answer.body["submission_id"], "bound-1");
+        assert!(
+            answer.body["message"].as_str().unwrap().contains(&bound),
+            "{}",
+            answer.body
+        );
+    }
+    let created: Vec<_> = t.journal()[writes..]
+        .iter()
+        .filter(|e| e.method == "POST")
+        .cloned()
+        .collect();
+    assert!(created.is_empty(), "nothing is created: {created:#?}");
+    assert_eq!(pods_of(&t, "bound-1").await.len(), 1);
+    // The driver it is bound to is untouched, and the id still answers for it.
+    let again = t.submit(&request("bound-1", &args(&[]))).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["driver_pod_uid"], first.body["driver_pod_uid"]);
+}
+
+#[tokio::test]
+async fn two_replicas_racing_one_id_for_two_drivers_make_one_driver() {
+    let t = TestApp::start().await;
+    let other = t.replica(&ServiceConfig::default());
+    let a = request("race-bound", &args(&[]));
+    let b = request("race-bound", &args(&["--name", "another-app"]));
+    let (first, second) = tokio::join!(
+        t.submit(&a),
+        send(&other, submit_request(&b, "", submit_support::TESTER))
+    );
+    let mut statuses = [first.status.as_u16(), second.status.as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 409], "{} / {}", first.body, second.body);
+    assert_eq!(pods_of(&t, "race-bound").await.len(), 1);
 }
 
 #[tokio::test]
@@ -249,6 +336,88 @@ async fn policy_is_checked_against_the_namespace_and_service_account_of_the_buil
 }
 
 #[tokio::test]
+async fn executors_effective_service_account_is_checked_like_the_drivers() {
+    let t = TestApp::start().await;
+    for name in ["spark", "admin"] {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<ServiceAccount>::namespaced(t.client(), "default")
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap();
+    }
+    let driver_spark = "spark.kubernetes.authenticate.driver.serviceAccountName=spark";
+    let executor_admin = "spark.kubernetes.authenticate.executor.serviceAccountName=admin";
+    let executor_spark = "spark.kubernetes.authenticate.executor.serviceAccountName=spark";
+    let template = |field: &str| json!({"spec": {field: "admin", "containers": [{"name": "spark-kubernetes-executor"}]}});
+    // (case, extra args, executor template, allowed)
+    let cases = [
+        (
+            "executor conf",
+            vec!["--conf", driver_spark, "--conf", executor_admin],
+            None,
+            false,
+        ),
+        (
+            "executor template",
+            vec!["--conf", driver_spark],
+            Some(template("serviceAccountName")),
+            false,
+        ),
+        (
+            "deprecated template field",
+            vec!["--conf", driver_spark],
+            Some(template("serviceAccount")),
+            false,
+        ),
+        // No executor account anywhere: executors run as the driver's conf account.
+        (
+            "default, the driver's",
+            vec!["--conf", driver_spark],
+            None,
+            true,
+        ),
+        (
+            "executor conf spark",
+            vec!["--conf", driver_spark, "--conf", executor_spark],
+            None,
+            true,
+        ),
+    ];
+    for (case, extra, executor_template, allowed) in cases {
+        let id = format!("executor-sa-{}", case.replace([' ', ','], "-"));
+        let mut body = request(&id, &args(&extra));
+        if let Some(template) = executor_template {
+            body["executor_pod_template"] = template;
+        }
+        let writes = t.journal().len();
+        let answer = t.submit_as(&body, "spark-only").await;
+        if allowed {
+            assert_eq!(
+                answer.status,
+                StatusCode::CREATED,
+                "{case}: {}",
+                answer.body
+            );
+        } else {
+            assert_eq!(
+                answer.status,
+                StatusCode::FORBIDDEN,
+                "{case}: {}",
+                answer.body
+            );
+            assert_eq!(answer.body["error_code"], "FORBIDDEN");
+            assert!(
+                answer.body["message"].as_str().unwrap().contains("admin"),
+                "{case}: {}",
+                answer.body
+            );
+            assert_eq!(t.journal().len(), writes, "{case}: nothing is created");
+        }
+    }
+}
+
+#[tokio::test]
 async fn missing_service_account_is_the_api_servers_403_and_leaves_nothing() {
     let t = TestApp::start().await;
     let body = request(
@@ -337,6 +506,85 @@ async fn invalid_arguments_are_400_and_leave_nothing() {
     assert!(t.journal().is_empty());
 }
 
+#[tokio::test]
+async fn argument_with_a_nul_byte_is_invalid_spark_submit_args_and_creates_nothing() {
+    let t = TestApp::start().await;
+    for (id, extra) in [
+        (
+            "nul-conf",
+            ["--conf", "spark.kubernetes.driver.label.team=a\u{0}b"],
+        ),
+        ("nul-name", ["--conf", "spark.app.name=pi\u{0}"]),
+    ] {
+        let answer = t.submit(&request(id, &args(&extra))).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+        assert_eq!(answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS");
+        assert_eq!(answer.body["submission_id"], id);
+    }
+    let mut app_arg = args(&[]);
+    app_arg.push("100\u{0}".into());
+    let answer = t.submit(&request("nul-app-arg", &app_arg)).await;
+    assert_eq!(
+        answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS",
+        "{}",
+        answer.body
+    );
+    assert!(t.journal().is_empty(), "{:#?}", t.journal());
+}
+
+#[tokio::test]
+async fn api_server_rejecting_a_field_from_the_arguments_is_invalid_spark_submit_args() {
+    let t = TestApp::start().await;
+    let body = request(
+        "bad-label-1",
+        &args(&["--conf", "spark.kubernetes.driver.label.team=not a label!"]),
+    );
+    let answer = t.submit(&body).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert_eq!(answer.body["error_code"], "INVALID_SPARK_SUBMIT_ARGS");
+    assert_eq!(answer.body["submission_id"], "bad-label-1");
+    t.assert_nothing_left(&built(&body)).await;
+}
+
+#[tokio::test]
+async fn api_server_rejecting_a_field_from_the_template_stays_invalid_pod_template() {
+    let t = TestApp::start().await;
+    let mut body = request(
+        "bad-template-label-1",
+        &args(&["--conf", "spark.kubernetes.driver.label.team=fine"]),
+    );
+    body["driver_pod_template"] = json!({
+        "metadata": {"labels": {"owner": "not a label!"}},
+        "spec": {"containers": [{"name": "spark-kubernetes-driver"}]}
+    });
+    let answer = t.submit(&body).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.body["error_code"], "INVALID_POD_TEMPLATE");
+    t.assert_nothing_left(&built(&body)).await;
+}
+
+#[tokio::test]
+async fn wrong_content_type_is_415_echoing_the_submission_id_of_a_readable_body() {
+    let t = TestApp::start().await;
+    let mut request = submit_request(&request("typed-1", &args(&[])), "", submit_support::TESTER);
+    request
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+    let answer = send(&t.app, request).await;
+    assert_envelope(
+        &answer.body,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UNSUPPORTED_MEDIA_TYPE",
+    );
+    assert_eq!(answer.body["submission_id"], "typed-1");
+    assert!(t.journal().is_empty());
+}
+
 fn assert_envelope(body: &Value, status: StatusCode, code: &str) {
     assert_eq!(body["status"], status.as_u16(), "{body}");
     assert_eq!(body["error_code"], code);
@@ -348,10 +596,12 @@ fn assert_envelope(body: &Value, status: StatusCode, code: &str) {
 async fn bad_requests_get_the_envelope() {
     let t = TestApp::start().await;
     let post = |content_type: &str, body: Body| {
-        Request::post("/api/v1/spark-submit")
-            .header(header::CONTENT_TYPE, content_type)
-            .body(body)
-            .unwrap()
+        as_tester(
+            Request::post("/api/v1/spark-submit")
+                .header(header::CONTENT_TYPE, content_type)
+                .body(body)
+                .unwrap(),
+        )
     };
     let answer = send(&t.app, post("application/json", Body::from("{not json"))).await;
     assert_envelope(&answer.body, StatusCode::BAD_REQUEST, "BAD_REQUEST");
@@ -375,13 +625,17 @@ async fn bad_requests_get_the_envelope() {
     let get = Request::get("/api/v1/spark-submit")
         .body(Body::empty())
         .unwrap();
-    let answer = send(&t.app, get).await;
+    let answer = send(&t.app, as_tester(get)).await;
     assert_envelope(
         &answer.body,
         StatusCode::METHOD_NOT_ALLOWED,
         "METHOD_NOT_ALLOWED",
     );
-    let answer = send(&t.app, Request::get("/nope").body(Body::empty()).unwrap()).await;
+    let answer = send(
+        &t.app,
+        as_tester(Request::get("/nope").body(Body::empty()).unwrap()),
+    )
+    .await;
     assert_envelope(&answer.body, StatusCode::NOT_FOUND, "NOT_FOUND");
     let answer = send(
         &t.app,
@@ -403,7 +657,7 @@ async fn health_readiness_and_metrics() {
     let body = request("metrics-1", &args(&[]));
     assert_eq!(t.submit(&body).await.status, StatusCode::CREATED);
     assert_eq!(t.submit(&body).await.status, StatusCode::OK);
-    let metrics = send(&t.app, get("/metrics")).await;
+    let metrics = send(&t.app, as_tester(get("/metrics"))).await;
     let text = metrics.body.as_str().unwrap();
     assert!(
         text.contains(

@@ -11,13 +11,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use http::{Request, StatusCode};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use submit_support::{Answer, TESTER, TestApp, args, request, send, submit_request};
-use submitter::service::sweep::WatchCaches;
+use submitter::caches::WatchCaches;
+use submitter::record;
 use submitter::service::{ServiceConfig, app};
-use submitter::status::{record, run_recorder, synced};
+use submitter::status::{RecordConfig, run_recorder};
+
+/// The submitter's own namespace, where its retention records live.
+const HOME: &str = "submitter-home";
 use submitter::tls::PeerIdentity;
 
 /// A TestApp whose state reads watch caches, with the retention recorder running.
@@ -34,14 +38,26 @@ impl StatusApp {
     }
 
     async fn on(t: TestApp) -> StatusApp {
+        let namespaces: Api<Namespace> = Api::all(t.client());
+        let home: Namespace = serde_json::from_value(json!({"metadata": {"name": HOME}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &home)
+            .await
+            .unwrap();
         let caches = WatchCaches::start(&t.client());
         tokio::spawn(run_recorder(
             t.client(),
             caches.clone(),
-            Duration::from_secs(3600),
+            RecordConfig {
+                namespace: HOME.into(),
+                retention: Duration::from_secs(3600),
+            },
         ));
         let app = app(
-            t.state.clone().with_caches(caches.clone()),
+            t.state
+                .clone()
+                .with_caches(caches.clone())
+                .with_record_namespace(HOME),
             &ServiceConfig::default(),
         );
         StatusApp { t, app, caches }
@@ -49,12 +65,39 @@ impl StatusApp {
 
     async fn wait_synced(&self) {
         for _ in 0..200 {
-            if synced(&self.caches) {
+            if self.caches.synced() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("caches did not sync");
+    }
+
+    /// Requests of `verb` on `resource` kubesim has counted since its counters were reset.
+    fn request_count(&self, verb: &str, resource: &str) -> u64 {
+        self.t
+            .cluster
+            .control
+            .counts()
+            .into_iter()
+            .filter(|c| c.verb == verb && c.resource == resource)
+            .map(|c| c.count)
+            .sum()
+    }
+
+    /// Waits (bounded) until kubesim has counted `at_least` requests of `verb` on `resource`
+    /// since its counters were last reset.
+    async fn wait_for_requests(&self, verb: &str, resource: &str, at_least: u64) {
+        for _ in 0..400 {
+            if self.request_count(verb, resource) >= at_least {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!(
+            "kubesim saw {} {verb} {resource}, not {at_least}",
+            self.request_count(verb, resource)
+        );
     }
 
     async fn get_as(&self, path: &str, identity: &str) -> Answer {
@@ -177,10 +220,11 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     let path = driver_path(&submitted);
     s.wait_for(&path, |a| a.body["phase"] == "Succeeded").await;
 
-    // The recorder writes the record, without owner, so the pod's collection leaves it.
+    // The recorder writes the record in the submitter's own namespace, without owner, so the
+    // pod's collection leaves it and the user's namespace holds none.
     let namespace = submitted.body["namespace"].as_str().unwrap().to_owned();
-    let records: Api<ConfigMap> = Api::namespaced(s.t.client(), &namespace);
-    let name = record::name("gc-1").unwrap();
+    let records: Api<ConfigMap> = Api::namespaced(s.t.client(), HOME);
+    let name = record::name(&namespace, "gc-1");
     let mut found = None;
     for _ in 0..200 {
         if let Some(cm) = records.get_opt(&name).await.unwrap() {
@@ -193,6 +237,7 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert!(cm.metadata.owner_references.is_none());
     let data = cm.data.unwrap();
     assert_eq!(data["submission_id"], "gc-1");
+    assert_eq!(data["namespace"], namespace.as_str());
     assert_eq!(
         data["pod"],
         submitted.body["driver_pod_name"].as_str().unwrap()
@@ -200,6 +245,16 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     assert_eq!(
         data["uid"],
         submitted.body["driver_pod_uid"].as_str().unwrap()
+    );
+    let selector = ListParams::default().labels("spark-submitter.io/record");
+    let in_users_namespace = Api::<ConfigMap>::namespaced(s.t.client(), &namespace)
+        .list(&selector)
+        .await
+        .unwrap();
+    assert!(
+        in_users_namespace.items.is_empty(),
+        "no record in the user's namespace: {:?}",
+        in_users_namespace.items
     );
 
     let pods: Api<Pod> = Api::namespaced(s.t.client(), &namespace);
@@ -232,8 +287,106 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
         again.body["driver_pod_uid"],
         submitted.body["driver_pod_uid"]
     );
+    // When the driver was submitted, as the first answer said: not when it finished.
+    assert_eq!(again.body["submitted_at"], submitted.body["submitted_at"]);
     let left = pods.list(&Default::default()).await.unwrap();
     assert!(left.items.is_empty(), "no second driver was created");
+}
+
+/// Holds every new watch of `resource` at kubesim (latency far beyond the test) and drops the
+/// open ones: once the re-watch has arrived (kubesim's counter says so), the cache provably
+/// sees nothing that happens afterwards.
+async fn freeze_watch(s: &StatusApp, resource: &str) {
+    let before = s.request_count("watch", resource);
+    s.t.cluster
+        .control
+        .add_latency(kubesim::control::LatencyRule {
+            verb: Some("watch".into()),
+            resource: Some(resource.into()),
+            millis: 600_000,
+        });
+    s.t.cluster.store.drop_watches();
+    s.wait_for_requests("watch", resource, before + 1).await;
+}
+
+#[tokio::test]
+async fn a_driver_the_lagging_cache_has_not_seen_reads_pending_not_404() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    freeze_watch(&s, "pods").await;
+    let submitted = s
+        .submit(&request(
+            "lagging-1",
+            &args(&[
+                "--conf",
+                "spark.kubernetes.driver.annotation.kubesim.io/never-start=true",
+            ]),
+        ))
+        .await;
+    assert!(
+        s.caches
+            .pod(
+                "default",
+                submitted.body["driver_pod_name"].as_str().unwrap()
+            )
+            .is_none(),
+        "the cache is behind"
+    );
+    for path in [
+        driver_path(&submitted),
+        "/api/v1/spark-submit/lagging-1".to_owned(),
+    ] {
+        let answer = s.get(&path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+        assert_eq!(answer.body["phase"], "Pending");
+        assert_eq!(answer.body["action"], "Reconnect");
+        assert_eq!(answer.body["submission_id"], "lagging-1");
+        assert_eq!(
+            answer.body["driver_pod_uid"],
+            submitted.body["driver_pod_uid"]
+        );
+    }
+    // What exists nowhere is still a 404.
+    let answer = s.get("/api/v1/drivers/default/never-was").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    let answer = s.get("/api/v1/spark-submit/never-was").await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_retained_success_the_lagging_cache_has_not_seen_reads_succeeded_not_404() {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    freeze_watch(&s, "configmaps").await;
+    let now = Timestamp::now();
+    let record = record::Record {
+        submission_id: "retained-1".into(),
+        namespace: "default".into(),
+        pod: "retained-1-driver".into(),
+        uid: "u-1".into(),
+        spark_app_id: "spark-1".into(),
+        created_at: None,
+        finished_at: now,
+        retain_until: now + SignedDuration::from_hours(1),
+    };
+    Api::<ConfigMap>::namespaced(s.t.client(), HOME)
+        .create(
+            &PostParams::default(),
+            &record::build(&record, HOME).unwrap(),
+        )
+        .await
+        .unwrap();
+    for path in [
+        "/api/v1/drivers/default/retained-1-driver",
+        "/api/v1/spark-submit/retained-1",
+    ] {
+        let answer = s.get(path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+        assert_eq!(answer.body["phase"], "Succeeded");
+        assert_eq!(answer.body["action"], "Done");
+        assert_eq!(answer.body["driver_pod_uid"], "u-1");
+    }
 }
 
 #[tokio::test]
@@ -275,7 +428,8 @@ async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers
     // Every initial LIST fails: the caches cannot sync, and the watcher keeps retrying.
     t.fault(json!({"verb": "list", "resource": "pods", "count": 1_000_000, "code": 500}));
     let s = StatusApp::on(t).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The pod watch has tried to list, failed, and tried again.
+    s.wait_for_requests("list", "pods", 2).await;
     let answer = s.get("/api/v1/drivers/default/any").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.body["error_code"], "SUBMITTER_OVERLOADED");
@@ -294,7 +448,60 @@ async fn unsynced_cache_answers_503_and_readiness_fails_until_the_watch_recovers
 }
 
 #[tokio::test]
-async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
+async fn readiness_goes_false_while_a_synced_watch_keeps_failing_and_back_once_it_recovers() {
+    let s = StatusApp::start().await;
+    s.wait_synced().await;
+    let readyz = || async {
+        send(&s.app, Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .status
+    };
+    assert_eq!(readyz().await, StatusCode::OK);
+    // Every new pod watch fails; the open one is dropped, so the watcher must start a new one.
+    let failing_before = s.request_count("watch", "pods");
+    s.t.fault(json!({"verb": "watch", "resource": "pods", "count": 1_000_000, "code": 500}));
+    s.t.cluster.store.drop_watches();
+    s.wait_for_requests("watch", "pods", failing_before + 1)
+        .await;
+    let mut answer = StatusCode::OK;
+    for _ in 0..200 {
+        answer = readyz().await;
+        if answer == StatusCode::SERVICE_UNAVAILABLE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        answer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a watch that keeps failing is not ready"
+    );
+    // The API server heals; the watch's next attempt succeeds, and the next pod event shows it.
+    s.t.cluster.control.clear_faults();
+    let healed = s.request_count("watch", "pods");
+    s.wait_for_requests("watch", "pods", healed + 1).await;
+    s.submit(&request("ready-again", &args(&[]))).await;
+    s.wait_for("/api/v1/spark-submit/ready-again", |a| {
+        a.status == StatusCode::OK
+    })
+    .await;
+    let mut answer = StatusCode::SERVICE_UNAVAILABLE;
+    for _ in 0..200 {
+        answer = readyz().await;
+        if answer == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        answer,
+        StatusCode::OK,
+        "ready again once the watch delivers"
+    );
+}
+
+#[tokio::test]
+async fn serving_many_look_ups_of_known_drivers_makes_no_list_and_no_get_after_start_up() {
     let s = StatusApp::start().await;
     s.wait_synced().await;
     let mut paths = Vec::new();
@@ -319,62 +526,79 @@ async fn serving_many_look_ups_makes_no_list_and_no_get_after_start_up() {
             let by_id = s.get(&format!("/api/v1/spark-submit/steady-{i}")).await;
             assert_eq!(by_id.status, StatusCode::OK);
         }
-        assert_eq!(
-            s.get("/api/v1/drivers/default/absent").await.status,
-            StatusCode::NOT_FOUND
-        );
         if round == 50 {
             // Dropped watches resume from their resourceVersion: still no LIST.
             s.t.cluster.store.drop_watches();
+            s.wait_for_requests("watch", "pods", 1).await;
+            s.wait_for_requests("watch", "configmaps", 1).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let reads: Vec<_> =
+    let reads = |s: &StatusApp| -> Vec<_> {
         s.t.cluster
             .control
             .counts()
             .into_iter()
             .filter(|c| c.verb == "list" || c.verb == "get")
-            .collect();
+            .collect()
+    };
     assert!(
-        reads.is_empty(),
-        "look-ups must not reach the API server: {reads:?}"
+        reads(&s).is_empty(),
+        "look-ups of cached drivers must not reach the API server: {:?}",
+        reads(&s)
     );
+    // A miss is checked live before it is a 404: one pod GET and one record LIST (in the
+    // submitter's namespace) per miss, never a LIST of every pod.
+    for _ in 0..10 {
+        assert_eq!(
+            s.get("/api/v1/drivers/default/absent").await.status,
+            StatusCode::NOT_FOUND
+        );
+    }
+    assert_eq!(s.request_count("get", "pods"), 10);
+    assert_eq!(s.request_count("list", "configmaps"), 10);
+    assert_eq!(s.request_count("list", "pods"), 0);
 }
 
 #[tokio::test]
 async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
-    use kube::api::PostParams;
-    use submitter::service::sweep::sweep_once;
+    use submitter::sweep::sweep_once;
 
     let s = StatusApp::start().await;
     s.wait_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.t.client(), "default");
+    let api: Api<ConfigMap> = Api::namespaced(s.t.client(), HOME);
     let now = Timestamp::now();
     let hour = SignedDuration::from_hours(1);
     for (id, until) in [("old-1", now - hour), ("young-1", now + hour)] {
-        let cm = record::build(&record::Record {
-            submission_id: id.into(),
-            namespace: "default".into(),
-            pod: format!("{id}-driver"),
-            uid: "u".into(),
-            spark_app_id: "spark-x".into(),
-            finished_at: now - hour - hour,
-            retain_until: until,
-        })
+        let cm = record::build(
+            &record::Record {
+                submission_id: id.into(),
+                namespace: "default".into(),
+                pod: format!("{id}-driver"),
+                uid: "u".into(),
+                spark_app_id: "spark-x".into(),
+                created_at: None,
+                finished_at: now - hour - hour,
+                retain_until: until,
+            },
+            HOME,
+        )
         .unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
-    // Both are served while cached: the look-up does not judge the window, the sweeper does.
-    s.wait_for("/api/v1/drivers/default/old-1-driver", |a| {
-        a.status == StatusCode::OK
-    })
-    .await;
-    s.wait_for("/api/v1/drivers/default/young-1-driver", |a| {
-        a.status == StatusCode::OK
-    })
-    .await;
+    // Both reach the cache the sweeper reads, and both are served: the look-up does not judge
+    // the window, the sweeper does.
+    for id in ["old-1", "young-1"] {
+        for _ in 0..200 {
+            if !s.caches.retained(&record::submission_key(id)).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(!s.caches.retained(&record::submission_key(id)).is_empty());
+        let answer = s.get(&format!("/api/v1/drivers/default/{id}-driver")).await;
+        assert_eq!(answer.status, StatusCode::OK);
+    }
     sweep_once(
         &s.t.client(),
         &s.caches,
@@ -385,13 +609,13 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     )
     .await;
     assert!(
-        api.get_opt(&record::name("old-1").unwrap())
+        api.get_opt(&record::name("default", "old-1"))
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        api.get_opt(&record::name("young-1").unwrap())
+        api.get_opt(&record::name("default", "young-1"))
             .await
             .unwrap()
             .is_some()

@@ -58,3 +58,31 @@ def is_gone(read: Callable[[], object]) -> bool:
             return True
         raise
     return False
+
+
+def request_count(kubesim, verb: str, resource: str) -> int:
+    """How many `verb` requests on `resource` kubesim has served (its `/sim/v1/requests`)."""
+    rows = kubesim.sim("GET", "requests").json()
+    return sum(r["count"] for r in rows if r["verb"] == verb and r["resource"] == resource)
+
+
+def lag_watch(kubesim, resource: str, seconds: float) -> None:
+    """Holds every client's next watch of `resource` for `seconds` and drops the open ones.
+
+    Returns once a re-watch has reached kubesim (its request counter moved), so until the hold
+    ends a watch cache of `resource` provably misses everything that happens next. The latency
+    rule is removed again at once: only the watches already held keep their delay. A watch still
+    held by an earlier call is not open yet, so the drop is repeated until its re-watch arrives.
+    """
+    before = request_count(kubesim, "watch", resource)
+    kubesim.sim("POST", "latency",
+                json={"verb": "watch", "resource": resource, "millis": int(seconds * 1000)})
+
+    def dropped_and_rewatched() -> bool:
+        kubesim.sim("POST", "watches/drop")
+        return request_count(kubesim, "watch", resource) > before
+
+    try:
+        wait_for(dropped_and_rewatched, f"a re-watch of {resource}", timeout=seconds + 10, interval=0.2)
+    finally:
+        kubesim.sim("DELETE", "latency")

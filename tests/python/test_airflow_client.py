@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from simutil import is_gone, wait_for
+from simutil import is_gone, lag_watch, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
 
 import airflow_client as ac  # noqa: E402
 
 RECORD_SELECTOR = "spark-submitter.io/record=driver-succeeded"
+# The session's submitter runs outside a cluster: its own namespace is its kubeconfig's, "default".
+SUBMITTER_NAMESPACE = "default"
 
 
 def spark_args(namespace: str, *confs: str) -> list[str]:
@@ -90,6 +92,17 @@ def test_pending_driver_is_reconnected_not_resubmitted(submitter, namespace, tmp
     assert outcome.submissions == 0
 
 
+def test_driver_the_submitters_cache_has_not_seen_is_reconnected_not_resubmitted(
+        submitter, kubesim, namespace, tmp_path):
+    args = spark_args(namespace, "spark.kubernetes.driver.annotation.kubesim.io/never-start=true")
+    lag_watch(kubesim, "pods", seconds=8)
+    driver = submit_and_crash(submitter, tmp_path, args)
+    outcome = new_task(submitter, tmp_path, args, timeout=1.0).execute()
+    assert outcome.events[0] == "retry:Pending:Reconnect", outcome.events
+    assert outcome.driver == driver
+    assert outcome.submissions == 0, "a driver that exists is never resubmitted"
+
+
 def test_succeeded_driver_is_done_without_resubmission(submitter, namespace, tmp_path):
     args = spark_args(namespace)
     driver = submit_and_crash(submitter, tmp_path, args)
@@ -127,14 +140,24 @@ def test_lost_driver_is_resubmitted_with_a_new_submission_id(submitter, kube, na
     assert ac.TaskStore(tmp_path / "tasks.json").get("spark_pi")["submission_id"] != first_id
 
 
+def records_for(kube, namespace: str, submission_id: str) -> list:
+    """The retention records (in the submitter's own namespace) of one submission."""
+    return [
+        cm for cm in kube.core.list_namespaced_config_map(
+            SUBMITTER_NAMESPACE, label_selector=RECORD_SELECTOR).items
+        if (cm.data or {}).get("submission_id") == submission_id
+        and (cm.data or {}).get("namespace") == namespace
+    ]
+
+
 def test_succeeded_then_collected_driver_is_still_done(submitter, kube, namespace, tmp_path):
     args = spark_args(namespace)
     driver = submit_and_crash(submitter, tmp_path, args)
+    submission_id = ac.TaskStore(tmp_path / "tasks.json").get("spark_pi")["submission_id"]
     wait_for(lambda: phase_of(submitter, driver) == "Succeeded", "the driver to succeed", timeout=20)
-    wait_for(
-        lambda: kube.core.list_namespaced_config_map(namespace, label_selector=RECORD_SELECTOR).items,
-        "the retention record", timeout=20,
-    )
+    wait_for(lambda: records_for(kube, namespace, submission_id), "the retention record", timeout=20)
+    # The record lives with the submitter, not in the user's namespace (no clutter, no quota).
+    assert not kube.core.list_namespaced_config_map(namespace, label_selector=RECORD_SELECTOR).items
     ns, pod = driver.split(":")
     kube.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
     wait_for(lambda: is_gone(lambda: kube.core.read_namespaced_pod(pod, ns)), "the pod to go", timeout=20)
@@ -145,3 +168,10 @@ def test_succeeded_then_collected_driver_is_still_done(submitter, kube, namespac
     outcome = new_task(submitter, tmp_path, args).execute()
     assert outcome.events == ["retry:Succeeded:Done", "done-without-resubmit"]
     assert outcome.submissions == 0
+
+
+@pytest.mark.parametrize("driver", ["no-colon", ":pod", "ns:", "a:b:c", "a/b:pod", "ns:pod/x", "NS:pod"])
+def test_malformed_driver_ids_are_refused_before_any_request(driver):
+    # Nothing listens on port 9: a request would fail with a connection error instead.
+    with pytest.raises(ac.DriverIdError):
+        ac.Submitter("http://127.0.0.1:9").driver_status(driver)

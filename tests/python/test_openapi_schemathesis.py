@@ -102,6 +102,7 @@ def test_generated_requests_reached_the_service_and_its_error_paths():
 def test_every_documented_operation_is_exercised():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
     assert operations == {
+        ("GET", "/api/v1/spark-submit"),
         ("POST", "/api/v1/spark-submit"),
         ("GET", "/api/v1/spark-submit/{submission_id}"),
         ("GET", "/api/v1/drivers/{namespace}/{pod}"),

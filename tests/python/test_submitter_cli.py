@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from simutil import is_gone, wait_for
+from simutil import is_gone, lag_watch, wait_for
 
 
 def cli(submitter, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -74,3 +74,13 @@ def test_wait_exits_one_for_failed_and_two_for_lost(submitter, kube, namespace):
     wait_for(lambda: is_gone(lambda: kube.core.read_namespaced_pod(pod, ns)), "the pod to go", timeout=20)
     assert cli(submitter, "wait", "--interval", "1", f"{ns}:{pod}").returncode == 2
     assert cli(submitter, "status", "no-colon").returncode == 3
+
+
+def test_status_of_a_driver_the_submitters_cache_has_not_seen_is_pending(submitter, kubesim, namespace):
+    lag_watch(kubesim, "pods", seconds=8)
+    submitted = cli(submitter, "submit", *spark_args(
+        namespace, "spark.kubernetes.driver.annotation.kubesim.io/never-start=true"))
+    assert submitted.returncode == 0, submitted.stderr
+    status = cli(submitter, "status", submitted.stdout.strip())
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["phase"] == "Pending"

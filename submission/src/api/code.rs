@@ -7,7 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
-/// the added ones (401, 403, 404, 408, 413) cover cases its table has no row for.
+/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table has no
+/// row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -20,6 +21,9 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 409: the driver pod exists for a different submission id.
     DriverPodAlreadyExists,
+    /// 409 (added): this submission id is bound to another driver (`namespace:pod`); another
+    /// driver needs another id.
+    SubmissionIdConflict,
     /// 422: a pod template is structurally invalid.
     InvalidPodTemplate,
     /// 500: unexpected failure; retry.
@@ -32,8 +36,6 @@ pub enum ErrorCode {
     Forbidden,
     /// 404 (added): unknown route, submission or driver.
     NotFound,
-    /// 408 (added): the client did not send its request in time.
-    RequestTimeout,
     /// 413 (added): the body exceeds the limit (1 MiB).
     PayloadTooLarge,
 }
@@ -52,8 +54,8 @@ impl ErrorCode {
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
-        ErrorCode::RequestTimeout,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::SubmissionIdConflict,
     ];
 
     /// The code as it appears on the wire.
@@ -70,8 +72,8 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "UNAUTHENTICATED",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::SubmissionIdConflict => "SUBMISSION_ID_CONFLICT",
         }
     }
 
@@ -83,8 +85,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::RequestTimeout => 408,
-            ErrorCode::DriverPodAlreadyExists => 409,
+            ErrorCode::DriverPodAlreadyExists | ErrorCode::SubmissionIdConflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidPodTemplate => 422,
@@ -94,8 +95,8 @@ impl ErrorCode {
     }
 
     /// Whether a client should retry, as the Go client's `IsRetryable` decides: only on the two
-    /// server-side conditions. A 408 is not retried either: the same slow client would time out
-    /// again, and the Go client would not retry it.
+    /// server-side conditions (a 401 among the rest: without a certificate, a retry cannot
+    /// succeed).
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -171,8 +172,8 @@ mod tests {
             ("UNAUTHENTICATED", 401),
             ("FORBIDDEN", 403),
             ("NOT_FOUND", 404),
-            ("REQUEST_TIMEOUT", 408),
             ("PAYLOAD_TOO_LARGE", 413),
+            ("SUBMISSION_ID_CONFLICT", 409),
         ];
         for (text, status) in added {
             let code: ErrorCode = text.parse().unwrap();

@@ -7,6 +7,8 @@ use crate::size::ParseByteStringError;
 /// (read its disk, resolve Maven, run locally) that a server cannot do on the client's behalf.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseArgsError {
+    #[error("argument {index} contains a NUL byte, which no command line can carry")]
+    NulByte { index: usize },
     #[error("option {option} needs a value")]
     MissingOptionValue { option: String },
     #[error("unrecognized option {option}")]
@@ -112,6 +114,7 @@ pub enum ParseArgsError {
 impl ParseArgsError {
     pub fn kind(&self) -> &'static str {
         match self {
+            ParseArgsError::NulByte { .. } => "nul_byte",
             ParseArgsError::MissingOptionValue { .. } => "missing_option_value",
             ParseArgsError::UnrecognizedOption { .. } => "unrecognized_option",
             ParseArgsError::ConfWithoutEquals { .. } => "conf_without_equals",
@@ -145,6 +148,7 @@ impl ParseArgsError {
     /// The option, conf key or positional argument at fault, as the user would recognise it.
     pub fn argument(&self) -> &str {
         match self {
+            ParseArgsError::NulByte { .. } => "argument",
             ParseArgsError::MissingOptionValue { option }
             | ParseArgsError::UnrecognizedOption { option } => option,
             ParseArgsError::ConfWithoutEquals { .. } => "--conf",

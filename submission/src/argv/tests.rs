@@ -631,9 +631,26 @@ proptest! {
     }
 
     #[test]
-    fn app_args_survive_any_content(app_args in proptest::collection::vec(".*", 0..8)) {
+    /// Any content a command line can carry (everything but NUL, see the test below).
+    fn app_args_survive_any_content(app_args in proptest::collection::vec("[^\\x00]*", 0..8)) {
         let mut args = submit(&[]);
         args.extend(app_args.iter().cloned());
         prop_assert_eq!(parse(&args).map(|p| p.app_args), Ok(app_args));
+    }
+}
+
+#[test]
+fn an_argument_with_a_nul_byte_is_refused_wherever_it_is() {
+    let mut app_arg = submit(&[]);
+    app_arg.push("1\0".into());
+    let mut master = submit(&[]);
+    master[1] = "k8s://https://kube:6443\0".into();
+    for args in [
+        submit(&["--conf", "spark.app.name=a\0b"]),
+        submit(&["--name", "\0"]),
+        app_arg,
+        master,
+    ] {
+        assert_eq!(kind_of(&args), "nul_byte", "{args:?}");
     }
 }

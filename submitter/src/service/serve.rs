@@ -10,9 +10,11 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::sweep::{self, SweepConfig, WatchCaches};
-use super::{Access, AppState, ServiceConfig, app};
-use crate::policy::{LoadPolicyError, Policy};
+use super::{ServiceConfig, app};
+use crate::caches::WatchCaches;
+use crate::policy::{Access, LoadPolicyError, Policy};
+use crate::state::{AppState, DEFAULT_SPARK_USER};
+use crate::sweep::{self, SweepConfig};
 use crate::tls::{ClientAuth, LoadTlsError, ReloadingTlsConfig, ServeOptions, TlsFiles, Transport};
 
 /// Flags of `submitter serve`; each can also come from the environment.
@@ -58,6 +60,10 @@ pub struct ServeArgs {
     /// Seconds a request may take before the client gets a 503 (the creation goes on).
     #[arg(long, env = "SUBMITTER_REQUEST_TIMEOUT", default_value_t = super::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout: u64,
+    /// Serve `/metrics` to clients without a certificate (a Prometheus scrape); by default it
+    /// needs one, like the API routes. `/healthz` and `/readyz` never do.
+    #[arg(long, env = "SUBMITTER_ANONYMOUS_METRICS")]
+    pub anonymous_metrics: bool,
     /// Plain HTTP without client certificates, for development only; see docs/submitter.md.
     #[arg(long, env = "SUBMITTER_INSECURE_DEV")]
     pub insecure_dev: bool,
@@ -68,8 +74,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SUBMITTER_RETENTION", default_value = "24h",
         value_parser = crate::status::parse_duration)]
     pub retention: Duration,
+    /// Namespace of the retention records (default: the namespace the service runs in, or the
+    /// kubeconfig's); the service needs create/delete on ConfigMaps there.
+    #[arg(long, env = "SUBMITTER_RECORD_NAMESPACE")]
+    pub record_namespace: Option<String>,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
-    #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = super::DEFAULT_SPARK_USER)]
+    #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
 }
 
@@ -174,22 +184,34 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             key,
             client_ca,
         };
+        // Asked for, not required: a client without one gets a 401 in the envelope from every
+        // API route instead of a handshake failure, and probes work without one.
         let tls =
-            ReloadingTlsConfig::new(files, ClientAuth::Required).map_err(ServeError::LoadTls)?;
+            ReloadingTlsConfig::new(files, ClientAuth::Optional).map_err(ServeError::LoadTls)?;
         (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
     };
     let client = kube_client(args.kubeconfig.as_ref()).await?;
-    let state = AppState::new(client.clone(), access).with_spark_user(&args.spark_user);
+    let record_namespace = args
+        .record_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let state = AppState::new(client.clone(), access)
+        .with_spark_user(&args.spark_user)
+        .with_record_namespace(&record_namespace);
     let config = ServiceConfig {
         max_concurrency: args.max_concurrency,
         request_timeout: Duration::from_secs(args.request_timeout),
+        anonymous_metrics: args.anonymous_metrics,
     };
     let caches = WatchCaches::start(&client);
     let state = state.with_caches(caches.clone());
     let recorder = tokio::spawn(crate::status::run_recorder(
         client.clone(),
         caches.clone(),
-        args.retention,
+        crate::status::RecordConfig {
+            namespace: record_namespace,
+            retention: args.retention,
+        },
     ));
     let sweeper = tokio::spawn(sweep::run(
         client,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -199,6 +199,17 @@ pub async fn get(
     config: Arc<rustls::ClientConfig>,
     path: &str,
 ) -> Result<Answer, BoxError> {
+    send(addr, config, http::Method::GET, path, None).await
+}
+
+/// One request over a fresh TLS connection; a body is sent as JSON.
+pub async fn send(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    method: http::Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<Answer, BoxError> {
     let tcp = TcpStream::connect(addr).await?;
     let name = ServerName::try_from("localhost")?.to_owned();
     let stream = tokio_rustls::TlsConnector::from(config)
@@ -214,9 +225,14 @@ pub async fn get(
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(connection);
-    let request = http::Request::get(path)
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
         .header(http::header::HOST, "localhost")
-        .body(Empty::<Bytes>::new())?;
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::Full::new(Bytes::from(
+            body.unwrap_or_default(),
+        )))?;
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();
     let body = response.into_body().collect().await?.to_bytes();

@@ -15,8 +15,9 @@ use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use submission::builder::{self, DriverObjects};
 use submission::meta::labels;
-use submitter::policy::Policy;
-use submitter::service::{Access, AppState, ServiceConfig, app};
+use submitter::policy::{Access, Policy};
+use submitter::service::{ServiceConfig, app};
+use submitter::state::AppState;
 use submitter::tls::PeerIdentity;
 use tower::ServiceExt;
 
@@ -31,6 +32,9 @@ clients:
   - identity: team-a
     namespaces: ["team-a"]
     serviceAccounts: ["*"]
+  - identity: spark-only
+    namespaces: ["*"]
+    serviceAccounts: ["spark"]
 "#;
 
 /// A minimal executor template, so the executor pod-template ConfigMap is built too.
@@ -255,16 +259,54 @@ impl TestApp {
         panic!("objects left behind: {found:#?}");
     }
 
+    /// Waits (bounded) until kubesim's journal of mutating requests satisfies `done`.
+    pub async fn wait_for_journal(&self, done: impl Fn(&[JournalEntry]) -> bool) {
+        for _ in 0..400 {
+            if done(&self.journal()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!(
+            "kubesim never saw the expected request: {:#?}",
+            self.journal()
+        );
+    }
+
+    /// Waits (bounded) until no creation runs in this replica.
+    pub async fn wait_in_flight_done(&self) {
+        for _ in 0..400 {
+            if self.state.in_flight.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("a creation is still running after 10 s");
+    }
+
+    /// Waits (bounded) until the sweeper has completed `passes` whole passes after this call:
+    /// the first pass that ends may have begun before, so `passes` of 2 guarantees a whole one.
+    pub async fn wait_sweep_passes(&self, passes: u64) {
+        let target = self.state.metrics.sweep_passes() + passes;
+        for _ in 0..400 {
+            if self.state.metrics.sweep_passes() >= target {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the sweeper did not complete {passes} passes in 10 s");
+    }
+
     /// Starts the sweeper with no grace period, polling often.
     pub fn start_sweeper(&self) -> tokio::task::JoinHandle<()> {
         let client = self.client();
-        let caches = submitter::service::sweep::WatchCaches::start(&client);
-        tokio::spawn(submitter::service::sweep::run(
+        let caches = submitter::caches::WatchCaches::start(&client);
+        tokio::spawn(submitter::sweep::run(
             client,
             caches,
             self.state.in_flight.clone(),
             self.state.metrics.clone(),
-            submitter::service::sweep::SweepConfig {
+            submitter::sweep::SweepConfig {
                 grace: Duration::ZERO,
                 interval: Duration::from_millis(50),
                 ..Default::default()
@@ -302,6 +344,25 @@ pub fn submit_request(body: &Value, query: &str, identity: &str) -> Request<Body
     request
 }
 
+/// `request` as the test identity [`TESTER`] sends it.
+pub fn as_tester(mut request: Request<Body>) -> Request<Body> {
+    request.extensions_mut().insert(PeerIdentity {
+        names: vec![TESTER.to_owned()],
+    });
+    request
+}
+
+/// The `/metrics` text, read as [`TESTER`].
+pub async fn metrics_text(app: &Router) -> String {
+    let answer = send(
+        app,
+        as_tester(Request::get("/metrics").body(Body::empty()).unwrap()),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    answer.body.as_str().unwrap_or_default().to_owned()
+}
+
 pub async fn send(app: &Router, request: Request<Body>) -> Answer {
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
@@ -332,4 +393,57 @@ pub fn creates(journal: &[JournalEntry], resource: &str) -> Vec<usize> {
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// A `submitter serve` child process on an ephemeral port, its JSON log lines kept.
+pub struct ServeProcess {
+    pub child: tokio::process::Child,
+    pub addr: std::net::SocketAddr,
+    /// Its log lines (JSON), for diagnostics.
+    pub logs: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ServeProcess {
+    /// Starts `submitter serve --listen 127.0.0.1:0 ARGS` and returns once it logs
+    /// "submitter serving" (not yet ready: the caller waits for `/readyz` its own way).
+    pub async fn start(args: &[&std::ffi::OsStr]) -> ServeProcess {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_submitter"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let serving = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                logs.lock().unwrap().push(line.clone());
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if event["fields"]["message"] == "submitter serving" {
+                    return event["fields"]["addr"].as_str().unwrap().parse().unwrap();
+                }
+            }
+            panic!(
+                "submitter exited before serving: {:#?}",
+                logs.lock().unwrap()
+            );
+        })
+        .await;
+        let addr = serving.expect("submitter did not start serving within 30 s");
+        // Keep draining, so the pipe never fills.
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        ServeProcess { child, addr, logs }
+    }
 }

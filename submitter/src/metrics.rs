@@ -40,6 +40,7 @@ pub struct Metrics {
     duplicates: Counter,
     rollbacks: Counter,
     swept: Counter,
+    sweep_passes: Counter,
 }
 
 impl Default for Metrics {
@@ -89,6 +90,12 @@ impl Metrics {
             "ConfigMaps removed by the sweeper because their driver pod never came",
             swept.clone(),
         );
+        let sweep_passes = Counter::default();
+        registry.register(
+            "sweep_passes",
+            "Completed passes of the sweeper over the watch caches",
+            sweep_passes.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -97,6 +104,7 @@ impl Metrics {
             duplicates,
             rollbacks,
             swept,
+            sweep_passes,
         }
     }
 
@@ -110,6 +118,15 @@ impl Metrics {
 
     pub fn swept(&self) {
         self.swept.inc();
+    }
+
+    pub fn sweep_pass(&self) {
+        self.sweep_passes.inc();
+    }
+
+    /// Completed sweep passes: a test's barrier ("a whole pass ran after this point").
+    pub fn sweep_passes(&self) -> u64 {
+        self.sweep_passes.get()
     }
 
     /// The OpenMetrics text exposition.
@@ -219,6 +236,7 @@ mod tests {
             "submitter_duplicate_submissions_total 1",
             "submitter_rollbacks_total",
             "submitter_swept_config_maps_total",
+            "submitter_sweep_passes_total",
         ] {
             assert!(text.contains(name), "{name} missing from {text}");
         }

@@ -1,12 +1,20 @@
-//! Retention records: a small ConfigMap that says "this driver succeeded", written in the pod's
-//! namespace when the watch cache sees the driver container exit 0, and kept for a retention
-//! window after the pod itself is gone.
+//! Retention records: a small ConfigMap that says "this driver succeeded", written when the
+//! watch cache sees the driver container exit 0, and kept for a retention window after the pod
+//! itself is gone.
 //!
 //! Why: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver looks
 //! exactly like a lost one, and a client that reconnects late would resubmit finished work (the
 //! seed's "NotFound → resubmit" row). The record lives in Kubernetes, not on a replica's disk, so
 //! every replica and every restart sees it; it has **no** ownerReference to the pod, so garbage
 //! collection of the pod leaves it; the sweeper deletes it once `retain_until` has passed.
+//!
+//! Where: in the submitter's own namespace (`--record-namespace`, by default the namespace the
+//! service runs in), never in the users' namespaces, where one object per finished run would
+//! clutter `kubectl get cm` and count against their quotas. One record is a few hundred bytes of
+//! data; there is one per succeeded driver for the retention window, then none. Its name is a
+//! digest of (namespace, submission id), so a second write of the same record is an
+//! `AlreadyExists`, never a second record; its labels select it by submission id and by driver
+//! (`namespace/pod`), so a look-up that misses the cache finds it with one labelled LIST.
 //!
 //! Pure: building, reading and judging records; the recorder and the sweeper do the I/O.
 
@@ -16,14 +24,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
+use sha2::{Digest, Sha256};
 
 use submission::api::{DriverIdentity, DriverPhase, DriverStatus};
 use submission::driver::{DriverObservation, observe_driver};
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
-/// Name prefix of records; the rest is the submission id's label digest (deterministic, so a
-/// second write of the same record is an `AlreadyExists`, never a second record).
+/// Name prefix of records; the rest is a digest of (namespace, submission id).
 pub const NAME_PREFIX: &str = "spark-submitter-done-";
 
 /// Default time a record outlives its driver's success.
@@ -36,6 +44,7 @@ mod keys {
     pub const POD: &str = "pod";
     pub const UID: &str = "uid";
     pub const SPARK_APP_ID: &str = "spark_app_id";
+    pub const CREATED_AT: &str = "created_at";
     pub const FINISHED_AT: &str = "finished_at";
     pub const RETAIN_UNTIL: &str = "retain_until";
 }
@@ -48,14 +57,35 @@ pub struct Record {
     pub pod: String,
     pub uid: String,
     pub spark_app_id: String,
+    /// When the driver pod was created (its `creationTimestamp`): the submission's
+    /// `submitted_at`. Records written before this was kept have none.
+    pub created_at: Option<Timestamp>,
     pub finished_at: Timestamp,
     pub retain_until: Timestamp,
 }
 
-/// The record's object name for a submission id (`None`: not a valid id).
-pub fn name(submission_id: &str) -> Option<String> {
-    let id: SubmissionId = submission_id.parse().ok()?;
-    Some(format!("{NAME_PREFIX}{}", id.label_value()))
+/// 40 hex digits of SHA-256 over `parts` (NUL-separated: names and ids hold no control
+/// characters, so different splits never collide).
+fn digest(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize()[..20]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The record's object name for the submission `submission_id` in `namespace`.
+pub fn name(namespace: &str, submission_id: &str) -> String {
+    format!("{NAME_PREFIX}{}", digest(&[namespace, submission_id]))
+}
+
+/// The value of the record's driver label, [`labels::RECORD_DRIVER_HASH`].
+pub fn driver_label(namespace: &str, pod: &str) -> String {
+    digest(&[namespace, pod])
 }
 
 /// Whether a ConfigMap is a retention record (by our label, not by its name: names can be taken).
@@ -102,6 +132,7 @@ pub fn read(cm: &ConfigMap) -> Option<Record> {
         pod: text(keys::POD)?,
         uid: text(keys::UID).unwrap_or_default(),
         spark_app_id: text(keys::SPARK_APP_ID).unwrap_or_default(),
+        created_at: time(keys::CREATED_AT),
         finished_at: time(keys::FINISHED_AT)?,
         retain_until: time(keys::RETAIN_UNTIL)?,
     })
@@ -155,16 +186,18 @@ pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record>
             .and_then(|labels| labels.get(labels::SPARK_APP_ID))
             .cloned()
             .unwrap_or_default(),
+        created_at: meta.creation_timestamp.as_ref().map(|created| created.0),
         finished_at,
         retain_until,
     })
 }
 
-/// The ConfigMap for a record: our labels and annotation, immutable, and deliberately without
-/// ownerReferences (the pod's garbage collection must not take it).
-pub fn build(record: &Record) -> Option<ConfigMap> {
+/// The ConfigMap for a record, in `home` (the submitter's namespace): our labels and
+/// annotation, immutable, and deliberately without ownerReferences (the pod's garbage collection
+/// must not take it).
+pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
     let id: SubmissionId = record.submission_id.parse().ok()?;
-    let data = BTreeMap::from([
+    let mut data = BTreeMap::from([
         (keys::SUBMISSION_ID.to_owned(), record.submission_id.clone()),
         (keys::NAMESPACE.to_owned(), record.namespace.clone()),
         (keys::POD.to_owned(), record.pod.clone()),
@@ -176,15 +209,22 @@ pub fn build(record: &Record) -> Option<ConfigMap> {
             record.retain_until.to_string(),
         ),
     ]);
+    if let Some(created_at) = record.created_at {
+        data.insert(keys::CREATED_AT.to_owned(), created_at.to_string());
+    }
     Some(ConfigMap {
         metadata: ObjectMeta {
-            name: Some(format!("{NAME_PREFIX}{}", id.label_value())),
-            namespace: Some(record.namespace.clone()),
+            name: Some(name(&record.namespace, &record.submission_id)),
+            namespace: Some(home.to_owned()),
             labels: Some(BTreeMap::from([
                 (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
                 (
                     labels::RECORD.to_owned(),
                     labels::RECORD_DRIVER_SUCCEEDED.to_owned(),
+                ),
+                (
+                    labels::RECORD_DRIVER_HASH.to_owned(),
+                    driver_label(&record.namespace, &record.pod),
                 ),
             ])),
             annotations: Some(BTreeMap::from([(
@@ -197,6 +237,17 @@ pub fn build(record: &Record) -> Option<ConfigMap> {
         immutable: Some(true),
         ..ConfigMap::default()
     })
+}
+
+/// When the retained driver was submitted, as the contract's `submitted_at` shows it (RFC 3339
+/// in UTC to the second, like a `creationTimestamp`): its pod's creation, or for a record that
+/// did not keep it, its finish.
+pub fn submitted_at(record: &Record) -> String {
+    record
+        .created_at
+        .unwrap_or(record.finished_at)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The status answer for a driver whose pod is gone but whose success was retained.
@@ -246,6 +297,7 @@ mod tests {
         };
         json!({
             "metadata": {"name": "pi-driver", "namespace": "spark", "uid": "u-1",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
                 "labels": {"spark-app-selector": "spark-1"},
                 "annotations": {"spark-submitter.io/submission-id": "sub-1"}},
             "spec": {"containers": [{"name": DRIVER_CONTAINER_NAME}, {"name": "sidecar"}]},
@@ -262,9 +314,15 @@ mod tests {
         let now = at("2026-01-01T00:11:00Z");
         let record = for_pod(&pod(Some(0)), now, HOUR).unwrap();
         assert_eq!(record.finished_at, at("2026-01-01T00:10:00Z"));
+        assert_eq!(submitted_at(&record), "2026-01-01T00:00:00Z");
         assert_eq!(record.retain_until, at("2026-01-01T01:10:00Z"));
-        let cm = build(&record).unwrap();
-        assert_eq!(cm.metadata.name, name("sub-1"));
+        let cm = build(&record, "spark-system").unwrap();
+        assert_eq!(cm.metadata.name, Some(name("spark", "sub-1")));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some("spark-system"));
+        assert_eq!(
+            cm.metadata.labels.as_ref().unwrap()[labels::RECORD_DRIVER_HASH],
+            driver_label("spark", "pi-driver")
+        );
         assert!(
             cm.metadata.owner_references.is_none(),
             "GC must not take it"
@@ -298,7 +356,7 @@ mod tests {
     #[test]
     fn expiry_follows_retain_until() {
         let record = for_pod(&pod(Some(0)), at("2026-01-01T00:11:00Z"), HOUR).unwrap();
-        let cm = build(&record).unwrap();
+        let cm = build(&record, "spark-system").unwrap();
         assert!(!expired(&cm, at("2026-01-01T01:09:59Z"), HOUR));
         assert!(expired(&cm, at("2026-01-01T01:10:00Z"), HOUR));
         let mut plain = cm.clone();

@@ -17,85 +17,19 @@
 //! period if no pod comes. Nothing is rolled back when the pod existed already (a repeat, or
 //! another replica won the race): a running driver may use those objects.
 
-use std::time::Duration;
-
 use futures::future::join_all;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, Preconditions, PropagationPolicy,
-};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use thiserror::Error;
 use tracing::{info, warn};
 
-use submission::plan::{self, Decision, Effect, Found, classify};
+use crate::kube_api::{CallError, KubeApi};
+use submission::plan::{self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify};
 
 /// Extra rounds of observe → decide → execute, beyond one per object, before giving up on a
 /// cluster that keeps changing. A replica racing another on the same submission can lose one
 /// round per object it finds created under it, so the bound grows with the objects.
 const EXTRA_ROUNDS: usize = 2;
-
-/// The field manager our writes are recorded under.
-pub const FIELD_MANAGER: &str = "spark-submitter";
-
-/// Why one call to the API server failed.
-#[derive(Debug, Error)]
-pub enum CallError {
-    #[error("the API server refused the request or could not be reached")]
-    Request {
-        #[source]
-        source: kube::Error,
-    },
-    #[error("no answer from the API server within {after:?}")]
-    TimedOut { after: Duration },
-}
-
-impl CallError {
-    /// The API server's `Status`, when it answered with one.
-    pub fn status(&self) -> Option<&kube::core::Status> {
-        match self {
-            CallError::Request {
-                source: kube::Error::Api(status),
-            } => Some(status),
-            _ => None,
-        }
-    }
-
-    /// HTTP code of the API server's answer, when it answered.
-    pub fn code(&self) -> Option<u16> {
-        self.status().map(|status| status.code)
-    }
-
-    fn is_already_exists(&self) -> bool {
-        self.status()
-            .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists")
-    }
-
-    fn is_not_found(&self) -> bool {
-        self.code() == Some(404)
-    }
-
-    /// A uid or resourceVersion precondition that did not hold (409 `Conflict`).
-    fn is_conflict(&self) -> bool {
-        self.status()
-            .is_some_and(|s| s.code == 409 && s.reason != "AlreadyExists")
-    }
-
-    /// Whether the request certainly had no effect: a 4xx answer other than timeouts and
-    /// throttling. Everything else (5xx, 408, 429, no answer) may have been applied.
-    pub fn is_definite(&self) -> bool {
-        self.code()
-            .is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429)
-    }
-
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CallError::Request { .. } => "request",
-            CallError::TimedOut { .. } => "timed_out",
-        }
-    }
-}
 
 /// Why a submission did not complete.
 #[derive(Debug, Error)]
@@ -108,6 +42,8 @@ pub enum SubmitDriverError {
     },
     #[error("driver pod {name} of this submission is being deleted")]
     DriverPodTerminating { name: String },
+    #[error("the submission id is bound to driver {namespace}:{pod}")]
+    BoundToAnotherDriver { namespace: String, pod: String },
     #[error("{kind} {name} is not a kind of object the submitter creates")]
     UnsupportedObject { kind: String, name: String },
     #[error("cannot read {kind} {name}")]
@@ -148,6 +84,7 @@ impl SubmitDriverError {
         match self {
             SubmitDriverError::ConflictingObject { .. } => "conflicting_object",
             SubmitDriverError::DriverPodTerminating { .. } => "driver_pod_terminating",
+            SubmitDriverError::BoundToAnotherDriver { .. } => "bound_to_another_driver",
             SubmitDriverError::UnsupportedObject { .. } => "unsupported_object",
             SubmitDriverError::ReadObject { .. } => "read_object",
             SubmitDriverError::CreateObject { .. } => "create_object",
@@ -168,6 +105,21 @@ impl SubmitDriverError {
         }
     }
 
+    /// Kind and name of the built object the error is about.
+    pub fn object(&self) -> Option<(&str, &str)> {
+        match self {
+            SubmitDriverError::ConflictingObject { kind, name, .. }
+            | SubmitDriverError::UnsupportedObject { kind, name }
+            | SubmitDriverError::ReadObject { kind, name, .. }
+            | SubmitDriverError::CreateObject { kind, name, .. }
+            | SubmitDriverError::AttachOwner { kind, name, .. }
+            | SubmitDriverError::DeleteStaleObject { kind, name, .. } => Some((kind, name)),
+            SubmitDriverError::DriverPodTerminating { name } => Some(("Pod", name)),
+            SubmitDriverError::BoundToAnotherDriver { .. }
+            | SubmitDriverError::Unsettled { .. } => None,
+        }
+    }
+
     /// Kind of the object the error is about (`Pod`, `ConfigMap`, …).
     pub fn object_kind(&self) -> Option<&str> {
         match self {
@@ -178,7 +130,8 @@ impl SubmitDriverError {
             | SubmitDriverError::AttachOwner { kind, .. }
             | SubmitDriverError::DeleteStaleObject { kind, .. } => Some(kind),
             SubmitDriverError::DriverPodTerminating { .. } => Some("Pod"),
-            SubmitDriverError::Unsettled { .. } => None,
+            SubmitDriverError::BoundToAnotherDriver { .. }
+            | SubmitDriverError::Unsettled { .. } => None,
         }
     }
 }
@@ -218,151 +171,6 @@ fn kind_of(object: &Value) -> &str {
 
 fn name_of(object: &Value) -> &str {
     text(object, "/metadata/name")
-}
-
-/// Typed access to the API server for the built objects, each call under a timeout.
-#[derive(Clone)]
-pub struct KubeApi {
-    client: kube::Client,
-    call_timeout: Duration,
-}
-
-impl std::fmt::Debug for KubeApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeApi")
-            .field("call_timeout", &self.call_timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-impl KubeApi {
-    pub fn new(client: kube::Client, call_timeout: Duration) -> KubeApi {
-        KubeApi {
-            client,
-            call_timeout,
-        }
-    }
-
-    pub fn client(&self) -> &kube::Client {
-        &self.client
-    }
-
-    fn api(
-        &self,
-        object: &Value,
-        namespace: &str,
-    ) -> Result<Api<DynamicObject>, SubmitDriverError> {
-        let kind = kind_of(object);
-        let plural = match kind {
-            "Pod" => "pods",
-            "ConfigMap" => "configmaps",
-            "Service" => "services",
-            "PersistentVolumeClaim" => "persistentvolumeclaims",
-            "NetworkPolicy" => "networkpolicies",
-            _ => {
-                return Err(SubmitDriverError::UnsupportedObject {
-                    kind: kind.to_owned(),
-                    name: name_of(object).to_owned(),
-                });
-            }
-        };
-        let (group, version) = match text(object, "/apiVersion").split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", text(object, "/apiVersion")),
-        };
-        let resource =
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-        Ok(Api::namespaced_with(
-            self.client.clone(),
-            namespace,
-            &resource,
-        ))
-    }
-
-    async fn call<T>(
-        &self,
-        request: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, CallError> {
-        match tokio::time::timeout(self.call_timeout, request).await {
-            Ok(result) => result.map_err(|source| CallError::Request { source }),
-            Err(_) => Err(CallError::TimedOut {
-                after: self.call_timeout,
-            }),
-        }
-    }
-
-    async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, CallError> {
-        let found = self.call(api.get_opt(name)).await?;
-        Ok(found.map(to_value))
-    }
-
-    async fn create(
-        &self,
-        api: &Api<DynamicObject>,
-        object: &Value,
-        dry_run: bool,
-    ) -> Result<Value, CallError> {
-        let object: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|source| CallError::Request {
-                source: kube::Error::SerdeError(source),
-            })?;
-        let params = PostParams {
-            dry_run,
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-        };
-        Ok(to_value(self.call(api.create(&params, &object)).await?))
-    }
-
-    async fn patch_owner(
-        &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-        owner: &Value,
-    ) -> Result<Value, CallError> {
-        // Metadata only: ConfigMaps are immutable in data, and a merge patch touches nothing else.
-        let patch = json!({"metadata": {"ownerReferences": owner}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        Ok(to_value(
-            self.call(api.patch(name, &params, &Patch::Merge(&patch)))
-                .await?,
-        ))
-    }
-
-    /// Deletes `name` if it still has `uid`; gone already is success.
-    async fn delete(
-        &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-        uid: &str,
-    ) -> Result<(), CallError> {
-        let params = DeleteParams {
-            // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
-            grace_period_seconds: Some(0),
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match self.call(api.delete(name, &params)).await {
-            Ok(_) => Ok(()),
-            Err(error) if error.is_not_found() => Ok(()),
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Whether the API server answers (`GET /version`).
-    pub async fn reachable(&self) -> Result<(), CallError> {
-        self.call(self.client.apiserver_version()).await.map(|_| ())
-    }
-}
-
-fn to_value(object: DynamicObject) -> Value {
-    serde_json::to_value(object).expect("a DynamicObject read from JSON serialises back to JSON")
 }
 
 /// The `ownerReferences` Spark gives dependents: the pod as controller.
@@ -407,7 +215,13 @@ impl Submission<'_> {
     }
 
     fn api_of(&self, index: usize) -> Result<Api<DynamicObject>, SubmitDriverError> {
-        self.api.api(&self.objects[index], self.namespace)
+        let object = &self.objects[index];
+        self.api.api_for(object, self.namespace).ok_or_else(|| {
+            SubmitDriverError::UnsupportedObject {
+                kind: kind_of(object).to_owned(),
+                name: name_of(object).to_owned(),
+            }
+        })
     }
 
     fn describe(&self, index: usize) -> (String, String) {
@@ -430,31 +244,36 @@ impl Submission<'_> {
         join_all(reads).await.into_iter().collect()
     }
 
-    fn decide(&self, observed: &[Option<Value>]) -> Decision {
-        let found: Vec<Found> = observed
-            .iter()
-            .map(|object| classify(object.as_ref(), self.submission_id))
+    /// The pure decision over what was observed, its refusal as this module's error.
+    fn decide(&self, observed: &[Option<Value>]) -> Result<Plan, SubmitDriverError> {
+        let found = |index: usize| classify(observed[index].as_ref(), self.submission_id);
+        let dependents: Vec<Dependent> = (1..self.objects.len())
+            .map(|index| Dependent::of(&self.objects[index], found(index)))
             .collect();
-        plan::decide(self.objects, &found)
+        plan::decide(self.pod_name(), &found(0), &dependents)
+            .map_err(|refusal| self.refusal(refusal))
     }
 
-    fn refuse(&self, decision: &Decision) -> Option<SubmitDriverError> {
-        match decision {
-            Decision::Conflict {
+    fn refusal(&self, refusal: Refusal) -> SubmitDriverError {
+        match refusal {
+            Refusal::Conflict {
                 index,
                 submission_id,
             } => {
-                let (kind, name) = self.describe(*index);
-                Some(SubmitDriverError::ConflictingObject {
+                let (kind, name) = self.describe(index);
+                SubmitDriverError::ConflictingObject {
                     kind,
                     name,
-                    other_submission_id: submission_id.clone(),
-                })
+                    other_submission_id: submission_id,
+                }
             }
-            Decision::PodTerminating => Some(SubmitDriverError::DriverPodTerminating {
+            Refusal::PodTerminating => SubmitDriverError::DriverPodTerminating {
                 name: self.pod_name().to_owned(),
-            }),
-            Decision::Create { .. } | Decision::Repair { .. } => None,
+            },
+            Refusal::BoundToAnotherDriver { pod, .. } => SubmitDriverError::BoundToAnotherDriver {
+                namespace: self.namespace.to_owned(),
+                pod,
+            },
         }
     }
 
@@ -483,86 +302,88 @@ impl Submission<'_> {
     }
 
     async fn round(&self, ledger: &mut Ledger) -> Result<Submitted, Stop> {
-        let observed = self.observe().await.map_err(Stop::Failed)?;
-        let decision = self.decide(&observed);
-        if let Some(error) = self.refuse(&decision) {
-            return Err(Stop::Failed(error));
-        }
-        let (mut pod, effects) = match decision {
-            Decision::Repair { pod_uid, effects } => {
+        let mut observed = self.observe().await.map_err(Stop::Failed)?;
+        let plan = self.decide(&observed).map_err(Stop::Failed)?;
+        let (pod, steps) = match (plan, observed.swap_remove(0)) {
+            (Plan::Repair { pod_uid, effects }, Some(pod)) => {
                 if ledger.pod.as_deref() != Some(pod_uid.as_str()) {
                     ledger.pod_not_ours_to_remove = true;
                 }
-                (observed[0].clone(), effects)
+                (pod, effects)
             }
-            Decision::Create { effects } => (None, effects),
-            Decision::Conflict { .. } | Decision::PodTerminating => {
-                unreachable!("refused above")
+            (Plan::Create { before, after }, _) => {
+                for step in before {
+                    self.prepare(step, ledger).await?;
+                }
+                (self.create_pod(ledger).await?, after)
             }
+            // A repair is only decided for a pod that was observed.
+            (Plan::Repair { .. }, None) => return Err(Stop::Stale),
         };
-        for effect in effects {
-            pod = self.apply(effect, pod, ledger).await?;
+        let owner = owner_references(name_of(&pod), text(&pod, "/metadata/uid"));
+        for step in steps {
+            self.complete(step, &owner).await?;
         }
-        let pod = pod.expect("every plan creates or finds the pod");
         let created = ledger.pod.as_deref() == Some(text(&pod, "/metadata/uid"));
         Ok(Submitted { created, pod })
     }
 
-    /// Performs one effect; returns the pod as known afterwards.
-    async fn apply(
-        &self,
-        effect: Effect,
-        pod: Option<Value>,
-        ledger: &mut Ledger,
-    ) -> Result<Option<Value>, Stop> {
-        let failed = Stop::Failed;
-        match effect {
-            Effect::CreatePod => match self.create(0, None).await {
-                Ok(created) => {
-                    ledger.pod = Some(text(&created, "/metadata/uid").to_owned());
-                    ledger.pod_ambiguous = false;
-                    info!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
-                    Ok(Some(created))
-                }
-                Err(Stop::Failed(error)) => {
-                    ledger.pod_ambiguous = error.call_error().is_some_and(|e| !e.is_definite());
-                    Err(failed(error))
-                }
-                Err(Stop::Stale) => Err(Stop::Stale),
-            },
-            Effect::Create { index, owned } => {
-                let owner = if owned {
-                    Some(pod_owner(pod.as_ref()))
-                } else {
-                    None
-                };
-                let created = self.create(index, owner).await?;
-                if !owned {
-                    ledger
-                        .config_maps
-                        .push((index, text(&created, "/metadata/uid").to_owned()));
-                }
-                Ok(pod)
+    /// POSTs the driver pod; records it (or an ambiguous failure) for the rollback.
+    async fn create_pod(&self, ledger: &mut Ledger) -> Result<Value, Stop> {
+        match self.create(0, None).await {
+            Ok(created) => {
+                ledger.pod = Some(text(&created, "/metadata/uid").to_owned());
+                ledger.pod_ambiguous = false;
+                info!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
+                Ok(created)
             }
-            Effect::AttachOwner { index } => {
-                self.attach_owner(index, &pod_owner(pod.as_ref())).await?;
-                Ok(pod)
+            Err(Stop::Failed(error)) => {
+                ledger.pod_ambiguous = error.call_error().is_some_and(|e| !e.is_definite());
+                Err(Stop::Failed(error))
             }
-            Effect::DeleteStale { index, uid } => {
-                let api = self.api_of(index).map_err(failed)?;
-                let name = name_of(&self.objects[index]);
-                match self.api.delete(&api, name, &uid).await {
-                    Ok(()) => Ok(pod),
-                    Err(error) if error.is_conflict() => Err(Stop::Stale),
-                    Err(source) => {
-                        let (kind, name) = self.describe(index);
-                        Err(failed(SubmitDriverError::DeleteStaleObject {
-                            kind,
-                            name,
-                            source,
-                        }))
-                    }
-                }
+            Err(Stop::Stale) => Err(Stop::Stale),
+        }
+    }
+
+    /// Performs one step before the pod exists.
+    async fn prepare(&self, step: BeforePod, ledger: &mut Ledger) -> Result<(), Stop> {
+        match step {
+            BeforePod::Create { index } => {
+                let created = self.create(index, None).await?;
+                ledger
+                    .config_maps
+                    .push((index, text(&created, "/metadata/uid").to_owned()));
+                Ok(())
+            }
+            BeforePod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
+        }
+    }
+
+    /// Performs one step that needs the pod (`owner`: its owner references).
+    async fn complete(&self, step: WithPod, owner: &Value) -> Result<(), Stop> {
+        match step {
+            WithPod::CreateOwned { index } => {
+                self.create(index, Some(owner.clone())).await.map(drop)
+            }
+            WithPod::AttachOwner { index } => self.attach_owner(index, owner).await,
+            WithPod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
+        }
+    }
+
+    /// Deletes object `index` of an earlier incarnation if it still has `uid`.
+    async fn delete_stale(&self, index: usize, uid: &str) -> Result<(), Stop> {
+        let api = self.api_of(index).map_err(Stop::Failed)?;
+        let name = name_of(&self.objects[index]);
+        match self.api.delete(&api, name, uid).await {
+            Ok(()) => Ok(()),
+            Err(error) if error.is_conflict() => Err(Stop::Stale),
+            Err(source) => {
+                let (kind, name) = self.describe(index);
+                Err(Stop::Failed(SubmitDriverError::DeleteStaleObject {
+                    kind,
+                    name,
+                    source,
+                }))
             }
         }
     }
@@ -695,10 +516,7 @@ impl Submission<'_> {
     /// exist already are shown as they are; nothing is written.
     pub async fn dry_run(&self) -> Result<Value, SubmitDriverError> {
         let observed = self.observe().await?;
-        let decision = self.decide(&observed);
-        if let Some(error) = self.refuse(&decision) {
-            return Err(error);
-        }
+        self.decide(&observed)?;
         let mut answers: Vec<Option<Value>> = observed;
         let order = {
             let (before, after): (Vec<usize>, Vec<usize>) =
@@ -750,10 +568,4 @@ impl Submission<'_> {
         }
         Ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}))
     }
-}
-
-/// The owner references to the known pod; the plan orders effects so the pod is known here.
-fn pod_owner(pod: Option<&Value>) -> Value {
-    let pod = pod.expect("owned objects are created after the pod is known");
-    owner_references(text(pod, "/metadata/name"), text(pod, "/metadata/uid"))
 }

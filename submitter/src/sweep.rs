@@ -11,8 +11,8 @@
 //! - no pod of the same submission exists in its namespace;
 //! - no creation for that submission is running in this replica.
 //!
-//! Everything is read from two watch caches (kube-runtime reflectors on ConfigMaps and Pods
-//! with our label), never from a periodic LIST; nothing is decided before both have synced. The
+//! Everything is read from the service's watch caches ([`crate::caches`]), never from a periodic
+//! LIST; nothing is decided before both have synced. The
 //! delete carries the cached uid and resourceVersion as preconditions, so a ConfigMap that
 //! gained its owner after the cache saw it (the cache lags) is not deleted.
 
@@ -20,21 +20,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use thiserror::Error;
 use tracing::{info, warn};
 
-use tokio::sync::broadcast;
-
-use super::inflight::InFlight;
-use super::metrics::Metrics;
-use crate::status::index::{Index, KeyFn};
-use crate::status::record;
-use submission::meta::{annotations, labels};
+use crate::caches::WatchCaches;
+use crate::metrics::Metrics;
+use crate::record;
+use crate::submit::inflight::InFlight;
+use submission::meta::annotations;
 
 /// Default grace period before an ownerless ConfigMap without pod is removed.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
@@ -58,217 +53,6 @@ impl Default for SweepConfig {
             grace: DEFAULT_GRACE,
             interval: DEFAULT_INTERVAL,
             retention: record::DEFAULT_RETENTION,
-        }
-    }
-}
-
-/// Watch caches of our pods and ConfigMaps (all namespaces, selected by our label). The status
-/// look-ups read them too, through the indexes kept from the same events.
-#[derive(Clone)]
-pub struct WatchCaches {
-    pub pods: Store<Pod>,
-    pub config_maps: Store<ConfigMap>,
-    /// Pods by their submission-id annotation.
-    pub pod_index: Index<Pod>,
-    /// Retention records by submission id and by driver pod ([`record::index_keys`]).
-    pub record_index: Index<ConfigMap>,
-    /// Every pod event showing a succeeded driver, for the retention recorder. A broadcast:
-    /// without a subscriber nothing queues up, and a slow one learns that it lagged.
-    pub succeeded: broadcast::Sender<Arc<Pod>>,
-    /// Turns true once both caches hold a complete first listing.
-    ready: tokio::sync::watch::Receiver<bool>,
-}
-
-/// The watch caches stopped before they synced (their tasks ended).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the watch caches stopped before they synced")]
-pub struct CachesStopped;
-
-impl std::fmt::Debug for WatchCaches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchCaches")
-            .field("pods", &self.pods.len())
-            .field("config_maps", &self.config_maps.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Succeeded-driver events kept for a lagging recorder before it must re-scan the cache.
-const SUCCEEDED_BUFFER: usize = 1024;
-
-fn pod_submission_id(pod: &Pod) -> Vec<String> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(annotations::SUBMISSION_ID))
-        .cloned()
-        .into_iter()
-        .collect()
-}
-
-/// A cheap typed pre-check before the JSON classification: only a pod with a terminated
-/// container or a finished phase can show a succeeded driver.
-fn maybe_succeeded(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    status.phase.as_deref() == Some("Succeeded")
-        || status
-            .container_statuses
-            .iter()
-            .flatten()
-            .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
-}
-
-fn driver_succeeded(pod: &Pod) -> bool {
-    maybe_succeeded(pod)
-        && submission::driver::observe_driver(pod).phase == submission::api::DriverPhase::Succeeded
-}
-
-/// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
-/// identity metadata, the containers' names (and the env var that marks Spark's container),
-/// and the phase, Ready condition and container states. A whole driver pod is ~28 KiB in memory; this keeps the
-/// cache's cost per driver small, so memory follows the load, not the cluster's history.
-fn trim_pod(pod: &mut Pod) {
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
-    pod.metadata.managed_fields = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        let containers = std::mem::take(&mut spec.containers)
-            .into_iter()
-            .map(|c| Container {
-                env: c
-                    .env
-                    .map(|env| {
-                        env.into_iter()
-                            .filter(|var| {
-                                var.name == submission::meta::containers::DRIVER_BIND_ADDRESS_ENV
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .filter(|env| !env.is_empty()),
-                name: c.name,
-                ..Container::default()
-            })
-            .collect();
-        *spec = PodSpec {
-            containers,
-            ..PodSpec::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        *status = PodStatus {
-            phase: status.phase.take(),
-            // Readiness is part of what the driver-state rule reports.
-            conditions: status.conditions.take().map(|conditions| {
-                conditions
-                    .into_iter()
-                    .filter(|c| c.type_ == "Ready")
-                    .collect()
-            }),
-            reason: status.reason.take(),
-            message: status.message.take(),
-            container_statuses: status.container_statuses.take().map(|statuses| {
-                statuses
-                    .into_iter()
-                    .map(|c| ContainerStatus {
-                        name: c.name,
-                        state: c.state,
-                        ..ContainerStatus::default()
-                    })
-                    .collect()
-            }),
-            ..PodStatus::default()
-        };
-    }
-}
-
-impl WatchCaches {
-    /// Starts both watches as background tasks; they retry every error with backoff.
-    pub fn start(client: &kube::Client) -> WatchCaches {
-        let selector = watcher::Config::default().labels(labels::SUBMISSION_ID_HASH);
-        let (pods, writer) = reflector::store();
-        let pod_index = Index::new(pod_submission_id as KeyFn<Pod>);
-        let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
-        let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
-            .default_backoff()
-            .modify(trim_pod)
-            .reflect(writer);
-        let (index, sender) = (pod_index.clone(), succeeded.clone());
-        tokio::spawn(drive(stream, "pods", move |event| {
-            index.apply_event(event);
-            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
-                && sender.receiver_count() > 0
-                && driver_succeeded(pod)
-            {
-                // No subscriber, or all lagging: the recorder re-scans the cache.
-                let _ = sender.send(Arc::new(pod.clone()));
-            }
-        }));
-        let (config_maps, writer) = reflector::store();
-        let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
-        let stream = watcher(Api::<ConfigMap>::all(client.clone()), selector)
-            .default_backoff()
-            // The sweeper needs metadata only; spark.properties and templates stay out of memory.
-            // Retention records keep their few short fields: the status look-ups read them.
-            .modify(|cm: &mut ConfigMap| {
-                if !record::is_record(cm) {
-                    cm.data = None;
-                }
-                cm.binary_data = None;
-                cm.metadata.managed_fields = None;
-            })
-            .reflect(writer);
-        let index = record_index.clone();
-        tokio::spawn(drive(stream, "configmaps", move |event| {
-            index.apply_event(event)
-        }));
-        let (ready_tx, ready) = tokio::sync::watch::channel(false);
-        let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
-        tokio::spawn(async move {
-            // The only waiter on the stores themselves (see `ready`).
-            if pod_store.wait_until_ready().await.is_ok()
-                && cm_store.wait_until_ready().await.is_ok()
-            {
-                let _ = ready_tx.send(true);
-            }
-        });
-        WatchCaches {
-            ready,
-            pods,
-            config_maps,
-            pod_index,
-            record_index,
-            succeeded,
-        }
-    }
-
-    /// Waits until both caches hold a complete first listing.
-    ///
-    /// Every caller waits on one shared signal: kube-runtime's `Store::wait_until_ready` wakes
-    /// only the last task that polled it, so two tasks waiting on a store directly (the sweeper
-    /// and the recorder) could leave one asleep forever.
-    pub async fn ready(&self) -> Result<(), CachesStopped> {
-        let mut ready = self.ready.clone();
-        ready
-            .wait_for(|synced| *synced)
-            .await
-            .map(|_| ())
-            .map_err(|_| CachesStopped)
-    }
-}
-
-async fn drive<S, K>(
-    stream: S,
-    resource: &'static str,
-    mut on_event: impl FnMut(&watcher::Event<K>),
-) where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-{
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => on_event(&event),
-            Err(error) => warn!(resource, error = %error, "watch failed; retrying with backoff"),
         }
     }
 }
@@ -476,46 +260,12 @@ pub async fn run(
             config.retention,
         )
         .await;
+        metrics.sweep_pass();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn trimmed_pods_classify_like_whole_ones() {
-        let whole: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "d", "namespace": "ns", "uid": "u",
-                         "annotations": {"spark-submitter.io/submission-id": "s"}},
-            "spec": {"containers": [
-                {"name": "istio-proxy", "image": "proxy"},
-                {"name": "main", "image": "spark", "args": ["driver"],
-                 "env": [{"name": "A", "value": "1"}, {"name": "SPARK_DRIVER_BIND_ADDRESS", "value": "x"}]}],
-                     "volumes": [{"name": "v", "emptyDir": {}}]},
-            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}],
-                       "containerStatuses": [
-                {"name": "istio-proxy", "image": "proxy", "imageID": "", "ready": true, "restartCount": 0,
-                 "state": {"running": {}}},
-                {"name": "main", "image": "spark", "imageID": "", "ready": false, "restartCount": 0,
-                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
-        }))
-        .unwrap();
-        let mut trimmed = whole.clone();
-        trim_pod(&mut trimmed);
-        let observe = |p: &Pod| submission::driver::observe_driver(p);
-        assert_eq!(observe(&trimmed), observe(&whole));
-        assert_eq!(
-            observe(&trimmed).phase,
-            submission::api::DriverPhase::Succeeded
-        );
-        assert!(trimmed.spec.as_ref().unwrap().volumes.is_none());
-        assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let day = Duration::from_secs(86_400);
-        let record_of = |p: &Pod| crate::status::record::for_pod(p, now, day);
-        assert!(record_of(&whole).is_some());
-        assert_eq!(record_of(&trimmed), record_of(&whole));
-    }
-
     use super::*;
 
     fn candidate(id: Option<&'static str>, owner: bool, age_ms: i64) -> Candidate<'static> {

@@ -15,15 +15,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use super::execute::{Failure, Submitted};
+use super::execute::{Failure, SubmitDriverError, Submitted};
 
 /// What every waiter on one creation gets.
-pub type SharedOutcome = Result<Submitted, Arc<TaskFailure>>;
+pub type SharedOutcome = Result<Submitted, TaskFailure>;
 
-/// A creation that did not produce a driver.
-#[derive(Debug)]
+/// A creation that did not produce a driver; cheap to clone for every waiter.
+#[derive(Debug, Clone)]
 pub enum TaskFailure {
-    Failed(Failure),
+    Failed(Arc<SubmitDriverError>),
     /// The task panicked or was aborted (the runtime shutting down).
     Lost,
 }
@@ -69,8 +69,8 @@ impl InFlight {
         let shared = async move {
             match task.await {
                 Ok(Ok(submitted)) => Ok(submitted),
-                Ok(Err(failure)) => Err(Arc::new(TaskFailure::Failed(failure))),
-                Err(_) => Err(Arc::new(TaskFailure::Lost)),
+                Ok(Err(failure)) => Err(TaskFailure::Failed(Arc::new(failure.error))),
+                Err(_) => Err(TaskFailure::Lost),
             }
         }
         .boxed()

@@ -1,0 +1,391 @@
+//! The service's watch caches: one kube-runtime reflector on our pods and one on our ConfigMaps
+//! (all namespaces, selected by our submission label), the secondary indexes the status look-ups
+//! need ([`index`]), the succeeded-driver events the retention recorder follows, and the
+//! health of both watches for readiness.
+//!
+//! Both watches are started once, retried forever with backoff, resume from their last
+//! resourceVersion and re-list only on 410; nothing should act on them before [`WatchCaches::ready`].
+//! The status look-ups, the retention recorder and the sweeper all read these caches; none of them
+//! LISTs periodically.
+
+pub mod index;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::broadcast;
+use tracing::warn;
+
+use crate::record;
+use index::{Index, KeyFn};
+use submission::meta::{annotations, labels};
+
+/// Watch caches of our pods and ConfigMaps (all namespaces, selected by our label), with the
+/// indexes kept from the same events.
+#[derive(Clone)]
+pub struct WatchCaches {
+    pub pods: Store<Pod>,
+    pub config_maps: Store<ConfigMap>,
+    /// Pods by their submission-id annotation.
+    pub pod_index: Index<Pod>,
+    /// Retention records by submission id and by driver pod ([`record::index_keys`]).
+    pub record_index: Index<ConfigMap>,
+    /// Every pod event showing a succeeded driver, for the retention recorder. A broadcast:
+    /// without a subscriber nothing queues up, and a slow one learns that it lagged.
+    pub succeeded: broadcast::Sender<Arc<Pod>>,
+    /// Turns true once both caches hold a complete first listing.
+    ready: tokio::sync::watch::Receiver<bool>,
+    /// Whether each watch is failing now, for readiness.
+    pub pods_health: Arc<WatchHealth>,
+    pub config_maps_health: Arc<WatchHealth>,
+}
+
+/// How long after its last error a watch counts as failing when nothing has arrived since. The
+/// watcher retries with backoff capped at 30 s, so a watch that keeps failing reports a new error
+/// well within this; a re-watch that succeeds is silent until the next event, so a quiet cluster
+/// is ready again at the latest this long after the last error.
+pub const FAILING_WINDOW: Duration = Duration::from_secs(60);
+
+/// Whether one watch is failing: an error more recent than the last event, and recent.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    /// The last error since the last event (cleared by every event).
+    last_error: Mutex<Option<Instant>>,
+}
+
+impl WatchHealth {
+    fn on_event(&self) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn on_error(&self, now: Instant) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(now);
+    }
+
+    /// Whether the watch is failing at `now`.
+    pub fn failing(&self, now: Instant) -> bool {
+        let last_error = *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        failing(last_error, now, FAILING_WINDOW)
+    }
+}
+
+/// The rule: failing while the last error (not followed by an event) is within `window`.
+fn failing(last_error: Option<Instant>, now: Instant, window: Duration) -> bool {
+    last_error.is_some_and(|at| now.saturating_duration_since(at) < window)
+}
+
+/// The watch caches stopped before they synced (their tasks ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the watch caches stopped before they synced")]
+pub struct CachesStopped;
+
+impl std::fmt::Debug for WatchCaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchCaches")
+            .field("pods", &self.pods.len())
+            .field("config_maps", &self.config_maps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Succeeded-driver events kept for a lagging recorder before it must re-scan the cache.
+const SUCCEEDED_BUFFER: usize = 1024;
+
+fn pod_submission_id(pod: &Pod) -> Vec<String> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::SUBMISSION_ID))
+        .cloned()
+        .into_iter()
+        .collect()
+}
+
+/// A cheap typed pre-check before the JSON classification: only a pod with a terminated
+/// container or a finished phase can show a succeeded driver.
+fn maybe_succeeded(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Succeeded")
+        || status
+            .container_statuses
+            .iter()
+            .flatten()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+}
+
+fn driver_succeeded(pod: &Pod) -> bool {
+    maybe_succeeded(pod)
+        && submission::driver::observe_driver(pod).phase == submission::api::DriverPhase::Succeeded
+}
+
+/// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
+/// identity metadata, the containers' names (and the env var that marks Spark's container),
+/// and the phase, Ready condition and container states. A whole driver pod is ~28 KiB in memory; this keeps the
+/// cache's cost per driver small, so memory follows the load, not the cluster's history.
+fn trim_pod(pod: &mut Pod) {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .map(|c| Container {
+                env: c
+                    .env
+                    .map(|env| {
+                        env.into_iter()
+                            .filter(|var| {
+                                var.name == submission::meta::containers::DRIVER_BIND_ADDRESS_ENV
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|env| !env.is_empty()),
+                name: c.name,
+                ..Container::default()
+            })
+            .collect();
+        *spec = PodSpec {
+            containers,
+            ..PodSpec::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            // Readiness is part of what the driver-state rule reports.
+            conditions: status.conditions.take().map(|conditions| {
+                conditions
+                    .into_iter()
+                    .filter(|c| c.type_ == "Ready")
+                    .collect()
+            }),
+            reason: status.reason.take(),
+            message: status.message.take(),
+            container_statuses: status.container_statuses.take().map(|statuses| {
+                statuses
+                    .into_iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name,
+                        state: c.state,
+                        ..ContainerStatus::default()
+                    })
+                    .collect()
+            }),
+            ..PodStatus::default()
+        };
+    }
+}
+
+impl WatchCaches {
+    /// Starts both watches as background tasks; they retry every error with backoff.
+    pub fn start(client: &kube::Client) -> WatchCaches {
+        let selector = watcher::Config::default().labels(labels::SUBMISSION_ID_HASH);
+        let (pods, writer) = reflector::store();
+        let pod_index = Index::new(pod_submission_id as KeyFn<Pod>);
+        let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
+        let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
+            .default_backoff()
+            .modify(trim_pod)
+            .reflect(writer);
+        let (index, sender) = (pod_index.clone(), succeeded.clone());
+        let pods_health = Arc::new(WatchHealth::default());
+        tokio::spawn(drive(stream, "pods", pods_health.clone(), move |event| {
+            index.apply_event(event);
+            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
+                && sender.receiver_count() > 0
+                && driver_succeeded(pod)
+            {
+                // No subscriber, or all lagging: the recorder re-scans the cache.
+                let _ = sender.send(Arc::new(pod.clone()));
+            }
+        }));
+        let (config_maps, writer) = reflector::store();
+        let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
+        let stream = watcher(Api::<ConfigMap>::all(client.clone()), selector)
+            .default_backoff()
+            // The sweeper needs metadata only; spark.properties and templates stay out of memory.
+            // Retention records keep their few short fields: the status look-ups read them.
+            .modify(|cm: &mut ConfigMap| {
+                if !record::is_record(cm) {
+                    cm.data = None;
+                }
+                cm.binary_data = None;
+                cm.metadata.managed_fields = None;
+            })
+            .reflect(writer);
+        let index = record_index.clone();
+        let config_maps_health = Arc::new(WatchHealth::default());
+        tokio::spawn(drive(
+            stream,
+            "configmaps",
+            config_maps_health.clone(),
+            move |event| index.apply_event(event),
+        ));
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
+        tokio::spawn(async move {
+            // The only waiter on the stores themselves (see `ready`).
+            if pod_store.wait_until_ready().await.is_ok()
+                && cm_store.wait_until_ready().await.is_ok()
+            {
+                let _ = ready_tx.send(true);
+            }
+        });
+        WatchCaches {
+            ready,
+            pods,
+            config_maps,
+            pod_index,
+            record_index,
+            succeeded,
+            pods_health,
+            config_maps_health,
+        }
+    }
+
+    /// The watches failing at `now`, by resource (empty: both fine).
+    pub fn failing_watches(&self, now: Instant) -> Vec<&'static str> {
+        [
+            ("pods", &self.pods_health),
+            ("configmaps", &self.config_maps_health),
+        ]
+        .into_iter()
+        .filter(|(_, health)| health.failing(now))
+        .map(|(resource, _)| resource)
+        .collect()
+    }
+
+    /// Waits until both caches hold a complete first listing.
+    ///
+    /// Every caller waits on one shared signal: kube-runtime's `Store::wait_until_ready` wakes
+    /// only the last task that polled it, so two tasks waiting on a store directly (the sweeper
+    /// and the recorder) could leave one asleep forever.
+    pub async fn ready(&self) -> Result<(), CachesStopped> {
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|synced| *synced)
+            .await
+            .map(|_| ())
+            .map_err(|_| CachesStopped)
+    }
+
+    /// Whether both caches (and their indexes) hold a complete first listing.
+    pub fn synced(&self) -> bool {
+        self.pod_index.is_synced() && self.record_index.is_synced()
+    }
+
+    /// A cached pod by namespace and name.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The retention records indexed under `key` that the cache still holds.
+    pub fn retained(&self, key: &str) -> Vec<record::Record> {
+        self.record_index
+            .get(key)
+            .into_iter()
+            .filter_map(|(namespace, name)| {
+                self.config_maps
+                    .get(&ObjectRef::new(&name).within(&namespace))
+            })
+            .filter_map(|cm| record::read(&cm))
+            .collect()
+    }
+}
+
+async fn drive<S, K>(
+    stream: S,
+    resource: &'static str,
+    health: Arc<WatchHealth>,
+    mut on_event: impl FnMut(&watcher::Event<K>),
+) where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                health.on_event();
+                on_event(&event);
+            }
+            Err(error) => {
+                health.on_error(Instant::now());
+                warn!(resource, error = %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_fails_from_an_error_until_an_event_or_the_window_passes() {
+        let start = Instant::now();
+        let window = Duration::from_secs(60);
+        assert!(!failing(None, start, window), "never failed");
+        assert!(failing(Some(start), start, window));
+        assert!(failing(
+            Some(start),
+            start + Duration::from_secs(59),
+            window
+        ));
+        assert!(!failing(Some(start), start + window, window));
+        let health = WatchHealth::default();
+        health.on_error(start);
+        assert!(health.failing(start));
+        health.on_event();
+        assert!(!health.failing(start), "an event clears it");
+    }
+
+    #[test]
+    fn trimmed_pods_classify_like_whole_ones() {
+        let whole: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "d", "namespace": "ns", "uid": "u",
+                         "annotations": {"spark-submitter.io/submission-id": "s"}},
+            "spec": {"containers": [
+                {"name": "istio-proxy", "image": "proxy"},
+                {"name": "main", "image": "spark", "args": ["driver"],
+                 "env": [{"name": "A", "value": "1"}, {"name": "SPARK_DRIVER_BIND_ADDRESS", "value": "x"}]}],
+                     "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [
+                {"name": "istio-proxy", "image": "proxy", "imageID": "", "ready": true, "restartCount": 0,
+                 "state": {"running": {}}},
+                {"name": "main", "image": "spark", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
+        }))
+        .unwrap();
+        let mut trimmed = whole.clone();
+        trim_pod(&mut trimmed);
+        let observe = |p: &Pod| submission::driver::observe_driver(p);
+        assert_eq!(observe(&trimmed), observe(&whole));
+        assert_eq!(
+            observe(&trimmed).phase,
+            submission::api::DriverPhase::Succeeded
+        );
+        assert!(trimmed.spec.as_ref().unwrap().volumes.is_none());
+        assert_eq!(trimmed.metadata.annotations, whole.metadata.annotations);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let day = Duration::from_secs(86_400);
+        let record_of = |p: &Pod| crate::record::for_pod(p, now, day);
+        assert!(record_of(&whole).is_some());
+        assert_eq!(record_of(&trimmed), record_of(&whole));
+    }
+}

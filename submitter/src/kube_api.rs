@@ -1,0 +1,263 @@
+//! Every call the service makes to the Kubernetes API server on a request's behalf goes through
+//! [`KubeApi::call`]: one per-call timeout, one error type ([`CallError`]) matched on the API
+//! server's status code and reason, never on message text. The submission's executor, the
+//! status look-ups' live reads and the retention-record reads all use it; only the long-lived
+//! watches (which have their own backoff) and the background sweeper and recorder call the
+//! client directly.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
+use serde_json::{Value, json};
+use thiserror::Error;
+
+/// The field manager our writes are recorded under.
+pub const FIELD_MANAGER: &str = "spark-submitter";
+
+/// Why one call to the API server failed.
+#[derive(Debug, Error)]
+pub enum CallError {
+    #[error("the API server refused the request or could not be reached")]
+    Request {
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no answer from the API server within {after:?}")]
+    TimedOut { after: Duration },
+}
+
+impl CallError {
+    /// The API server's `Status`, when it answered with one.
+    pub fn status(&self) -> Option<&kube::core::Status> {
+        match self {
+            CallError::Request {
+                source: kube::Error::Api(status),
+            } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// HTTP code of the API server's answer, when it answered.
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|status| status.code)
+    }
+
+    pub fn is_already_exists(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists")
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    /// A uid or resourceVersion precondition that did not hold (409 `Conflict`).
+    pub fn is_conflict(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.code == 409 && s.reason != "AlreadyExists")
+    }
+
+    /// Whether the request certainly had no effect: a 4xx answer other than timeouts and
+    /// throttling. Everything else (5xx, 408, 429, no answer) may have been applied.
+    pub fn is_definite(&self) -> bool {
+        self.code()
+            .is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429)
+    }
+
+    /// A stable name for metrics and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Request { .. } => "request",
+            CallError::TimedOut { .. } => "timed_out",
+        }
+    }
+}
+
+/// The client and the per-call timeout.
+#[derive(Clone)]
+pub struct KubeApi {
+    client: kube::Client,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApi")
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+impl KubeApi {
+    pub fn new(client: kube::Client, call_timeout: Duration) -> KubeApi {
+        KubeApi {
+            client,
+            call_timeout,
+        }
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// The dynamic API of a kind the submitter creates, in `namespace`; `None` for any other.
+    pub fn api_for(&self, object: &Value, namespace: &str) -> Option<Api<DynamicObject>> {
+        let kind = text(object, "/kind");
+        let plural = match kind {
+            "Pod" => "pods",
+            "ConfigMap" => "configmaps",
+            "Service" => "services",
+            "PersistentVolumeClaim" => "persistentvolumeclaims",
+            "NetworkPolicy" => "networkpolicies",
+            _ => return None,
+        };
+        let api_version = text(object, "/apiVersion");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        Some(Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource,
+        ))
+    }
+
+    /// Runs one request under the call timeout.
+    pub async fn call<T>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, CallError> {
+        match tokio::time::timeout(self.call_timeout, request).await {
+            Ok(result) => result.map_err(|source| CallError::Request { source }),
+            Err(_) => Err(CallError::TimedOut {
+                after: self.call_timeout,
+            }),
+        }
+    }
+
+    pub async fn get(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+    ) -> Result<Option<Value>, CallError> {
+        let found = self.call(api.get_opt(name)).await?;
+        Ok(found.map(to_value))
+    }
+
+    pub async fn create(
+        &self,
+        api: &Api<DynamicObject>,
+        object: &Value,
+        dry_run: bool,
+    ) -> Result<Value, CallError> {
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|source| CallError::Request {
+                source: kube::Error::SerdeError(source),
+            })?;
+        let params = PostParams {
+            dry_run,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+        };
+        Ok(to_value(self.call(api.create(&params, &object)).await?))
+    }
+
+    /// Merge-patches `metadata.ownerReferences` only (ConfigMaps are immutable in data).
+    pub async fn patch_owner(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        owner: &Value,
+    ) -> Result<Value, CallError> {
+        let patch = json!({"metadata": {"ownerReferences": owner}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        Ok(to_value(
+            self.call(api.patch(name, &params, &Patch::Merge(&patch)))
+                .await?,
+        ))
+    }
+
+    /// Deletes `name` if it still has `uid`; gone already is success.
+    pub async fn delete(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), CallError> {
+        let params = DeleteParams {
+            // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
+            grace_period_seconds: Some(0),
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.call(api.delete(name, &params)).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A pod by name, live.
+    pub async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, CallError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        self.call(api.get_opt(name)).await
+    }
+
+    /// Pods in every namespace carrying `label_selector`, live.
+    pub async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, CallError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let list = self
+            .call(api.list(&ListParams::default().labels(label_selector)))
+            .await?;
+        Ok(list.items)
+    }
+
+    /// A ConfigMap by name, live.
+    pub async fn get_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        self.call(api.get_opt(name)).await
+    }
+
+    /// ConfigMaps in `namespace` carrying `label_selector`, live.
+    pub async fn list_config_maps(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<ConfigMap>, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let list = self
+            .call(api.list(&ListParams::default().labels(label_selector)))
+            .await?;
+        Ok(list.items)
+    }
+
+    /// Whether the API server answers (`GET /version`).
+    pub async fn reachable(&self) -> Result<(), CallError> {
+        self.call(self.client.apiserver_version()).await.map(|_| ())
+    }
+}
+
+fn to_value(object: DynamicObject) -> Value {
+    serde_json::to_value(object).expect("a DynamicObject read from JSON serialises back to JSON")
+}

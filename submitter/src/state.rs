@@ -1,0 +1,77 @@
+//! What every request path shares: the timed Kubernetes client, the access rules, the in-flight
+//! creations, the metrics, and the watch caches. Plain data; built once by `serve` (or a test)
+//! and cloned into each handler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::caches::WatchCaches;
+use crate::kube_api::KubeApi;
+use crate::metrics::Metrics;
+use crate::policy::Access;
+use crate::submit::inflight::InFlight;
+
+/// Default time one API server call may take.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `SPARK_USER` when the submission names no `--proxy-user` (spark-submit uses the client's OS
+/// user, which a server does not have).
+pub const DEFAULT_SPARK_USER: &str = "root";
+
+/// Everything the handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub kube: KubeApi,
+    pub access: Access,
+    pub in_flight: InFlight,
+    pub metrics: Arc<Metrics>,
+    pub spark_user: Arc<str>,
+    /// The watch caches the status look-ups read; `None`: look-ups answer 503 (not synced).
+    pub caches: Option<WatchCaches>,
+    /// Where retention records live: the submitter's own namespace.
+    pub record_namespace: Arc<str>,
+}
+
+impl AppState {
+    /// The state for `client`; records go to the client's default namespace (in a cluster, the
+    /// namespace the service runs in).
+    pub fn new(client: kube::Client, access: Access) -> AppState {
+        AppState {
+            record_namespace: Arc::from(client.default_namespace()),
+            kube: KubeApi::new(client, DEFAULT_CALL_TIMEOUT),
+            access,
+            in_flight: InFlight::default(),
+            metrics: Arc::new(Metrics::new()),
+            spark_user: Arc::from(DEFAULT_SPARK_USER),
+            caches: None,
+        }
+    }
+
+    /// The same state reading `caches` for status look-ups and readiness.
+    pub fn with_caches(mut self, caches: WatchCaches) -> AppState {
+        self.caches = Some(caches);
+        self
+    }
+
+    /// The same state with another per-call timeout towards the API server.
+    pub fn with_call_timeout(mut self, timeout: Duration) -> AppState {
+        self.kube = KubeApi::new(self.kube.client().clone(), timeout);
+        self
+    }
+
+    /// The same state keeping retention records in `namespace`.
+    pub fn with_record_namespace(mut self, namespace: &str) -> AppState {
+        self.record_namespace = Arc::from(namespace);
+        self
+    }
+
+    pub fn with_spark_user(mut self, spark_user: &str) -> AppState {
+        self.spark_user = Arc::from(spark_user);
+        self
+    }
+
+    /// The caches, once they hold a complete first listing.
+    pub fn synced_caches(&self) -> Option<&WatchCaches> {
+        self.caches.as_ref().filter(|caches| caches.synced())
+    }
+}

@@ -1,0 +1,264 @@
+//! Which input a field the API server rejected (400/422) came from, so the client is told the
+//! input to fix: the spark-submit arguments (`INVALID_SPARK_SUBMIT_ARGS`) or a pod template
+//! (`INVALID_POD_TEMPLATE`).
+//!
+//! The rule, over the rejected object, the templates and the `Status` causes' field paths:
+//! - Only the driver pod is built from a template; the Service, NetworkPolicy, PVCs and the
+//!   spark-conf ConfigMap come from the arguments. The executor template ConfigMap carries the
+//!   executor template.
+//! - For the pod: without a driver template, the arguments. With one, each cause is the
+//!   template's when the template holds the very value the pod has at that path. Label and
+//!   annotation maps are named as a whole by the API server (`metadata.labels`), so there the
+//!   entries that are invalid as labels decide: the template's when every invalid entry is the
+//!   template's own. A cause is the arguments' otherwise.
+//! - The template is blamed only when every cause is the template's; a rejection without causes
+//!   blames the template when one was given (it is the free-form input).
+//!
+//! Pure: plain JSON in, an [`Origin`] out.
+
+use serde_json::Value;
+
+/// The input a rejected field came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Arguments,
+    Template,
+}
+
+/// Where the rejection of `object` (a built object) came from; `fields` are the `Status`
+/// causes' field paths (`metadata.labels`, `spec.containers[0].image`).
+pub fn origin(
+    object: &Value,
+    driver_template: Option<&Value>,
+    executor_template: Option<&Value>,
+    executor_template_config_map: bool,
+    fields: &[&str],
+) -> Origin {
+    if executor_template_config_map && executor_template.is_some() {
+        return Origin::Template;
+    }
+    if object.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Origin::Arguments;
+    }
+    let Some(template) = driver_template else {
+        return Origin::Arguments;
+    };
+    if fields.is_empty() {
+        return Origin::Template;
+    }
+    let all_template = fields
+        .iter()
+        .all(|field| from_template(object, template, &pointer(field)));
+    if all_template {
+        Origin::Template
+    } else {
+        Origin::Arguments
+    }
+}
+
+/// Whether the value at `path` in the pod is the template's.
+fn from_template(pod: &Value, template: &Value, path: &[String]) -> bool {
+    let at = |value: &Value| {
+        path.iter()
+            .try_fold(value, |value, step| match value {
+                Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => value.get(step),
+            })
+            .cloned()
+    };
+    let template = template.get("template").unwrap_or(template);
+    let (Some(built), Some(given)) = (at(pod), at(template)) else {
+        return false;
+    };
+    if matches!(
+        path.last().map(String::as_str),
+        Some("labels" | "annotations")
+    ) {
+        let (Some(built), Some(given)) = (built.as_object(), given.as_object()) else {
+            return false;
+        };
+        let invalid: Vec<_> = built
+            .iter()
+            .filter(|(key, value)| {
+                !valid_label_key(key) || !value.as_str().is_some_and(valid_label_value)
+            })
+            .collect();
+        return !invalid.is_empty()
+            && invalid
+                .iter()
+                .all(|(key, value)| given.get(key.as_str()) == Some(value));
+    }
+    built == given
+}
+
+/// `spec.containers[0].image` as path steps: `spec`, `containers`, `0`, `image`.
+fn pointer(field: &str) -> Vec<String> {
+    field
+        .split('.')
+        .flat_map(|part| part.split(['[', ']']))
+        .filter(|step| !step.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A label value: at most 63 characters, alphanumerics with `-_.` inside, or empty.
+fn valid_label_value(value: &str) -> bool {
+    value.is_empty()
+        || (value.len() <= 63
+            && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && value.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a non-empty name.
+fn valid_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let subdomain = |prefix: &str| {
+        prefix.len() <= 253
+            && prefix.split('.').all(|part| {
+                !part.is_empty()
+                    && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    };
+    prefix.is_none_or(subdomain) && !name.is_empty() && valid_label_value(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(labels: Value) -> Value {
+        json!({"kind": "Pod", "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "spark:4"}]}})
+    }
+
+    /// (case, object, driver template, is the executor template ConfigMap, cause fields, blamed)
+    type Case<'a> = (
+        &'a str,
+        &'a Value,
+        Option<&'a Value>,
+        bool,
+        &'a [&'a str],
+        Origin,
+    );
+
+    #[test]
+    fn blame_table() {
+        let labels = json!({"spark-role": "driver", "team": "bad value!"});
+        let template_with_bad = json!({"metadata": {"labels": {"team": "bad value!"}}});
+        let template_other = json!({"metadata": {"labels": {"owner": "x"}}});
+        let template_image = json!({"spec": {"containers": [{"image": "spark:4"}]}});
+        let service = json!({"kind": "Service"});
+        let cases: [Case; 8] = [
+            (
+                "no template",
+                &pod(labels.clone()),
+                None,
+                false,
+                &["metadata.labels"],
+                Origin::Arguments,
+            ),
+            (
+                "bad label from the template",
+                &pod(labels.clone()),
+                Some(&template_with_bad),
+                false,
+                &["metadata.labels"],
+                Origin::Template,
+            ),
+            (
+                "bad label from a --conf beside template labels",
+                &pod(labels.clone()),
+                Some(&template_other),
+                false,
+                &["metadata.labels"],
+                Origin::Arguments,
+            ),
+            (
+                "image the template set",
+                &pod(labels.clone()),
+                Some(&template_image),
+                false,
+                &["spec.containers[0].image"],
+                Origin::Template,
+            ),
+            (
+                "image the template did not set",
+                &pod(labels.clone()),
+                Some(&template_other),
+                false,
+                &["spec.containers[0].image"],
+                Origin::Arguments,
+            ),
+            (
+                "no causes with a template",
+                &pod(labels.clone()),
+                Some(&template_other),
+                false,
+                &[],
+                Origin::Template,
+            ),
+            (
+                "a Service",
+                &service,
+                Some(&template_other),
+                false,
+                &["metadata.name"],
+                Origin::Arguments,
+            ),
+            (
+                "the executor template ConfigMap",
+                &json!({"kind": "ConfigMap"}),
+                None,
+                true,
+                &["data"],
+                Origin::Arguments,
+            ),
+        ];
+        for (name, object, template, executor_cm, fields, expected) in cases {
+            assert_eq!(
+                origin(object, template, None, executor_cm, fields),
+                expected,
+                "{name}"
+            );
+        }
+        let executor = json!({"spec": {}});
+        assert_eq!(
+            origin(
+                &json!({"kind": "ConfigMap"}),
+                None,
+                Some(&executor),
+                true,
+                &["data"]
+            ),
+            Origin::Template
+        );
+    }
+
+    #[test]
+    fn label_rules_follow_kubernetes() {
+        for (key, ok) in [
+            ("team", true),
+            ("a.b/c", true),
+            ("A/b", false),
+            ("/x", false),
+            ("x/", false),
+        ] {
+            assert_eq!(valid_label_key(key), ok, "{key}");
+        }
+        for (value, ok) in [("", true), ("a-b_c.d", true), ("-a", false), ("a b", false)] {
+            assert_eq!(valid_label_value(value), ok, "{value}");
+        }
+        assert!(!valid_label_value(&"x".repeat(64)));
+    }
+}
