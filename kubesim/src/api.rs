@@ -193,10 +193,15 @@ async fn serve(
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
-    let user = match state.auth.authenticate(
-        headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
-        secure.as_ref().map(|s| &s.0),
-    ) {
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    // A partition cuts a node's processes off before the API server sees their requests.
+    if let Some(node) = state.auth.origin_node(authorization) {
+        wait_while_partitioned(&state, &node).await;
+    }
+    let user = match state
+        .auth
+        .authenticate(authorization, secure.as_ref().map(|s| &s.0))
+    {
         Ok(u) => u,
         Err(e) => return error_response(&e),
     };
@@ -204,7 +209,9 @@ async fn serve(
         Ok(u) => u,
         Err(e) => return error_response(&e),
     };
-    wait_while_partitioned(&state, &user).await;
+    if let Some(node) = &user.node {
+        wait_while_partitioned(&state, node).await;
+    }
     if let Err(e) = authorize(&state, &user, &method, &path, &query) {
         return error_response(&e);
     }
@@ -375,10 +382,7 @@ fn authorize(
 /// while the partition lasts, as when the network drops their packets, and are served once the
 /// node heals, as TCP would deliver them then. Clients see what they see in a real partition:
 /// their own timeouts, not an error status they might retry on.
-async fn wait_while_partitioned(state: &AppState, user: &UserInfo) {
-    let Some(node) = user.node.as_deref() else {
-        return;
-    };
+async fn wait_while_partitioned(state: &AppState, node: &str) {
     if !state.kubelet.is_partitioned(node) {
         return;
     }

@@ -234,6 +234,7 @@ impl Cluster {
                 network: net.clone(),
                 services: Some(services),
                 ca_pem: Some(pki.ca_pem()),
+                tokens: Some(auth.clone()),
             },
         );
         let control = Arc::new(Control::default());

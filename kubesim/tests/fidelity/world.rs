@@ -1,13 +1,15 @@
 //! The world a pod sees, with real processes: its own network and address, a Service in front of
 //! two replicas that listen on the same port, names resolved through the kubelet-managed hosts
-//! file, the service-account volume at its real path, probes from the node, and a Secret update
-//! reaching a running process.
+//! file, the service-account volume at its real path with a token for the pod's service account
+//! (RBAC applies to what the pod does), probes from the node, and a Secret update reaching a
+//! running process.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kubesim::kubelet::ImageCommand;
 use kubesim::{Cluster, ClusterConfig};
@@ -27,7 +29,7 @@ fn create<T: serde::de::DeserializeOwned>(v: Value) -> T {
 fn replica(name: &str, app: &str, startup: Value) -> Pod {
     create(json!({
         "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{
+        "spec": {"serviceAccountName": "web", "containers": [{
             "name": "main", "image": "replica:1",
             "ports": [{"name": "http", "containerPort": 8080}],
             "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
@@ -100,6 +102,8 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
         .unwrap();
     let cluster_ip: Ipv4Addr = svc.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
     assert_eq!(cluster_ip.octets()[..2], [198, 19]);
+    // The replicas' service account may read pods, and nothing else, as a chart would grant it.
+    grant_pod_reading(&client, "default", "web").await;
 
     let exec = json!({"exec": {"command": ["cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"]},
                       "periodSeconds": 1, "failureThreshold": 30});
@@ -156,7 +160,14 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
         let node = pods.get(me).await.unwrap().spec.unwrap().node_name.unwrap();
         assert_eq!(
             log_line(&pods, me, "token:").await,
-            format!("token: kubesim-node/{node}/default/{me}")
+            format!("token: system:serviceaccount:default:web bound to pod {me} on {node}")
+        );
+        // In-cluster config with that token: what the Role grants is served, the rest refused
+        // with the API server's own words.
+        assert_eq!(log_line(&pods, me, "pods:").await, "pods: web-a web-b");
+        assert_eq!(
+            log_line(&pods, me, "secrets:").await,
+            "secrets: 403 secrets is forbidden: User \"system:serviceaccount:default:web\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
         );
         assert_eq!(
             log_line(&pods, me, "namespace:").await,
@@ -256,4 +267,35 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
     let lp = pods.get("loopback").await.unwrap();
     let status = &lp.status.unwrap().container_statuses.unwrap()[0];
     assert_eq!((status.started, status.ready), (Some(false), false));
+}
+
+/// A ServiceAccount `sa` in `ns` that may get, list and watch pods there (a Role and its
+/// RoleBinding), created with the admin's client.
+pub async fn grant_pod_reading(client: &kube::Client, ns: &str, sa: &str) {
+    let pp = PostParams::default();
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), ns);
+    accounts
+        .create(&pp, &create(json!({"metadata": {"name": sa}})))
+        .await
+        .unwrap();
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    roles
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]})),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    bindings
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": format!("{sa}-reads-pods")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})),
+        )
+        .await
+        .unwrap();
 }
