@@ -639,6 +639,68 @@ mod tests {
     }
 
     #[test]
+    fn a_kubelets_pod_token_outlives_the_hour_it_reports() {
+        let (store, _) = store_with_sa();
+        let rt = |p: &str| store.registry().find("", "v1", p).expect("type");
+        let pod = store
+            .create(
+                &rt("pods"),
+                "ns",
+                json!({"metadata": {"name": "p"}, "spec": {"serviceAccountName": "sa",
+                       "containers": [{"name": "c", "image": "i"}]}}),
+                &WriteOpts::default(),
+            )
+            .expect("pod");
+        let auth = Authenticator::new(store.clone());
+        let now = now_unix();
+        let bound = |seconds| TokenSpec {
+            expiration_seconds: seconds,
+            bound_pod: Some(BoundPod {
+                name: "p".into(),
+                uid: meta::uid(&pod).to_string(),
+                node: Some("n1".into()),
+            }),
+            ..spec()
+        };
+        let api = [ISSUER.to_string()];
+        let kubelet = auth
+            .issue_at(&bound(KUBELET_EXPIRATION_SECONDS), now)
+            .expect("issued");
+        // The answer reports what was asked; the token itself outlives it, as the API
+        // server's extension makes it.
+        assert_eq!(
+            kubelet.expiration_timestamp,
+            meta::format_unix(now + KUBELET_EXPIRATION_SECONDS)
+        );
+        let later = now + 7 * 24 * 3600;
+        let user = auth
+            .review_at(&kubelet.token, &api, later)
+            .expect("still valid");
+        assert_eq!(user.node.as_deref(), None, "the pod is not scheduled");
+        assert!(
+            auth.review_at(&kubelet.token, &api, now + EXTENDED_EXPIRATION_SECONDS)
+                .is_none()
+        );
+        let claims = auth.verified(&kubelet.token).expect("ours");
+        assert_eq!(claims.node.as_deref(), Some("n1"));
+        // Any other lifetime is what it says.
+        let plain = auth.issue_at(&bound(3600), now).expect("issued");
+        assert!(auth.review_at(&plain.token, &api, now + 3600).is_none());
+        // A pod-bound token names its node before anything else is checked (partitions).
+        let header = format!("Bearer {}", kubelet.token);
+        assert_eq!(
+            auth.origin_node(Some(header.as_bytes())).as_deref(),
+            Some("n1")
+        );
+        assert_eq!(
+            auth.origin_node(Some(b"Bearer kubesim-node/n2/ns/p"))
+                .as_deref(),
+            Some("n2")
+        );
+        assert_eq!(auth.origin_node(Some(b"Bearer nonsense")), None);
+    }
+
+    #[test]
     fn short_lifetimes_and_missing_accounts_are_refused() {
         let (store, _) = store_with_sa();
         let auth = Authenticator::new(store);

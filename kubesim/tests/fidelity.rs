@@ -7,6 +7,7 @@ mod fidelity {
     pub mod controller;
     pub mod crud;
     pub mod gc;
+    pub mod in_cluster;
     pub mod pods;
     pub mod rbac;
     pub mod support;

@@ -572,3 +572,14 @@ fn process_alive(pid: &str) -> bool {
                 .starts_with('Z')
         })
 }
+
+#[test]
+fn pod_tokens_are_renewed_at_four_fifths_of_their_life_and_at_least_daily() {
+    for (lifetime, after) in [(3607, 2885), (600, 480), (7 * 24 * 3600, 24 * 3600)] {
+        assert_eq!(
+            token_refresh_after(Duration::from_secs(lifetime)).as_secs(),
+            after,
+            "{lifetime}"
+        );
+    }
+}

@@ -7,16 +7,15 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kubesim::kubelet::ImageCommand;
 use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::eventually;
+use super::support::{eventually, grant};
 
 const REPLICA: &str = include_str!("programs/replica.py");
 
@@ -103,7 +102,14 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
     let cluster_ip: Ipv4Addr = svc.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
     assert_eq!(cluster_ip.octets()[..2], [198, 19]);
     // The replicas' service account may read pods, and nothing else, as a chart would grant it.
-    grant_pod_reading(&client, "default", "web").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    accounts
+        .create(&pp, &create(json!({"metadata": {"name": "web"}})))
+        .await
+        .unwrap();
+    let read_pods =
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]);
+    grant(&client, "default", "web", "pod-reader", read_pods).await;
 
     let exec = json!({"exec": {"command": ["cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"]},
                       "periodSeconds": 1, "failureThreshold": 30});
@@ -267,35 +273,4 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
     let lp = pods.get("loopback").await.unwrap();
     let status = &lp.status.unwrap().container_statuses.unwrap()[0];
     assert_eq!((status.started, status.ready), (Some(false), false));
-}
-
-/// A ServiceAccount `sa` in `ns` that may get, list and watch pods there (a Role and its
-/// RoleBinding), created with the admin's client.
-pub async fn grant_pod_reading(client: &kube::Client, ns: &str, sa: &str) {
-    let pp = PostParams::default();
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(client.clone(), ns);
-    accounts
-        .create(&pp, &create(json!({"metadata": {"name": sa}})))
-        .await
-        .unwrap();
-    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
-    roles
-        .create(
-            &pp,
-            &create(json!({"metadata": {"name": "pod-reader"},
-                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]})),
-        )
-        .await
-        .unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-    bindings
-        .create(
-            &pp,
-            &create(json!({"metadata": {"name": format!("{sa}-reads-pods")},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})),
-        )
-        .await
-        .unwrap();
 }
