@@ -636,13 +636,9 @@ async fn execute(
         Verb::Delete => {
             let opts = delete_opts(q, &body)?;
             let out = store.delete(rt, ns, &name, &opts)?;
+            let (group, plural) = store.storage_key(rt);
             let still_there = store
-                .get_raw(
-                    &rt.group,
-                    &rt.plural,
-                    if rt.namespaced { ns } else { "" },
-                    &name,
-                )
+                .get_raw(&group, &plural, if rt.namespaced { ns } else { "" }, &name)
                 .is_some_and(|o| meta::uid(&o) == meta::uid(&out));
             if still_there || opts.dry_run || returns_deleted_object(rt) {
                 Ok(json_response(StatusCode::OK, &out))
@@ -1019,10 +1015,6 @@ fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
             "reportingComponent",
             "source",
             "type",
-            "regarding.name",
-            "regarding.namespace",
-            "regarding.kind",
-            "regarding.uid",
         ]),
         ("", "secrets") => v.push("type"),
         ("", "namespaces") => v.push("status.phase"),

@@ -6,6 +6,7 @@ mod fidelity {
     pub mod bad_input;
     pub mod controller;
     pub mod crud;
+    pub mod events;
     pub mod gc;
     pub mod in_cluster;
     pub mod pods;
