@@ -1628,9 +1628,7 @@ impl Kubelet {
                 // pod folder for tools that take one. On the host's network they are pointed
                 // at it, unless the image's env names another kubeconfig (it wins, as it would
                 // over any default; the container's env replaces the winner).
-                Ok(path)
-                    if self.config.network.is_none() && !run.env.contains_key(KUBECONFIG) =>
-                {
+                Ok(path) if self.config.network.is_none() && !run.env.contains_key(KUBECONFIG) => {
                     base.push((KUBECONFIG.into(), path.display().to_string()));
                 }
                 Ok(_) => {}
