@@ -12,6 +12,9 @@
 pub const ENV_BASE: &str = "SANDBOX_AGENT_PORT_BASE";
 /// How many ports the range holds.
 pub const ENV_SPAN: &str = "SANDBOX_AGENT_PORT_SPAN";
+/// A salt of one sandbox, mixed into the hash: sandboxes running side by side (tests in
+/// parallel) name their pods alike, and must not find each other's agents.
+pub const ENV_SALT: &str = "SANDBOX_AGENT_PORT_SALT";
 
 /// The range the sandbox spreads agents over.
 pub const BASE: u16 = 21_000;
@@ -27,13 +30,16 @@ pub fn spread(base: u16, span: u16, pod: &str) -> u16 {
     base.saturating_add(offset)
 }
 
-/// The port this process's agent uses: spread by `HOSTNAME` when the image sets the range,
-/// else `given` (the operator's).
+/// The port this process's agent uses: spread by the sandbox's salt and `HOSTNAME` when the
+/// image sets the range, else `given` (the operator's).
 pub fn from_env(given: u16) -> u16 {
     let var = |name: &str| std::env::var(name).ok();
     let number = |name: &str| var(name).and_then(|v| v.parse::<u16>().ok());
     match (number(ENV_BASE), number(ENV_SPAN), var("HOSTNAME")) {
-        (Some(base), Some(span), Some(pod)) => spread(base, span, &pod),
+        (Some(base), Some(span), Some(pod)) => {
+            let salt = var(ENV_SALT).unwrap_or_default();
+            spread(base, span, &format!("{salt}/{pod}"))
+        }
         _ => given,
     }
 }

@@ -15,6 +15,7 @@ use kube::api::{Api, PostParams};
 use kubesim::kubelet::ImageCommand;
 use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
+use submitter::caches::WatchCaches;
 use submitter::policy::{Access, Policy};
 use submitter::service::ServiceConfig;
 use submitter::state::AppState;
@@ -145,6 +146,15 @@ impl SandboxConfig {
 /// The Spark image's working directory, where [`SandboxConfig::real_spark`] lays the programs.
 pub const SPARK_WORK_DIR: &str = kubesim::kubelet::spark_image::WORK_DIR;
 
+/// A task of the sandbox's submitter, stopped with the sandbox.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The sandbox failed to start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartSandboxError {
@@ -154,6 +164,8 @@ pub enum StartSandboxError {
     Cluster(#[source] kubesim::cluster::StartError),
     #[error(transparent)]
     DriverAccount(driver_account::GrantDriverAccountError),
+    #[error("the submitter's watch caches did not sync within {0:?}")]
+    CachesNotSynced(Duration),
     #[error("cannot make the mTLS certificates")]
     Certificates(#[source] rcgen::Error),
     #[error("cannot write {path}")]
@@ -177,6 +189,7 @@ impl StartSandboxError {
             Self::TempDir(_) => "temp_dir",
             Self::Cluster(_) => "cluster",
             Self::DriverAccount(_) => "driver_account",
+            Self::CachesNotSynced(_) => "caches_not_synced",
             Self::Certificates(_) => "certificates",
             Self::WriteFile { .. } => "write_file",
             Self::Tls(_) => "tls",
@@ -261,6 +274,7 @@ pub struct Sandbox {
     dir: tempfile::TempDir,
     submitter_port: u16,
     _stop_submitter: oneshot::Sender<()>,
+    _recorder: AbortOnDrop,
 }
 
 impl Sandbox {
@@ -280,6 +294,11 @@ impl Sandbox {
             env.insert(
                 agent_ports::ENV_SPAN.to_owned(),
                 agent_ports::SPAN.to_string(),
+            );
+            // The sandbox's folder is unique among the sandboxes alive at once.
+            env.insert(
+                agent_ports::ENV_SALT.to_owned(),
+                dir.path().display().to_string(),
             );
         }
         let image = |args: &[&str]| ImageCommand {
@@ -343,10 +362,26 @@ impl Sandbox {
         write("operator.crt", &operator.cert)?;
         write("operator.key", &operator.key)?;
         let policy = Arc::new(Policy::parse(POLICY).map_err(StartSandboxError::Policy)?);
-        let router = submitter::service::app(
-            AppState::new(client.clone(), Access::Policy(policy)),
-            &ServiceConfig::default(),
-        );
+        // As `submitter serve` runs: status look-ups and duplicates read the watch caches, and
+        // succeeded drivers get their retention records. Synced before the sandbox is handed
+        // out, so no test counts the first listing as its own.
+        let caches = WatchCaches::start(&client);
+        let state =
+            AppState::new(client.clone(), Access::Policy(policy)).with_caches(caches.clone());
+        let recorder = tokio::spawn(submitter::status::run_recorder(
+            client.clone(),
+            caches.clone(),
+            submitter::status::RecordConfig {
+                namespace: state.record_namespace.to_string(),
+                retention: Duration::from_secs(3600),
+            },
+        ));
+        let recorder = AbortOnDrop(recorder);
+        tokio::time::timeout(READY_WAIT, caches.ready())
+            .await
+            .map_err(|_| StartSandboxError::CachesNotSynced(READY_WAIT))?
+            .map_err(|_| StartSandboxError::CachesNotSynced(READY_WAIT))?;
+        let router = submitter::service::app(state, &ServiceConfig::default());
         let tls =
             ReloadingTlsConfig::new(files, ClientAuth::Required).map_err(StartSandboxError::Tls)?;
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -382,6 +417,7 @@ impl Sandbox {
             dir,
             submitter_port,
             _stop_submitter: stop,
+            _recorder: recorder,
         })
     }
 

@@ -402,15 +402,23 @@ async fn a_spark_conf_namespace_elsewhere_is_refused_before_anything_is_submitte
         "{}",
         condition.message
     );
+    // The event is recorded after the status that fails the app: wait for it.
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    let warnings: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(operator::sparkconf::REASON))
-        .collect();
+    let warnings: Vec<Event> = wait_until("the SparkConfRefused warning", || {
+        let events = events.clone();
+        async move {
+            let found: Vec<Event> = events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(operator::sparkconf::REASON))
+                .collect();
+            (!found.is_empty()).then_some(found)
+        }
+    })
+    .await;
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
     assert_eq!(env.pod_creations(), 0, "nothing was submitted");
@@ -456,7 +464,8 @@ async fn operator_run_reports_a_crd_another_manager_owns_and_leaves_it_unchanged
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other() {
-    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 
     let env = Env::start().await;
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
@@ -473,11 +482,57 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
         .unwrap();
     // Present from the start: an operator that listed team-c would see it at once.
     env.create_app_in("team-c", "outside", json!({})).await;
-    env.cluster.control.reset_counts();
+
+    // The operator runs as its own service account, granted the chart's namespaced rules in
+    // team-a and team-b only: a read anywhere else is refused, and the journal names it.
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "spark-operator"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(env.client.clone(), "default")
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let rules = json!([
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"],
+         "verbs": ["get", "list", "watch", "delete"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications/status"],
+         "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]);
+    for ns in ["team-a", "team-b"] {
+        let role: Role =
+            serde_json::from_value(json!({"metadata": {"name": "spark-operator"}, "rules": rules}))
+                .unwrap();
+        Api::<Role>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "spark-operator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": "spark-operator"},
+            "subjects": [{"kind": "ServiceAccount", "name": "spark-operator",
+                          "namespace": "default"}],
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+    }
+    let token = env
+        .cluster
+        .service_account_token("default", "spark-operator")
+        .unwrap();
+    let client =
+        kubesim::Cluster::client_from_kubeconfig(&env.cluster.token_kubeconfig(&token, "default"))
+            .await
+            .unwrap();
 
     let mut config = env.run_config();
     config.namespaces = vec!["team-a".into(), "team-b".into()];
-    let _operator = env.operator_with(config).await;
+    config.install_crd = false;
+    let _operator = env.operator_as(client, config).await;
     env.create_app_in("team-a", "pi", json!({})).await;
     env.create_app_in("team-b", "pi", json!({})).await;
     env.wait_for_state_in("team-a", "pi", State::Completed)
@@ -491,21 +546,24 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
         outside.get("outside").await.unwrap().status.is_none(),
         "an app outside the namespaces watched is not reconciled"
     );
-    // Every list and watch of the operator's resources was scoped to a namespace it watches.
-    let reads: Vec<_> = env
+    // Everything the operator asked for was in a namespace it watches, and was allowed.
+    let asked: Vec<_> = env
         .cluster
         .control
-        .counts()
+        .authz()
         .into_iter()
-        .filter(|c| {
-            c.verb == "list" && ["sparkapplications", "pods"].contains(&c.resource.as_str())
-        })
+        .filter(|a| a.user == "system:serviceaccount:default:spark-operator")
         .collect();
-    assert!(!reads.is_empty());
-    for read in &reads {
+    assert!(
+        asked
+            .iter()
+            .any(|a| a.verb == "list" && a.resource == "pods"),
+        "{asked:?}"
+    );
+    for request in &asked {
         assert!(
-            ["team-a", "team-b"].contains(&read.namespace.as_str()),
-            "{read:?}"
+            ["team-a", "team-b"].contains(&request.namespace.as_str()) && request.allowed,
+            "{request:?}"
         );
     }
 }

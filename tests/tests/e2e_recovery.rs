@@ -23,6 +23,13 @@ use sandbox::redis::RedisServer;
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn sandbox(store: StoreKind, heartbeat_timeout_seconds: i64) -> (Sandbox, OperatorHandle) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
     let mut config = SandboxConfig::new(env!("CARGO_BIN_EXE_sandbox").into());
     config.store = store;
     config.heartbeat_timeout_seconds = heartbeat_timeout_seconds;
@@ -108,7 +115,7 @@ fn assert_each_stage_once(run: &StagedRun, stages: u64) {
     assert_eq!(
         published,
         (1..=stages).collect::<Vec<_>>(),
-        "published stages {:?}",
+        "published stages {:?} (the whole run: {run:?})",
         run.committed
     );
 }

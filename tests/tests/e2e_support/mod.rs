@@ -85,9 +85,13 @@ impl Env {
     }
 
     pub async fn operator_with(&self, config: RunConfig) -> Operator {
+        self.operator_as(self.client.clone(), config).await
+    }
+
+    /// Starts the controller with `client`'s credentials and waits until its caches sync.
+    pub async fn operator_as(&self, client: kube::Client, config: RunConfig) -> Operator {
         let health = Arc::new(Health::default());
         let task = tokio::spawn({
-            let client = self.client.clone();
             let health = health.clone();
             async move {
                 run(client, config, health, std::future::pending())
