@@ -134,6 +134,9 @@ impl SandboxConfig {
         SandboxConfig {
             network: kubesim::net::NetworkMode::Pod,
             spark: Some(spark),
+            // A JVM pair on two shared cores can starve an agent for seconds: a real run's
+            // restarts come from the kills a test makes, not from a late heartbeat.
+            heartbeat_timeout_seconds: 30,
             ..SandboxConfig::new(sandbox_bin)
         }
     }
