@@ -1,12 +1,13 @@
-//! Agent ports on a shared loopback, a sandbox-only stopgap.
+//! Agent ports on a shared loopback, a sandbox-only stopgap for the host's network.
 //!
 //! In a cluster every pod has its own network, so every recovery agent listens on the same port
-//! (`operator run --agent-port`). Today's kubesim runs every simulated pod's processes on this
-//! machine's loopback, where a zombie's agent and its successor's would collide on that port. So
-//! the sandbox gives its agent and driver images two variables, and the `sandbox agent` and
-//! `sandbox staged-driver` programs each derive the same port from the pod's name (`HOSTNAME`,
-//! which the kubelet sets) instead of the one the operator put in the pod. Nothing of this is in
-//! the operator. It goes away once kubesim gives pods their own network namespaces.
+//! (`operator run --agent-port`), and so does the sandbox when kubesim gives pods their own
+//! network (as root, with the Kubernetes store). On the host's network (not root, or a Redis
+//! store on this machine's loopback, which pods cannot reach) a zombie's agent and its
+//! successor's would collide on that port. There the sandbox gives its agent and driver images
+//! three variables, and the `sandbox agent` and `sandbox staged-driver` programs each derive the
+//! same port from the sandbox's salt and the pod's name (`HOSTNAME`, which the kubelet sets)
+//! instead of the one the operator put in the pod. Nothing of this is in the operator.
 
 /// The first port of the range (below the ephemeral range).
 pub const ENV_BASE: &str = "SANDBOX_AGENT_PORT_BASE";

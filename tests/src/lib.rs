@@ -87,15 +87,13 @@ pub struct SandboxConfig {
     pub heartbeat_timeout_seconds: i64,
     /// The agents' heartbeat interval.
     pub agent_heartbeat_millis: u64,
-    /// How kubesim networks pods: the host's network by default (see [`Sandbox::start`]);
-    /// [`SandboxConfig::real_spark`] gives pods their own, as real Spark needs.
+    /// How kubesim networks pods: their own network when this process is root (as in a
+    /// cluster), else the host's. A Redis store on this machine's loopback keeps them on the
+    /// host's network: pods have no route out of the cluster (see [`Sandbox::start`]).
     pub network: kubesim::net::NetworkMode,
     /// kubesim's Spark image mapping (`apache/spark:*`, `spark:*` run from the local pyspark);
     /// `None`: those images are scripted.
     pub spark: Option<kubesim::kubelet::spark_image::SparkImageConfig>,
-    /// Spread the agents' ports by pod name ([`agent_ports`]): needed while kubesim's pods share
-    /// this machine's loopback.
-    pub spread_agent_ports: bool,
 }
 
 impl SandboxConfig {
@@ -106,12 +104,12 @@ impl SandboxConfig {
             store: StoreKind::Kubernetes,
             heartbeat_timeout_seconds: 5,
             agent_heartbeat_millis: 500,
-            // The agent's startup probe names host 127.0.0.1, which a kubelet sends to the node,
-            // not the pod: until the agent is probed as a kubelet probes it (issue 11, item 1),
-            // the sandbox keeps pods on the host's network.
-            network: kubesim::net::NetworkMode::Host,
+            network: if running_as_root() {
+                kubesim::net::NetworkMode::Pod
+            } else {
+                kubesim::net::NetworkMode::Host
+            },
             spark: None,
-            spread_agent_ports: true,
         }
     }
 
@@ -136,8 +134,9 @@ impl SandboxConfig {
         SandboxConfig {
             network: kubesim::net::NetworkMode::Pod,
             spark: Some(spark),
-            // Pods have their own network: the driver finds its agent at the default port.
-            spread_agent_ports: false,
+            // A JVM pair on two shared cores can starve an agent for seconds: a real run's
+            // restarts come from the kills a test makes, not from a late heartbeat.
+            heartbeat_timeout_seconds: 30,
             ..SandboxConfig::new(sandbox_bin)
         }
     }
@@ -145,6 +144,17 @@ impl SandboxConfig {
 
 /// The Spark image's working directory, where [`SandboxConfig::real_spark`] lays the programs.
 pub const SPARK_WORK_DIR: &str = kubesim::kubelet::spark_image::WORK_DIR;
+
+/// Whether this process runs as root (kubesim's pod network needs it).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
 
 /// A task of the sandbox's submitter, stopped with the sandbox.
 struct AbortOnDrop(JoinHandle<()>);
@@ -286,7 +296,14 @@ impl Sandbox {
             .map_err(StartSandboxError::TempDir)?;
         let bin = config.sandbox_bin.display().to_string();
         let mut env = BTreeMap::from([("RUST_LOG".to_owned(), "info".to_owned())]);
-        if config.spread_agent_ports {
+        // Pods have no route out of the cluster, so agents reach a Redis on this machine's
+        // loopback only from the host's network.
+        let network = match config.store {
+            StoreKind::Redis { .. } => kubesim::net::NetworkMode::Host,
+            _ => config.network,
+        };
+        // On the host's network every agent would take the one port: spread them.
+        if network == kubesim::net::NetworkMode::Host {
             env.insert(
                 agent_ports::ENV_BASE.to_owned(),
                 agent_ports::BASE.to_string(),
@@ -332,7 +349,7 @@ impl Sandbox {
                 (DRIVER_IMAGE.to_owned(), image(&["staged-driver", "--"])),
             ]),
             work_dir: Some(dir.path().join("kubesim")),
-            network: config.network,
+            network,
             spark: config.spark.clone(),
             ..ClusterConfig::default()
         })
@@ -548,7 +565,8 @@ impl Sandbox {
                     "onSubmissionFailureRetryInterval": app.retry_interval_seconds,
                     "recovery": {"enabled": app.recovery},
                 },
-                "driver": {"cores": 1, "memory": "512m"},
+                // The agent beside the driver writes the progress as the driver's account.
+                "driver": {"cores": 1, "memory": "512m", "serviceAccount": driver_account::NAME},
                 "executor": {"instances": 1, "cores": 1, "memory": "512m"},
             },
         });
