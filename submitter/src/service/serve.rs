@@ -47,6 +47,10 @@ pub struct ServeArgs {
         required_unless_present = "insecure_dev"
     )]
     pub client_ca: Option<PathBuf>,
+    /// Certificate revocation lists of the client CAs, PEM (re-read when it changes): a client
+    /// certificate they revoke is refused, on new and on open connections.
+    #[arg(long, env = "SUBMITTER_CLIENT_CRL", conflicts_with = "insecure_dev")]
+    pub client_crl: Option<PathBuf>,
     /// Policy file (YAML): which client identity may submit where.
     #[arg(
         long,
@@ -186,8 +190,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         };
         // Asked for, not required: a client without one gets a 401 in the envelope from every
         // API route instead of a handshake failure, and probes work without one.
-        let tls =
-            ReloadingTlsConfig::new(files, ClientAuth::Optional).map_err(ServeError::LoadTls)?;
+        let tls = ReloadingTlsConfig::with_client_crl(files, args.client_crl, ClientAuth::Optional)
+            .map_err(ServeError::LoadTls)?;
         (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
     };
     let client = kube_client(args.kubeconfig.as_ref()).await?;
