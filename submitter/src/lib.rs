@@ -13,6 +13,7 @@
 //! - [`status`]: status look-ups and the retention recorder;
 //! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
 //! - [`envelope`]: the one place failures become HTTP answers;
+//! - [`fairness`]: the per-identity budgets (503 for the identity over its budget);
 //! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
 //! - [`cli`]: pure helpers of the client commands.
 
@@ -49,6 +50,9 @@ pub mod sweep;
 
 /// The error envelope every answer of the service uses, and the one mapping of failures to it.
 pub mod envelope;
+
+/// Per-identity budgets: one flooding client cannot starve the others.
+pub mod fairness;
 
 /// The HTTP service: routes, layer stack, handlers, `serve`.
 pub mod service;

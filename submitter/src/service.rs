@@ -3,7 +3,8 @@
 //!
 //! [`router`] holds the routes, handlers and envelope fallbacks, behind one check that the
 //! request carries a verified identity (401 otherwise); [`app`] adds the one layer
-//! stack, read top-down: request id, tracing, metrics, catch-panic (500 envelope), load-shed +
+//! stack, read top-down: request id, tracing, metrics, catch-panic (500 envelope), the client
+//! identity's budget ([`crate::fairness`], 503 as below), load-shed +
 //! concurrency limit (503 `SUBMITTER_OVERLOADED` with `Retry-After`), request timeout (503 as
 //! well: a retry with the same id is safe), body limit (413). Health, readiness and metrics sit
 //! outside the stack: probes and scrapes are neither traced nor shed under load, and probes need
@@ -135,6 +136,11 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
             crate::metrics::track,
         ))
         .layer(CatchPanicLayer::custom(panic_response))
+        // Per identity, before the global limit: a refused request never takes a global slot.
+        .layer(axum::middleware::from_fn_with_state(
+            state.fairness.clone(),
+            crate::fairness::admit,
+        ))
         .layer(HandleErrorLayer::new(handle_layer_error))
         .load_shed()
         // Global: one semaphore for every route, not one per route as a plain limit would give.

@@ -61,6 +61,17 @@ pub struct ServeArgs {
     /// Requests served at once; beyond it 503 SUBMITTER_OVERLOADED with Retry-After.
     #[arg(long, env = "SUBMITTER_MAX_CONCURRENCY", default_value_t = super::DEFAULT_MAX_CONCURRENCY)]
     pub max_concurrency: usize,
+    /// Requests one client identity may have served at once; beyond it that identity gets 503
+    /// SUBMITTER_OVERLOADED with Retry-After. Default: half of --max-concurrency, so one
+    /// flooding client never fills the service. 0: no per-identity cap.
+    #[arg(long, env = "SUBMITTER_MAX_IN_FLIGHT_PER_IDENTITY")]
+    pub max_in_flight_per_identity: Option<usize>,
+    /// Requests a second one client identity may make on average (0: no rate limit).
+    #[arg(long, env = "SUBMITTER_RATE_PER_IDENTITY", default_value_t = 0.0)]
+    pub rate_per_identity: f64,
+    /// Requests one client identity may make in a burst when `--rate-per-identity` is set.
+    #[arg(long, env = "SUBMITTER_BURST_PER_IDENTITY", default_value_t = 20)]
+    pub burst_per_identity: u32,
     /// Seconds a request may take before the client gets a 503 (the creation goes on).
     #[arg(long, env = "SUBMITTER_REQUEST_TIMEOUT", default_value_t = super::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout: u64,
@@ -199,7 +210,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .record_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
+    let budgets = crate::fairness::Budgets::new(crate::fairness::BudgetConfig {
+        max_in_flight: args
+            .max_in_flight_per_identity
+            .unwrap_or((args.max_concurrency / 2).max(1)),
+        rate: args.rate_per_identity.max(0.0),
+        burst: args.burst_per_identity,
+    });
     let state = AppState::new(client.clone(), access)
+        .with_fairness(budgets)
         .with_spark_user(&args.spark_user)
         .with_record_namespace(&record_namespace);
     let config = ServiceConfig {
