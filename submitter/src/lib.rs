@@ -13,6 +13,7 @@
 //! - [`status`]: status look-ups and the retention recorder;
 //! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
 //! - [`envelope`]: the one place failures become HTTP answers;
+//! - [`audit`]: the audit line of every submission attempt and status look-up;
 //! - [`fairness`]: the per-identity budgets (503 for the identity over its budget);
 //! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
 //! - [`cli`]: pure helpers of the client commands.
@@ -50,6 +51,9 @@ pub mod sweep;
 
 /// The error envelope every answer of the service uses, and the one mapping of failures to it.
 pub mod envelope;
+
+/// The audit log: one line per submission attempt and per status look-up.
+pub mod audit;
 
 /// Per-identity budgets: one flooding client cannot starve the others.
 pub mod fairness;

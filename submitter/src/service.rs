@@ -135,6 +135,8 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
             state.metrics.clone(),
             crate::metrics::track,
         ))
+        // Outside everything that can refuse a request, so refused attempts are audited too.
+        .layer(axum::middleware::from_fn(crate::audit::record))
         .layer(CatchPanicLayer::custom(panic_response))
         // Per identity, before the global limit: a refused request never takes a global slot.
         .layer(axum::middleware::from_fn_with_state(
@@ -216,11 +218,16 @@ async fn submit(
     ApiJson(request): ApiJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     let peer = identity.as_ref().map(|e| &e.0);
+    crate::audit::note_submission_id(&request.submission_id);
     let outcome = submit::submit(&state, peer, uri.query(), &request)
         .await
         .map_err(|failure| {
             envelope::submit_failure(&failure).with_submission_id(&request.submission_id)
         })?;
+    match &outcome {
+        Outcome::Driver { body, .. } => crate::audit::note_driver(body),
+        Outcome::DryRun(_) => crate::audit::note_dry_run(),
+    }
     Ok(match outcome {
         Outcome::Driver {
             created: true,
@@ -244,6 +251,7 @@ async fn driver_status(
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::driver_status(&state, peer, &namespace, &pod)
         .await
+        .inspect(crate::audit::note_status)
         .map(Json)
         .map_err(|error| {
             info!(kind = error.kind(), "driver status not answered");
@@ -261,6 +269,7 @@ async fn submission_status(
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::submission_status(&state, peer, &submission_id)
         .await
+        .inspect(crate::audit::note_status)
         .map(Json)
         .map_err(|error| {
             info!(kind = error.kind(), "submission status not answered");

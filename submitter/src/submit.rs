@@ -30,7 +30,6 @@ use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
 use submission::builder::{self, BuildError, DriverObjects};
 use submission::conf::SparkConf;
-use submission::error_chain::error_chain;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
@@ -291,6 +290,11 @@ pub async fn submit(
     span.record("namespace", built.identity.namespace.as_str());
     span.record("pod", built.identity.driver_pod_name.as_str());
     span.record("dry_run", dry_run);
+    crate::audit::note_target(
+        &built.identity.namespace,
+        &built.identity.driver_pod_name,
+        dry_run,
+    );
     let namespace = &built.identity.namespace;
     state
         .access
@@ -431,7 +435,7 @@ async fn create(
             Ok(driver_answer(id, built, &submitted, duplicate))
         }
         Err(TaskFailure::Failed(source)) => {
-            warn!(kind = source.kind(), error = %error_chain(source.as_ref()), "submission failed");
+            warn!(kind = source.kind(), error = %crate::audit::loggable_cause(source.as_ref()), "submission failed");
             Err(SubmitFailure::CreateDriver {
                 source,
                 rejected: None,

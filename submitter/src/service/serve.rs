@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// kubeconfig's); the service needs create/delete on ConfigMaps there.
     #[arg(long, env = "SUBMITTER_RECORD_NAMESPACE")]
     pub record_namespace: Option<String>,
+    /// File the audit lines (one per submission attempt and status look-up) are appended to, as
+    /// JSON; absent: they go with the other logs, target `submitter::audit`.
+    #[arg(long, env = "SUBMITTER_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
     #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
