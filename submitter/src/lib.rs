@@ -2,8 +2,8 @@
 //! state, wire types) is the `submission` crate; the REST client is `submitter-client`.
 //!
 //! Modules from the bottom up (each uses only those above it):
-//! - [`policy`], [`tls`]: who the client is and what it may do (pure decisions; TLS config and
-//!   the accept loop);
+//! - [`policy`], [`pod_security`], [`tls`]: who the client is and what it may do, its pods
+//!   included (pure decisions; TLS config and the accept loop);
 //! - [`kube_api`]: every per-request call to the API server, under one timeout;
 //! - [`record`]: the retention record format (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
@@ -20,6 +20,9 @@
 
 /// Which client identity may submit into which namespace with which service account.
 pub mod policy;
+
+/// What a submission's pods may ask for, per client identity (baseline Pod Security Standard).
+pub mod pod_security;
 
 /// mTLS for the service: reloading server config, peer identities, the accept loop.
 pub mod tls;

@@ -296,9 +296,16 @@ pub async fn submit(
         dry_run,
     );
     let namespace = &built.identity.namespace;
+    let accounts = service_accounts(&built, &conf, request);
+    let pods =
+        crate::pod_security::submission_pods(built.pod(), request.executor_pod_template.as_ref());
     state
         .access
-        .may_submit(peer, namespace, &service_accounts(&built, &conf, request))
+        .may_submit(peer, namespace, &accounts)
+        .and_then(|()| {
+            let access = &state.access;
+            access.may_run(peer, namespace, &accounts, &pods, conf.iter())
+        })
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
                 identities = ?peer.map(|p| &p.names), "submission refused by the policy");
