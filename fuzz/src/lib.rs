@@ -73,11 +73,31 @@ fn strings(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The first `"…"` of a cause's message: the value the API server quotes.
-fn quoted(message: &str) -> Option<&str> {
-    let start = message.find('"')? + 1;
-    let end = start + message[start..].find('"')?;
-    Some(&message[start..end])
+/// The value the API server quotes in a cause's message (`Invalid value: "…"`), read as a JSON
+/// string when it is one (label values are quoted that way), else up to the next quote.
+fn quoted(message: &str) -> Option<String> {
+    let start = message.find('"')?;
+    let rest = &message[start..];
+    if let Some(Ok(Value::String(value))) = serde_json::Deserializer::from_str(rest)
+        .into_iter::<Value>()
+        .next()
+    {
+        return Some(value);
+    }
+    let end = rest[1..].find('"')?;
+    Some(rest[1..=end].to_owned())
+}
+
+/// The value at a cause's field path (`spec.containers[0].image`).
+fn value_at<'v>(object: &'v Value, field: &str) -> Option<&'v Value> {
+    field
+        .split('.')
+        .flat_map(|part| part.split(['[', ']']))
+        .filter(|step| !step.is_empty())
+        .try_fold(object, |value, step| match value {
+            Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => value.get(step),
+        })
 }
 
 /// Asserts that kubesim admits every object, or refuses it only for a value the client wrote
@@ -113,10 +133,19 @@ fn never_invents(objects: &[Value], inputs: &[String], templated: bool, id: &str
             error.message
         );
         for cause in &error.causes {
-            let explained = match quoted(&cause.message) {
-                Some(value) => inputs.iter().any(|input| input.contains(value)),
-                None => templated,
-            };
+            // A field the client left empty is theirs: an empty value
+            // (`--conf spark.kubernetes.container.image=`) or an empty key suffix
+            // (`--conf spark.kubernetes.driver.secretKeyRef.=s:k` names an env var "").
+            let client_empty = value_at(object, &cause.field)
+                == Some(&Value::String(String::new()))
+                && inputs
+                    .iter()
+                    .any(|input| input.is_empty() || input.ends_with('=') || input.contains(".="));
+            let explained = client_empty
+                || match quoted(&cause.message) {
+                    Some(value) => inputs.iter().any(|input| input.contains(&value)),
+                    None => templated,
+                };
             assert!(
                 explained,
                 "the builder invented a value kubesim refuses: {} {}: {} ({object})",
@@ -186,6 +215,7 @@ pub fn template_merge(data: &[u8]) {
         .unwrap_or(Value::Null);
     let mut inputs = args.clone();
     strings(&template, &mut inputs);
+    inputs.push(text.to_owned());
     never_invents(&items, &inputs, true, "fuzz-template");
 }
 
@@ -326,16 +356,27 @@ pub fn operator_spec(data: &[u8]) {
         return;
     };
     let has_nul = plan.args.iter().any(|arg| arg.contains('\0'));
-    assert!(
-        submission::argv::parse(&plan.args).is_ok() || has_nul,
-        "the operator made an argv the submitter cannot parse: {:?}",
-        plan.args
-    );
-    let mut inputs = Vec::new();
+    let mut inputs = vec![String::from_utf8_lossy(data).into_owned()];
     strings(
         &serde_json::from_slice::<Value>(data).unwrap_or(Value::Null),
         &mut inputs,
     );
+    if let Err(error) = submission::argv::parse(&plan.args) {
+        // The submitter may refuse a value the spec holds (a malformed memory size, a primary
+        // resource that is not local), as spark-submit would; never one the operator made.
+        let text = format!("{error:?}");
+        let value = quoted(&text);
+        assert!(
+            has_nul
+                || inputs
+                    .iter()
+                    .any(|input| text.contains(&format!("{input:?}")))
+                || value.is_some_and(|value| inputs.iter().any(|input| input.contains(&value))),
+            "the operator made an argv the submitter refuses for no value of the spec: {text} {:?}",
+            plan.args
+        );
+        return;
+    }
     inputs.extend(plan.args.iter().cloned());
     let Ok(built) = submission::builder::build_from_argv(
         &plan.args,
