@@ -22,6 +22,8 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+echo "== fuzzing (cargo-afl; each target bounded, about 3 minutes in all; see docs/fuzzing.md)"
+bash scripts/fuzz.sh
 echo "== python tests (real kubernetes client, real spark-submit)"
 export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
 # The recovery agent: the operator binary the Rust tests above just built.

@@ -132,6 +132,7 @@ impl ApiError {
                 "answering with a retryable server error"
             );
         }
+        crate::audit::note_error(self.code.as_str(), &self.submission_id);
         let body = self.body(now);
         let mut response = (status, axum::Json(body)).into_response();
         if self.code == ErrorCode::SubmitterOverloaded {
@@ -208,7 +209,8 @@ fn build_error(error: &BuildError) -> ApiError {
 /// The answer for a creation (or dry run) the cluster did not let through; `rejected` says which
 /// input a field the API server rejected came from.
 fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError {
-    let detail = error_chain(error);
+    // Only logged (5xx): without the API server's message, which may quote the client's input.
+    let detail = crate::audit::loggable_cause(error);
     match error {
         SubmitDriverError::ConflictingObject { kind, name, .. } => ApiError::new(
             ErrorCode::DriverPodAlreadyExists,

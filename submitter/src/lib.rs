@@ -2,8 +2,8 @@
 //! state, wire types) is the `submission` crate; the REST client is `submitter-client`.
 //!
 //! Modules from the bottom up (each uses only those above it):
-//! - [`policy`], [`tls`]: who the client is and what it may do (pure decisions; TLS config and
-//!   the accept loop);
+//! - [`policy`], [`pod_security`], [`tls`]: who the client is and what it may do, its pods
+//!   included (pure decisions; TLS config and the accept loop);
 //! - [`kube_api`]: every per-request call to the API server, under one timeout;
 //! - [`record`]: the retention record format (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
@@ -13,11 +13,16 @@
 //! - [`status`]: status look-ups and the retention recorder;
 //! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
 //! - [`envelope`]: the one place failures become HTTP answers;
+//! - [`audit`]: the audit line of every submission attempt and status look-up;
+//! - [`fairness`]: the per-identity budgets (503 for the identity over its budget);
 //! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
 //! - [`cli`]: pure helpers of the client commands.
 
 /// Which client identity may submit into which namespace with which service account.
 pub mod policy;
+
+/// What a submission's pods may ask for, per client identity (baseline Pod Security Standard).
+pub mod pod_security;
 
 /// mTLS for the service: reloading server config, peer identities, the accept loop.
 pub mod tls;
@@ -49,6 +54,12 @@ pub mod sweep;
 
 /// The error envelope every answer of the service uses, and the one mapping of failures to it.
 pub mod envelope;
+
+/// The audit log: one line per submission attempt and per status look-up.
+pub mod audit;
+
+/// Per-identity budgets: one flooding client cannot starve the others.
+pub mod fairness;
 
 /// The HTTP service: routes, layer stack, handlers, `serve`.
 pub mod service;

@@ -237,7 +237,7 @@ fn main() -> anyhow::Result<ExitCode> {
             driver,
         } => tokio::runtime::Runtime::new()?.block_on(wait(&client, interval, &driver)),
         Command::Serve(args) => {
-            init_tracing();
+            init_tracing(args.audit_log.as_deref())?;
             let runtime = tokio::runtime::Runtime::new()?;
             if let Err(error) = runtime.block_on(submitter::service::serve::serve(args)) {
                 tracing::error!(kind = error.kind(), error = %anyhow::Error::new(error).chain().map(ToString::to_string).collect::<Vec<_>>().join(": "), "submitter cannot serve");
@@ -279,15 +279,45 @@ fn main() -> anyhow::Result<ExitCode> {
 }
 
 /// Logs as JSON when not on a terminal (collected by the cluster), readable text otherwise;
-/// `RUST_LOG` filters, `info` by default.
-fn init_tracing() {
+/// `RUST_LOG` filters, `info` by default. With `audit_log`, the audit lines go to that file
+/// (JSON, appended) and not to the other logs, whatever `RUST_LOG` says.
+fn init_tracing(audit_log: Option<&std::path::Path>) -> anyhow::Result<()> {
     use std::io::IsTerminal;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if std::io::stdout().is_terminal() {
-        builder.init();
+    let audit_file = audit_log
+        .map(|path| {
+            submitter::audit::open_file(path).map_err(|error| {
+                anyhow::anyhow!("cannot open the audit log {}: {error}", path.display())
+            })
+        })
+        .transpose()?;
+    let audit_elsewhere = audit_file.is_some();
+    let main = tracing_subscriber::fmt::layer();
+    let main = if std::io::stdout().is_terminal() {
+        main.boxed()
     } else {
-        builder.json().init();
-    }
+        main.json().boxed()
+    };
+    let main = main
+        .with_filter(filter)
+        .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+            !(audit_elsewhere && meta.target() == submitter::audit::TARGET)
+        }));
+    let audit = audit_file.map(|file| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(file)
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target(submitter::audit::TARGET, tracing::Level::INFO),
+            )
+    });
+    tracing_subscriber::registry().with(main).with(audit).init();
+    Ok(())
 }

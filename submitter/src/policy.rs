@@ -7,7 +7,17 @@
 //!   - identity: spark-operator.spark-system.svc   # a DNS or URI SAN of the client cert, or its CN
 //!     namespaces: ["spark-jobs", "team-a"]        # or ["*"]
 //!     serviceAccounts: ["spark"]                  # or ["*"]
+//!     podSecurity:                                # optional; absent: baseline
+//!       level: baseline                           # or privileged: no check at all
+//!       allow: [hostPath]                         # baseline controls lifted for this entry
+//!       capabilities: [NET_ADMIN]                 # capabilities allowed beyond baseline's
 //! ```
+//!
+//! Pod security ([`crate::pod_security`]): the pods a submission makes must pass the baseline Pod
+//! Security Standard, except for what the entries that authorise it relax. Entries add up per
+//! service account, and a relaxation holds only if it holds for every service account the
+//! submission's pods run as (an entry for `admin` that allows `hostPath` does not let a
+//! submission running as `spark` use one).
 //!
 //! Decisions: identities match exactly (no wildcards in identities: a typo must not open the
 //! door); namespace and service account must be allowed by the **same** entry; an identity may
@@ -28,6 +38,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::pod_security::{self, Control, Exceptions};
 use crate::tls::PeerIdentity;
 
 /// The identity an `--insecure-dev` client gets (no certificates there): a policy entry for
@@ -52,6 +63,8 @@ pub struct Rule {
     pub identity: String,
     pub namespaces: Scope,
     pub service_accounts: Scope,
+    /// What the pods of submissions this entry authorises may ask for beyond baseline.
+    pub pod_security: Exceptions,
 }
 
 /// The names an entry allows.
@@ -83,6 +96,55 @@ struct ClientEntry {
     identity: String,
     namespaces: Vec<String>,
     service_accounts: Vec<String>,
+    #[serde(default)]
+    pod_security: Option<PodSecurityEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodSecurityEntry {
+    #[serde(default)]
+    level: Level,
+    #[serde(default)]
+    allow: Vec<Control>,
+    #[serde(default)]
+    capabilities: Vec<String>,
+}
+
+/// The Pod Security Standard level an entry starts from.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+enum Level {
+    #[default]
+    Baseline,
+    Privileged,
+}
+
+impl PodSecurityEntry {
+    fn exceptions(self) -> Result<Exceptions, String> {
+        if let Some(bad) = self
+            .capabilities
+            .iter()
+            .find(|c| c.is_empty() || !c.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
+        {
+            return Err(format!(
+                "capability {bad:?} is not a capability name like NET_ADMIN"
+            ));
+        }
+        if self.level == Level::Privileged {
+            if !self.allow.is_empty() || !self.capabilities.is_empty() {
+                return Err(
+                    "level privileged already allows everything; drop allow and capabilities"
+                        .into(),
+                );
+            }
+            return Ok(Exceptions::privileged());
+        }
+        Ok(Exceptions {
+            controls: self.allow.into_iter().collect(),
+            capabilities: self.capabilities.into_iter().collect(),
+        })
+    }
 }
 
 /// Why a policy could not be loaded.
@@ -123,6 +185,9 @@ pub enum PolicyError {
     /// None of the client's identities is in the policy: 403.
     #[error("client identity is not known to the policy")]
     UnknownIdentity,
+    /// Allowed to submit, but the pods ask for what pod security denies this client: 403.
+    #[error("the submission's pods ask for what this client may not: {}", violations.join("; "))]
+    PodSecurity { violations: Vec<String> },
     /// Known, but no entry allows the namespace: 403.
     #[error("client may not submit into namespace {namespace:?}")]
     NamespaceDenied { namespace: String },
@@ -142,6 +207,7 @@ impl PolicyError {
             PolicyError::UnknownIdentity => "unknown_identity",
             PolicyError::NamespaceDenied { .. } => "namespace_denied",
             PolicyError::ServiceAccountDenied { .. } => "service_account_denied",
+            PolicyError::PodSecurity { .. } => "pod_security",
         }
     }
 }
@@ -177,10 +243,17 @@ impl Policy {
                     .map_err(|reason| invalid(format!("namespaces: {reason}")))?;
                 let service_accounts = scope(entry.service_accounts, is_dns_subdomain)
                     .map_err(|reason| invalid(format!("serviceAccounts: {reason}")))?;
+                let pod_security = entry
+                    .pod_security
+                    .map(PodSecurityEntry::exceptions)
+                    .transpose()
+                    .map_err(|reason| invalid(format!("podSecurity: {reason}")))?
+                    .unwrap_or_default();
                 Ok(Rule {
                     identity: entry.identity,
                     namespaces,
                     service_accounts,
+                    pod_security,
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -236,6 +309,40 @@ impl Policy {
 }
 
 impl Policy {
+    /// What the pods of a submission by `identities` into `namespace`, running as
+    /// `service_accounts` (`None`: `default`; none: `default`), may ask for beyond baseline:
+    /// for each account, what the entries allowing it add up to; across accounts, what they all
+    /// allow.
+    pub fn pod_security(
+        &self,
+        identities: &[String],
+        namespace: &str,
+        service_accounts: &[Option<&str>],
+    ) -> Exceptions {
+        let default_account = [None];
+        let accounts = if service_accounts.is_empty() {
+            &default_account[..]
+        } else {
+            service_accounts
+        };
+        let per_account = accounts.iter().map(|account| {
+            let account = account.unwrap_or(DEFAULT_SERVICE_ACCOUNT);
+            self.rules
+                .iter()
+                .filter(|rule| {
+                    identities.contains(&rule.identity)
+                        && rule.namespaces.allows(namespace)
+                        && rule.service_accounts.allows(account)
+                })
+                .fold(Exceptions::baseline(), |sum, rule| {
+                    sum.union(&rule.pod_security)
+                })
+        });
+        per_account
+            .reduce(|all, next| all.intersection(&next))
+            .unwrap_or_default()
+    }
+
     /// Whether a client presenting `identities` may read about drivers in `namespace` (status
     /// look-ups): some entry of one of its identities allows the namespace, whatever its
     /// service accounts, since reading runs nothing as anyone.
@@ -319,6 +426,34 @@ impl Access {
         service_accounts
             .iter()
             .try_for_each(|account| policy.authorize(&identities, namespace, *account))
+    }
+
+    /// Whether the pods a submission makes (`pods`: what they are, the pod) and its conf pass pod
+    /// security for `peer` in `namespace` as `service_accounts`; call after [`Self::may_submit`].
+    pub fn may_run<'a>(
+        &self,
+        peer: Option<&PeerIdentity>,
+        namespace: &str,
+        service_accounts: &[Option<&str>],
+        pods: &[(&str, &serde_json::Value)],
+        conf: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), PolicyError> {
+        // Without a policy (`--insecure-dev` alone) everything is allowed, pods included.
+        let Some((policy, identities)) = self.judged(peer) else {
+            return Ok(());
+        };
+        let exceptions = policy.pod_security(&identities, namespace, service_accounts);
+        let mut violations: Vec<String> = pods
+            .iter()
+            .flat_map(|(what, pod)| pod_security::check_pod(what, pod, &exceptions))
+            .chain(pod_security::check_conf(conf, &exceptions))
+            .map(|violation| violation.to_string())
+            .collect();
+        if violations.is_empty() {
+            return Ok(());
+        }
+        violations.dedup();
+        Err(PolicyError::PodSecurity { violations })
     }
 
     /// Whether `peer` may read about drivers in `namespace` (status look-ups).

@@ -3,7 +3,8 @@
 //!
 //! [`router`] holds the routes, handlers and envelope fallbacks, behind one check that the
 //! request carries a verified identity (401 otherwise); [`app`] adds the one layer
-//! stack, read top-down: request id, tracing, metrics, catch-panic (500 envelope), load-shed +
+//! stack, read top-down: request id, tracing, metrics, catch-panic (500 envelope), the client
+//! identity's budget ([`crate::fairness`], 503 as below), load-shed +
 //! concurrency limit (503 `SUBMITTER_OVERLOADED` with `Retry-After`), request timeout (503 as
 //! well: a retry with the same id is safe), body limit (413). Health, readiness and metrics sit
 //! outside the stack: probes and scrapes are neither traced nor shed under load, and probes need
@@ -134,7 +135,14 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
             state.metrics.clone(),
             crate::metrics::track,
         ))
+        // Outside everything that can refuse a request, so refused attempts are audited too.
+        .layer(axum::middleware::from_fn(crate::audit::record))
         .layer(CatchPanicLayer::custom(panic_response))
+        // Per identity, before the global limit: a refused request never takes a global slot.
+        .layer(axum::middleware::from_fn_with_state(
+            state.fairness.clone(),
+            crate::fairness::admit,
+        ))
         .layer(HandleErrorLayer::new(handle_layer_error))
         .load_shed()
         // Global: one semaphore for every route, not one per route as a plain limit would give.
@@ -210,11 +218,16 @@ async fn submit(
     ApiJson(request): ApiJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     let peer = identity.as_ref().map(|e| &e.0);
+    crate::audit::note_submission_id(&request.submission_id);
     let outcome = submit::submit(&state, peer, uri.query(), &request)
         .await
         .map_err(|failure| {
             envelope::submit_failure(&failure).with_submission_id(&request.submission_id)
         })?;
+    match &outcome {
+        Outcome::Driver { body, .. } => crate::audit::note_driver(body),
+        Outcome::DryRun(_) => crate::audit::note_dry_run(),
+    }
     Ok(match outcome {
         Outcome::Driver {
             created: true,
@@ -238,6 +251,7 @@ async fn driver_status(
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::driver_status(&state, peer, &namespace, &pod)
         .await
+        .inspect(crate::audit::note_status)
         .map(Json)
         .map_err(|error| {
             info!(kind = error.kind(), "driver status not answered");
@@ -255,6 +269,7 @@ async fn submission_status(
     let peer = identity.as_ref().map(|e| &e.0);
     crate::status::submission_status(&state, peer, &submission_id)
         .await
+        .inspect(crate::audit::note_status)
         .map(Json)
         .map_err(|error| {
             info!(kind = error.kind(), "submission status not answered");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::caches::WatchCaches;
+use crate::fairness::Budgets;
 use crate::kube_api::KubeApi;
 use crate::metrics::Metrics;
 use crate::policy::Access;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub caches: Option<WatchCaches>,
     /// Where retention records live: the submitter's own namespace.
     pub record_namespace: Arc<str>,
+    /// Each client identity's budget (none unless [`AppState::with_fairness`]).
+    pub fairness: Budgets,
 }
 
 impl AppState {
@@ -44,7 +47,14 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             spark_user: Arc::from(DEFAULT_SPARK_USER),
             caches: None,
+            fairness: Budgets::default(),
         }
+    }
+
+    /// The same state charging each client identity's requests to `budgets`.
+    pub fn with_fairness(mut self, budgets: Budgets) -> AppState {
+        self.fairness = budgets;
+        self
     }
 
     /// The same state reading `caches` for status look-ups and readiness.

@@ -30,7 +30,6 @@ use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
 use submission::builder::{self, BuildError, DriverObjects};
 use submission::conf::SparkConf;
-use submission::error_chain::error_chain;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
@@ -291,10 +290,22 @@ pub async fn submit(
     span.record("namespace", built.identity.namespace.as_str());
     span.record("pod", built.identity.driver_pod_name.as_str());
     span.record("dry_run", dry_run);
+    crate::audit::note_target(
+        &built.identity.namespace,
+        &built.identity.driver_pod_name,
+        dry_run,
+    );
     let namespace = &built.identity.namespace;
+    let accounts = service_accounts(&built, &conf, request);
+    let pods =
+        crate::pod_security::submission_pods(built.pod(), request.executor_pod_template.as_ref());
     state
         .access
-        .may_submit(peer, namespace, &service_accounts(&built, &conf, request))
+        .may_submit(peer, namespace, &accounts)
+        .and_then(|()| {
+            let access = &state.access;
+            access.may_run(peer, namespace, &accounts, &pods, conf.iter())
+        })
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
                 identities = ?peer.map(|p| &p.names), "submission refused by the policy");
@@ -431,7 +442,7 @@ async fn create(
             Ok(driver_answer(id, built, &submitted, duplicate))
         }
         Err(TaskFailure::Failed(source)) => {
-            warn!(kind = source.kind(), error = %error_chain(source.as_ref()), "submission failed");
+            warn!(kind = source.kind(), error = %crate::audit::loggable_cause(source.as_ref()), "submission failed");
             Err(SubmitFailure::CreateDriver {
                 source,
                 rejected: None,

@@ -14,6 +14,15 @@
 //! `ServerConfig` (in its client verifier), CA rotation is covered by the same mechanism, which a
 //! `ResolvesServerCert` could not do.
 //!
+//! Revocation: an optional CRL file (`--client-crl`, PEM, one or more CRLs) is read and reloaded
+//! with the same files, and its CRLs go into the client verifier, so a revoked client certificate
+//! fails its next handshake. A connection opened before the revocation would keep serving it
+//! (HTTP/1 keep-alive), so each request first asks [`ReloadingTlsConfig::still_trusted`]: when the
+//! config changed since the connection's certificate was last verified, the certificate is
+//! verified again against the current verifier (CRLs, CA bundle, validity). One that no longer
+//! verifies is served as anonymous (the API answers 401) and the connection is closed after that
+//! answer. Between changes the check is one mutex and one integer comparison.
+//!
 //! Serving: [`serve`] accepts TCP connections and hands each to its own task, which does the TLS
 //! handshake under a timeout (a slow or silent client never stalls `accept`), reads the peer's
 //! identities (DNS SANs, URI SANs, CN) from its certificate, and serves the axum router over
@@ -23,7 +32,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use submission::error_chain::error_chain;
@@ -33,8 +42,12 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::{RootCertStore, ServerConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -86,6 +99,16 @@ pub enum LoadTlsError {
     LoadKey(#[source] ReadPemError),
     #[error("cannot load the client CA")]
     LoadClientCa(#[source] ReadPemError),
+    #[error("cannot load the client CRL")]
+    LoadClientCrl(#[source] ReadPemError),
+    #[error("cannot parse the client CRL {path}")]
+    ParseClientCrl {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("client CRL {path} holds no CRL")]
+    EmptyClientCrl { path: PathBuf },
     #[error("client CA {path} holds an unusable certificate")]
     AddClientCa {
         path: PathBuf,
@@ -105,6 +128,9 @@ impl LoadTlsError {
             LoadTlsError::LoadCertificate(_) => "load_certificate",
             LoadTlsError::LoadKey(_) => "load_key",
             LoadTlsError::LoadClientCa(_) => "load_client_ca",
+            LoadTlsError::LoadClientCrl(_) => "load_client_crl",
+            LoadTlsError::ParseClientCrl { .. } => "parse_client_crl",
+            LoadTlsError::EmptyClientCrl { .. } => "empty_client_crl",
             LoadTlsError::AddClientCa { .. } => "add_client_ca",
             LoadTlsError::BuildVerifier(_) => "build_verifier",
             LoadTlsError::BuildConfig(_) => "build_config",
@@ -118,18 +144,35 @@ struct Material {
     cert: Vec<u8>,
     key: Vec<u8>,
     client_ca: Vec<u8>,
+    /// The CRL file's bytes, when one is configured.
+    client_crl: Option<Vec<u8>>,
+}
+
+/// A built config and the client verifier inside it (kept apart to verify open connections'
+/// certificates again).
+struct Built {
+    config: Arc<ServerConfig>,
+    verifier: Arc<dyn ClientCertVerifier>,
 }
 
 impl Material {
-    fn read(files: &TlsFiles) -> Result<Material, LoadTlsError> {
+    fn read(files: &TlsFiles, client_crl: Option<&Path>) -> Result<Material, LoadTlsError> {
         Ok(Material {
             cert: read_file(&files.cert).map_err(LoadTlsError::LoadCertificate)?,
             key: read_file(&files.key).map_err(LoadTlsError::LoadKey)?,
             client_ca: read_file(&files.client_ca).map_err(LoadTlsError::LoadClientCa)?,
+            client_crl: client_crl
+                .map(|path| read_file(path).map_err(LoadTlsError::LoadClientCrl))
+                .transpose()?,
         })
     }
 
-    fn build(&self, files: &TlsFiles, auth: ClientAuth) -> Result<Arc<ServerConfig>, LoadTlsError> {
+    fn build(
+        &self,
+        files: &TlsFiles,
+        client_crl: Option<&Path>,
+        auth: ClientAuth,
+    ) -> Result<Built, LoadTlsError> {
         let chain = certificates_from_pem(&files.cert, &self.cert)
             .map_err(LoadTlsError::LoadCertificate)?;
         let key = private_key_from_pem(&files.key, &self.key).map_err(LoadTlsError::LoadKey)?;
@@ -143,35 +186,70 @@ impl Material {
             })?;
         }
         let provider = crypto_provider();
-        let verifier =
+        let mut verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        if let (Some(path), Some(bytes)) = (client_crl, &self.client_crl) {
+            // A certificate whose issuer has no CRL in the file is accepted: during a CA
+            // rotation the bundle holds two CAs and the file may hold the CRL of one.
+            verifier = verifier
+                .with_crls(crls_from_pem(path, bytes)?)
+                .allow_unknown_revocation_status();
+        }
         let verifier = match auth {
             ClientAuth::Required => verifier,
             ClientAuth::Optional => verifier.allow_unauthenticated(),
         }
         .build()
         .map_err(LoadTlsError::BuildVerifier)?;
+        // TLS 1.2 and 1.3 only (rustls has nothing older), AEAD suites with forward secrecy.
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(LoadTlsError::BuildConfig)?
-            .with_client_cert_verifier(verifier)
+            .with_client_cert_verifier(verifier.clone())
             .with_single_cert(chain, key)
             .map_err(LoadTlsError::BuildConfig)?;
         // We serve HTTP/1.1 only (hyper's http1), so say so in ALPN.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        Ok(Built {
+            config: Arc::new(config),
+            verifier,
+        })
     }
 }
 
+/// Every CRL of PEM `bytes` read from `path`; none at all is an error, so that a file caught
+/// half-written never lifts every revocation.
+fn crls_from_pem(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<Vec<CertificateRevocationListDer<'static>>, LoadTlsError> {
+    let crls = CertificateRevocationListDer::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| LoadTlsError::ParseClientCrl {
+            path: path.to_owned(),
+            source,
+        })?;
+    if crls.is_empty() {
+        return Err(LoadTlsError::EmptyClientCrl {
+            path: path.to_owned(),
+        });
+    }
+    Ok(crls)
+}
+
 struct ReloadState {
-    config: Arc<ServerConfig>,
+    built: Built,
     material: Material,
     checked_at: Instant,
+    /// Counts the configs built so far; a connection compares it with the one its client
+    /// certificate was last verified under.
+    generation: u64,
 }
 
 /// A server TLS config that follows its files on disk; see the module docs.
 pub struct ReloadingTlsConfig {
     files: TlsFiles,
+    client_crl: Option<PathBuf>,
     auth: ClientAuth,
     check_interval: Duration,
     state: Mutex<ReloadState>,
@@ -181,6 +259,7 @@ impl std::fmt::Debug for ReloadingTlsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReloadingTlsConfig")
             .field("files", &self.files)
+            .field("client_crl", &self.client_crl)
             .field("auth", &self.auth)
             .field("check_interval", &self.check_interval)
             .finish_non_exhaustive()
@@ -190,16 +269,27 @@ impl std::fmt::Debug for ReloadingTlsConfig {
 impl ReloadingTlsConfig {
     /// Loads the files once; fails if they do not make a config (startup must not limp on).
     pub fn new(files: TlsFiles, auth: ClientAuth) -> Result<ReloadingTlsConfig, LoadTlsError> {
-        let material = Material::read(&files)?;
-        let config = material.build(&files, auth)?;
+        ReloadingTlsConfig::with_client_crl(files, None, auth)
+    }
+
+    /// The same, also refusing the client certificates that a CRL in `client_crl` (PEM) revokes.
+    pub fn with_client_crl(
+        files: TlsFiles,
+        client_crl: Option<PathBuf>,
+        auth: ClientAuth,
+    ) -> Result<ReloadingTlsConfig, LoadTlsError> {
+        let material = Material::read(&files, client_crl.as_deref())?;
+        let built = material.build(&files, client_crl.as_deref(), auth)?;
         Ok(ReloadingTlsConfig {
             files,
+            client_crl,
             auth,
             check_interval: DEFAULT_RELOAD_CHECK_INTERVAL,
             state: Mutex::new(ReloadState {
-                config,
+                built,
                 material,
                 checked_at: Instant::now(),
+                generation: 0,
             }),
         })
     }
@@ -213,6 +303,17 @@ impl ReloadingTlsConfig {
     /// The config for the next handshake, rebuilt first if the files changed since the last
     /// check and the check interval has passed.
     pub fn current(&self) -> Arc<ServerConfig> {
+        self.checked().built.config.clone()
+    }
+
+    /// [`Self::current`] and its generation.
+    fn current_with_generation(&self) -> (Arc<ServerConfig>, u64) {
+        let state = self.checked();
+        (state.built.config.clone(), state.generation)
+    }
+
+    /// The state, after reloading the files if the check interval has passed.
+    fn checked(&self) -> std::sync::MutexGuard<'_, ReloadState> {
         // A poisoned lock only means a panic elsewhere while holding it; the state is whole.
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.checked_at.elapsed() >= self.check_interval {
@@ -225,7 +326,7 @@ impl ReloadingTlsConfig {
                 );
             }
         }
-        state.config.clone()
+        state
     }
 
     /// Re-reads the files now, whatever the interval; `Ok(true)` if the config changed.
@@ -236,15 +337,50 @@ impl ReloadingTlsConfig {
     }
 
     fn reload(&self, state: &mut ReloadState) -> Result<bool, LoadTlsError> {
-        let material = Material::read(&self.files)?;
+        let material = Material::read(&self.files, self.client_crl.as_deref())?;
         if material == state.material {
             return Ok(false);
         }
-        state.config = material.build(&self.files, self.auth)?;
+        state.built = material.build(&self.files, self.client_crl.as_deref(), self.auth)?;
         state.material = material;
+        state.generation += 1;
         info!(cert = %self.files.cert.display(), "reloaded TLS certificate files");
         Ok(true)
     }
+
+    /// Whether the client certificate `peer` of an open connection is still trusted by the
+    /// current config (see the module docs); the files are re-read first when the check
+    /// interval has passed. Verifies only when the config changed since the last verification.
+    pub fn still_trusted(&self, peer: &VerifiedPeer) -> bool {
+        let (generation, verifier) = {
+            let state = self.checked();
+            if state.generation == peer.generation.load(Ordering::Acquire) {
+                return true;
+            }
+            (state.generation, state.built.verifier.clone())
+        };
+        let Some((leaf, intermediates)) = peer.chain.split_first() else {
+            return true;
+        };
+        match verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
+            Ok(_) => {
+                peer.generation.store(generation, Ordering::Release);
+                true
+            }
+            Err(error) => {
+                warn!(%error, "client certificate of an open connection is no longer trusted");
+                false
+            }
+        }
+    }
+}
+
+/// A client certificate chain verified at a handshake, and the config generation it was last
+/// verified under.
+#[derive(Debug)]
+pub struct VerifiedPeer {
+    chain: Vec<CertificateDer<'static>>,
+    generation: AtomicU64,
 }
 
 /// The client's identities, as a request extension: its certificate's DNS SANs, URI SANs and
@@ -393,14 +529,15 @@ impl Connection {
     async fn run(self, stream: TcpStream, watcher: Watcher) {
         // Small requests and answers: do not wait for Nagle.
         let _ = stream.set_nodelay(true);
-        let tls = match &self.transport {
+        let reloading = match &self.transport {
             Transport::InsecureDev => {
-                self.serve_http(stream, PeerIdentity::default(), watcher)
+                self.serve_http(stream, PeerIdentity::default(), None, watcher)
                     .await;
                 return;
             }
-            Transport::Tls(tls) => tls.current(),
+            Transport::Tls(tls) => tls.clone(),
         };
+        let (tls, generation) = reloading.current_with_generation();
         let remote = self.remote;
         let handshake = TlsAcceptor::from(tls).accept(stream);
         let stream = match tokio::time::timeout(self.options.handshake_timeout, handshake).await {
@@ -414,12 +551,13 @@ impl Connection {
                 return;
             }
         };
-        let leaf = stream
+        let chain: Vec<CertificateDer<'static>> = stream
             .get_ref()
             .1
             .peer_certificates()
-            .and_then(|chain| chain.first());
-        let identity = match leaf.map(|leaf| peer_identity(leaf)) {
+            .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default();
+        let identity = match chain.first().map(|leaf| peer_identity(leaf)) {
             None => PeerIdentity::default(),
             Some(Ok(identity)) => identity,
             Some(Err(error)) => {
@@ -429,11 +567,24 @@ impl Connection {
                 return;
             }
         };
-        self.serve_http(stream, identity, watcher).await;
+        let peer = (!chain.is_empty()).then(|| Recheck {
+            tls: reloading,
+            peer: VerifiedPeer {
+                chain,
+                generation: AtomicU64::new(generation),
+            },
+        });
+        self.serve_http(stream, identity, peer.map(Arc::new), watcher)
+            .await;
     }
 
-    async fn serve_http<S>(self, stream: S, identity: PeerIdentity, watcher: Watcher)
-    where
+    async fn serve_http<S>(
+        self,
+        stream: S,
+        identity: PeerIdentity,
+        recheck: Option<Arc<Recheck>>,
+        watcher: Watcher,
+    ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let Connection {
@@ -443,9 +594,29 @@ impl Connection {
             ..
         } = self;
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            request.extensions_mut().insert(identity.clone());
+            // A certificate revoked (or no longer trusted) since the handshake: this request is
+            // anonymous, and its answer closes the connection.
+            let trusted = recheck
+                .as_ref()
+                .is_none_or(|recheck| recheck.tls.still_trusted(&recheck.peer));
+            if trusted {
+                request.extensions_mut().insert(identity.clone());
+            } else {
+                warn!(%remote, identities = ?identity.names, "closing a connection whose client certificate is no longer trusted");
+                request.extensions_mut().insert(PeerIdentity::default());
+            }
             request.extensions_mut().insert(ConnectInfo(remote));
-            app.clone().oneshot(request)
+            let answer = app.clone().oneshot(request);
+            async move {
+                let mut response = answer.await?;
+                if !trusted {
+                    response.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -457,6 +628,12 @@ impl Connection {
             tracing::debug!(%remote, %error, "connection ended with an error");
         }
     }
+}
+
+/// What a connection needs to verify its client's certificate again.
+struct Recheck {
+    tls: Arc<ReloadingTlsConfig>,
+    peer: VerifiedPeer,
 }
 
 #[cfg(test)]

@@ -47,6 +47,10 @@ pub struct ServeArgs {
         required_unless_present = "insecure_dev"
     )]
     pub client_ca: Option<PathBuf>,
+    /// Certificate revocation lists of the client CAs, PEM (re-read when it changes): a client
+    /// certificate they revoke is refused, on new and on open connections.
+    #[arg(long, env = "SUBMITTER_CLIENT_CRL", conflicts_with = "insecure_dev")]
+    pub client_crl: Option<PathBuf>,
     /// Policy file (YAML): which client identity may submit where.
     #[arg(
         long,
@@ -57,6 +61,17 @@ pub struct ServeArgs {
     /// Requests served at once; beyond it 503 SUBMITTER_OVERLOADED with Retry-After.
     #[arg(long, env = "SUBMITTER_MAX_CONCURRENCY", default_value_t = super::DEFAULT_MAX_CONCURRENCY)]
     pub max_concurrency: usize,
+    /// Requests one client identity may have served at once; beyond it that identity gets 503
+    /// SUBMITTER_OVERLOADED with Retry-After. Default: half of --max-concurrency, so one
+    /// flooding client never fills the service. 0: no per-identity cap.
+    #[arg(long, env = "SUBMITTER_MAX_IN_FLIGHT_PER_IDENTITY")]
+    pub max_in_flight_per_identity: Option<usize>,
+    /// Requests a second one client identity may make on average (0: no rate limit).
+    #[arg(long, env = "SUBMITTER_RATE_PER_IDENTITY", default_value_t = 0.0)]
+    pub rate_per_identity: f64,
+    /// Requests one client identity may make in a burst when `--rate-per-identity` is set.
+    #[arg(long, env = "SUBMITTER_BURST_PER_IDENTITY", default_value_t = 20)]
+    pub burst_per_identity: u32,
     /// Seconds a request may take before the client gets a 503 (the creation goes on).
     #[arg(long, env = "SUBMITTER_REQUEST_TIMEOUT", default_value_t = super::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout: u64,
@@ -78,6 +93,10 @@ pub struct ServeArgs {
     /// kubeconfig's); the service needs create/delete on ConfigMaps there.
     #[arg(long, env = "SUBMITTER_RECORD_NAMESPACE")]
     pub record_namespace: Option<String>,
+    /// File the audit lines (one per submission attempt and status look-up) are appended to, as
+    /// JSON; absent: they go with the other logs, target `submitter::audit`.
+    #[arg(long, env = "SUBMITTER_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
     #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
@@ -186,8 +205,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         };
         // Asked for, not required: a client without one gets a 401 in the envelope from every
         // API route instead of a handshake failure, and probes work without one.
-        let tls =
-            ReloadingTlsConfig::new(files, ClientAuth::Optional).map_err(ServeError::LoadTls)?;
+        let tls = ReloadingTlsConfig::with_client_crl(files, args.client_crl, ClientAuth::Optional)
+            .map_err(ServeError::LoadTls)?;
         (Access::Policy(policy), Transport::Tls(Arc::new(tls)))
     };
     let client = kube_client(args.kubeconfig.as_ref()).await?;
@@ -195,7 +214,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .record_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
+    let budgets = crate::fairness::Budgets::new(crate::fairness::BudgetConfig {
+        max_in_flight: args
+            .max_in_flight_per_identity
+            .unwrap_or((args.max_concurrency / 2).max(1)),
+        rate: args.rate_per_identity.max(0.0),
+        burst: args.burst_per_identity,
+    });
     let state = AppState::new(client.clone(), access)
+        .with_fairness(budgets)
         .with_spark_user(&args.spark_user)
         .with_record_namespace(&record_namespace);
     let config = ServiceConfig {

@@ -67,6 +67,9 @@ fn from_template(pod: &Value, template: &Value, path: &[String]) -> bool {
             .cloned()
     };
     let template = template.get("template").unwrap_or(template);
+    if let Some(origin) = container_from_template(pod, template, path) {
+        return origin;
+    }
     let (Some(built), Some(given)) = (at(pod), at(template)) else {
         return false;
     };
@@ -89,6 +92,44 @@ fn from_template(pod: &Value, template: &Value, path: &[String]) -> bool {
                 .all(|(key, value)| given.get(key.as_str()) == Some(value));
     }
     built == given
+}
+
+/// For a path into a container (`spec.containers[1].image`), whether the value is the template's:
+/// the built pod orders its containers as Spark does (the driver container first), so the
+/// template's container is found by name, not by index; a value both lack (`Required value`)
+/// is the template's when the container is the template's own. `None`: not a container path, or
+/// no template container of that name.
+fn container_from_template(pod: &Value, template: &Value, path: &[String]) -> Option<bool> {
+    let [spec, list, index, rest @ ..] = path else {
+        return None;
+    };
+    if spec != "spec" || !matches!(list.as_str(), "containers" | "initContainers") {
+        return None;
+    }
+    let built = pod
+        .get("spec")?
+        .get(list)?
+        .get(index.parse::<usize>().ok()?)?;
+    let name = built.get("name").and_then(Value::as_str);
+    let given = template
+        .get("spec")
+        .and_then(|spec| spec.get(list))
+        .and_then(Value::as_array)
+        .and_then(|containers| {
+            containers
+                .iter()
+                .find(|c| c.get("name").and_then(Value::as_str) == name)
+        });
+    // Not there by name (e.g. an unnamed template container Spark made the driver's): compare
+    // by position as for any other path.
+    let given = given?;
+    fn at<'v>(value: &'v Value, rest: &[String]) -> Option<&'v Value> {
+        rest.iter().try_fold(value, |value, step| match value {
+            Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => value.get(step),
+        })
+    }
+    Some(at(built, rest) == at(given, rest))
 }
 
 /// `spec.containers[0].image` as path steps: `spec`, `containers`, `0`, `image`.
@@ -136,6 +177,25 @@ fn valid_label_key(key: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_template_container_is_found_by_name_wherever_the_pod_puts_it() {
+        let template = json!({"spec": {"containers": [
+            {"name": "spark-kubernetes-driver"},
+            {"name": "sidecar"},
+            {"name": "Bad_Name", "image": "x"},
+        ]}});
+        let pod = json!({"kind": "Pod", "spec": {"containers": [
+            {"name": "sidecar"},
+            {"name": "Bad_Name", "image": "x"},
+            {"name": "spark-kubernetes-driver", "image": "spark:4"},
+        ]}});
+        let blame = |field: &str| origin(&pod, Some(&template), None, false, &[field]);
+        assert_eq!(blame("spec.containers[0].image"), Origin::Template);
+        assert_eq!(blame("spec.containers[1].name"), Origin::Template);
+        // The driver container's image comes from the arguments.
+        assert_eq!(blame("spec.containers[2].image"), Origin::Arguments);
+    }
 
     fn pod(labels: Value) -> Value {
         json!({"kind": "Pod", "metadata": {"labels": labels},

@@ -68,6 +68,32 @@ impl Ca {
         }
     }
 
+    /// A CRL of this CA, PEM, revoking the certificates `revoked` (PEM).
+    pub fn crl(&self, revoked: &[&Leaf]) -> String {
+        use rcgen::{
+            CertificateRevocationListParams, KeyIdMethod, RevokedCertParams, SerialNumber,
+        };
+        let now = time::OffsetDateTime::now_utc();
+        let revoked_certs = revoked
+            .iter()
+            .map(|leaf| RevokedCertParams {
+                serial_number: SerialNumber::from_slice(&serial(&leaf.cert_pem)),
+                revocation_time: now,
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect();
+        let params = CertificateRevocationListParams {
+            this_update: now - time::Duration::minutes(1),
+            next_update: now + time::Duration::days(1),
+            crl_number: SerialNumber::from(u64::try_from(revoked.len()).unwrap() + 1),
+            issuing_distribution_point: None,
+            revoked_certs,
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        params.signed_by(&self.issuer).unwrap().pem().unwrap()
+    }
+
     /// A server certificate for `localhost` and 127.0.0.1, with `common_name` to tell it apart.
     pub fn server(&self, common_name: &str) -> Leaf {
         self.issue(
@@ -241,6 +267,17 @@ pub async fn send(
         body: String::from_utf8_lossy(&body).into_owned(),
         server_cert,
     })
+}
+
+/// The serial number of a PEM certificate, big-endian without leading zeros.
+pub fn serial(cert_pem: &str) -> Vec<u8> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let raw = cert.tbs_certificate.raw_serial();
+    let first = raw.iter().position(|b| *b != 0).unwrap_or(raw.len() - 1);
+    raw[first..].to_vec()
 }
 
 /// The CN of a DER certificate (to tell rotated server certificates apart).

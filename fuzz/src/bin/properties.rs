@@ -1,0 +1,5 @@
+//! Fuzz target `properties`: see [`fuzz::properties`] for the property it checks.
+
+fn main() {
+    afl::fuzz!(|data: &[u8]| fuzz::properties(data));
+}

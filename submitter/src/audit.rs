@@ -1,0 +1,285 @@
+//! The audit log: one structured line per submission attempt and per status look-up, saying who
+//! asked (the client certificate's identity), about what (namespace, submission id, driver pod
+//! and uid), and how it ended (HTTP status, outcome code, duplicate flag, latency).
+//!
+//! Lines are `tracing` events of target [`TARGET`] at INFO, so they go wherever the service's
+//! logs go, or, with `submitter serve --audit-log FILE`, to that file alone (JSON, one event a
+//! line, appended; see [`open_file`]).
+//!
+//! How the line is assembled: [`record`] is a middleware outside every other layer of the API
+//! routes that can answer (identity budget, load shedding, timeout, body limit, identity check),
+//! so attempts refused there are audited too. It gives the request a task-local [`Details`]
+//! that the code below fills in as it learns things (`note_*`: the submission id once the body
+//! is read, namespace and pod once the submission is built, the driver's uid once it exists,
+//! the envelope's code when the answer is an error) and writes the line when the answer is
+//! ready. Outside a request (tests, the sweeper) the `note_*` functions do nothing.
+//!
+//! Secrets never appear (decided): a line holds names and codes only, never the arguments, a
+//! conf value, a template or a message; every field is either from the path, from the client
+//! certificate, from what the API server returned (names and uids), or one of a fixed set of
+//! codes. The service's other logs follow the same rule where client input could reach them:
+//! a failed creation is logged with [`loggable_cause`], without the API server's message.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitResponse};
+
+use crate::fairness::charged_identity;
+use crate::kube_api::CallError;
+use crate::submit::execute::SubmitDriverError;
+use crate::tls::PeerIdentity;
+use submission::error_chain::error_chain;
+
+/// The `tracing` target of audit lines.
+pub const TARGET: &str = "submitter::audit";
+
+/// What an audited request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `POST /api/v1/spark-submit`.
+    Submit,
+    /// `GET /api/v1/spark-submit/{submission_id}`.
+    StatusBySubmission,
+    /// `GET /api/v1/drivers/{namespace}/{pod}`.
+    StatusByDriver,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Submit => "submit",
+            Action::StatusBySubmission => "status_by_submission",
+            Action::StatusByDriver => "status_by_driver",
+        }
+    }
+}
+
+/// What is known about an audited request; filled in while it is served.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    pub submission_id: String,
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    pub duplicate: bool,
+    pub dry_run: bool,
+    /// The outcome code: the envelope's error code, or one of ours for a success.
+    pub outcome: Option<&'static str>,
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Mutex<Details>>;
+}
+
+fn note(fill: impl FnOnce(&mut Details)) {
+    // Outside an audited request there is nothing to fill in.
+    let _ = CURRENT.try_with(|details| {
+        fill(&mut details.lock().unwrap_or_else(PoisonError::into_inner));
+    });
+}
+
+/// The request's submission id (read from its body).
+pub fn note_submission_id(id: &str) {
+    note(|details| details.submission_id = id.to_owned());
+}
+
+/// The driver a submission targets, once built.
+pub fn note_target(namespace: &str, pod: &str, dry_run: bool) {
+    note(|details| {
+        details.namespace = namespace.to_owned();
+        details.pod = pod.to_owned();
+        details.dry_run = dry_run;
+    });
+}
+
+/// The driver a submission was answered with.
+pub fn note_driver(answer: &SubmitResponse) {
+    note(|details| {
+        details.namespace = answer.namespace.clone();
+        details.pod = answer.driver_pod_name.clone();
+        details.uid = answer.driver_pod_uid.clone();
+        details.duplicate = answer.duplicate_submission;
+        details.outcome = Some(if answer.duplicate_submission {
+            "DUPLICATE"
+        } else {
+            "CREATED"
+        });
+    });
+}
+
+/// A dry run's success.
+pub fn note_dry_run() {
+    note(|details| {
+        details.dry_run = true;
+        details.outcome = Some("DRY_RUN");
+    });
+}
+
+/// The driver a status look-up found.
+pub fn note_status(status: &DriverStatus) {
+    note(|details| {
+        if let Some(id) = &status.submission_id {
+            details.submission_id = id.clone();
+        }
+        details.namespace = status.namespace.clone();
+        details.pod = status.driver_pod_name.clone();
+        details.uid = status.driver_pod_uid.clone();
+        details.outcome = Some("FOUND");
+    });
+}
+
+/// An error answer in the envelope: its code, and its submission id when none is known yet.
+pub fn note_error(code: &'static str, submission_id: &str) {
+    note(|details| {
+        details.outcome = Some(code);
+        if details.submission_id.is_empty() {
+            details.submission_id = submission_id.to_owned();
+        }
+    });
+}
+
+/// Which audited action `method` on `path` is, with what its path names.
+pub fn action(method: &Method, path: &str) -> Option<(Action, Details)> {
+    let mut details = Details::default();
+    if path == SUBMIT_PATH {
+        return (method == Method::POST).then_some((Action::Submit, details));
+    }
+    if method != Method::GET {
+        return None;
+    }
+    if let Some(id) = path
+        .strip_prefix(SUBMIT_PATH)
+        .and_then(|rest| rest.strip_prefix('/'))
+    {
+        details.submission_id = id.to_owned();
+        return Some((Action::StatusBySubmission, details));
+    }
+    let rest = path
+        .strip_prefix(DRIVERS_PATH)
+        .and_then(|rest| rest.strip_prefix('/'))?;
+    if let Some((namespace, pod)) = rest.split_once('/') {
+        details.namespace = namespace.to_owned();
+        details.pod = pod.to_owned();
+    }
+    Some((Action::StatusByDriver, details))
+}
+
+/// The middleware: serves the request with a task-local [`Details`], then writes its line.
+pub async fn record(request: Request, next: Next) -> Response {
+    let Some((action, details)) = action(request.method(), request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let peer = request.extensions().get::<PeerIdentity>();
+    let identity = charged_identity(peer).to_owned();
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let details = Arc::new(Mutex::new(details));
+    let started = Instant::now();
+    let response = CURRENT.scope(details.clone(), next.run(request)).await;
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let details = details.lock().unwrap_or_else(PoisonError::into_inner);
+    let status = response.status().as_u16();
+    tracing::info!(
+        target: TARGET,
+        action = action.as_str(),
+        identity = %identity,
+        namespace = %details.namespace,
+        submission_id = %details.submission_id,
+        pod = %details.pod,
+        uid = %details.uid,
+        duplicate = details.duplicate,
+        dry_run = details.dry_run,
+        status,
+        outcome = details.outcome.unwrap_or(if response.status().is_success() { "OK" } else { "UNKNOWN" }),
+        latency_ms,
+        request_id = %request_id,
+        "audit"
+    );
+    response
+}
+
+/// What the log may say about a failed creation: the whole error chain, except that an answer
+/// of the API server is reduced to its code, reason and the fields it names. The API server
+/// quotes rejected values in its messages (`Invalid value: "…"`), and those values are the
+/// client's input, which may hold a secret; the client gets the message in its answer, the log
+/// does not.
+pub fn loggable_cause(error: &SubmitDriverError) -> String {
+    let Some(status) = error.call_error().and_then(CallError::status) else {
+        return error_chain(error);
+    };
+    let fields: Vec<&str> = status
+        .details
+        .iter()
+        .flat_map(|details| &details.causes)
+        .map(|cause| cause.field.as_str())
+        .filter(|field| !field.is_empty())
+        .collect();
+    format!(
+        "{error}: the API server answered {} {} (fields: [{}]; its message is not logged)",
+        status.code,
+        status.reason,
+        fields.join(", ")
+    )
+}
+
+/// Opens (creating, appending) the file audit lines go to with `--audit-log`.
+pub fn open_file(path: &Path) -> io::Result<Mutex<File>> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(Mutex::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audited_actions_are_submissions_and_look_ups() {
+        let submit = action(&Method::POST, "/api/v1/spark-submit").unwrap();
+        assert_eq!(submit.0, Action::Submit);
+        let by_id = action(&Method::GET, "/api/v1/spark-submit/abc").unwrap();
+        assert_eq!(by_id.0, Action::StatusBySubmission);
+        assert_eq!(by_id.1.submission_id, "abc");
+        let by_driver = action(&Method::GET, "/api/v1/drivers/ns/pod-1").unwrap();
+        assert_eq!(by_driver.0, Action::StatusByDriver);
+        assert_eq!(
+            (by_driver.1.namespace.as_str(), by_driver.1.pod.as_str()),
+            ("ns", "pod-1")
+        );
+        // The Go client's probe, unknown routes and health are not audited.
+        assert!(action(&Method::GET, "/api/v1/spark-submit").is_none());
+        assert!(action(&Method::GET, "/healthz").is_none());
+        assert!(action(&Method::DELETE, "/api/v1/spark-submit/abc").is_none());
+    }
+
+    #[tokio::test]
+    async fn notes_fill_the_current_request_only() {
+        note_submission_id("outside");
+        let details = Arc::new(Mutex::new(Details::default()));
+        CURRENT
+            .scope(details.clone(), async {
+                note_submission_id("s-1");
+                note_target("ns", "pod", false);
+                note_error("FORBIDDEN", "ignored: the id is known");
+            })
+            .await;
+        let details = details.lock().unwrap().clone();
+        assert_eq!(details.submission_id, "s-1");
+        assert_eq!(details.namespace, "ns");
+        assert_eq!(details.outcome, Some("FORBIDDEN"));
+    }
+}
