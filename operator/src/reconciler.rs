@@ -116,6 +116,14 @@ impl WatchHealth {
         !streams.is_empty() && streams.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
+    /// Synced and connected, or no stream at all (a controller that is not running).
+    pub fn ready_or_unused(&self) -> bool {
+        let streams = self.lock();
+        streams
+            .iter()
+            .all(|s| s.synced.load(Ordering::Relaxed) && s.up.load(Ordering::Relaxed))
+    }
+
     /// Times a stream went down after being up.
     pub fn restarts(&self) -> u64 {
         self.lock()
@@ -130,6 +138,9 @@ impl WatchHealth {
 pub struct Health {
     pub apps: WatchHealth,
     pub pods: WatchHealth,
+    /// The ScheduledSparkApplication controller's watches: schedules and their runs.
+    pub schedules: WatchHealth,
+    pub runs: WatchHealth,
 }
 
 impl Health {
@@ -138,9 +149,13 @@ impl Health {
         self.apps.synced() && self.pods.synced()
     }
 
-    /// Ready to serve: both watches synced and connected.
+    /// Ready to serve: every watch synced and connected.
     pub fn ready(&self) -> bool {
-        self.synced() && self.apps.up() && self.pods.up()
+        self.synced()
+            && self.apps.up()
+            && self.pods.up()
+            && self.schedules.ready_or_unused()
+            && self.runs.ready_or_unused()
     }
 }
 
