@@ -34,7 +34,7 @@ use crate::metrics::Metrics;
 use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
-    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, Settings,
+    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, PendingReason, Settings,
     SubmissionOutcome, decide,
 };
 
@@ -205,6 +205,15 @@ pub trait Effects: Send + Sync {
         submission_id: &str,
     ) -> impl Future<Output = Result<bool, ReconcileError>> + Send;
 
+    /// The latest Warning event about the driver pod `pod` (with `uid`): what holds it pending
+    /// when the pod does not say (`FailedMount`). `None`: there is none.
+    fn driver_warning(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
+
     /// Sends the app's submission under the persisted `submission_id`; every failure is an
     /// outcome for `decide`, never an error.
     fn submit(
@@ -270,6 +279,12 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
+    #[error("cannot read the events of driver pod {name}")]
+    InspectPendingDriver {
+        name: String,
+        #[source]
+        source: ::kube::Error,
+    },
     #[error("cannot delete driver pod {name}")]
     DeleteDriver {
         name: String,
@@ -292,6 +307,7 @@ impl ReconcileError {
             ReconcileError::ReadLatest(_) => "read_latest",
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
+            ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -475,6 +491,12 @@ impl<E: Effects> Reconciler<E> {
                             absent = observed.driver_absent_verified,
                             "verified a driver missing from the cache"
                         );
+                        again = true;
+                    }
+                    Action::InspectPendingDriver { name: pod, uid } => {
+                        let warning = self.effects.driver_warning(&app, &pod, &uid).await?;
+                        debug!(pod = %pod, warning = ?warning, "read a pending driver's events");
+                        observed.driver_warning = Some(warning);
                         again = true;
                     }
                     Action::Submit { submission_id } => {

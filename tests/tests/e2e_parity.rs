@@ -5,6 +5,7 @@
 mod e2e_support;
 
 use e2e_support::{Env, wait_until};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
@@ -263,4 +264,73 @@ async fn a_run_created_before_a_crash_is_the_ticks_run_for_the_next_operator() {
         .filter(|t| *t <= next_tick)
         .collect();
     assert_eq!(ticks, [tick, next_tick]);
+}
+
+/// The Warning `SparkDriverPending` events recorded about the application `app`.
+async fn driver_pending_warnings(env: &Env, app: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("SparkDriverPending")
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(app)
+        })
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_held_pending_shows_why_on_the_application() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    // A ConfigMap that does not exist (the kubelet reports FailedMount only in an event), and a
+    // node selector no node matches (the scheduler says so on the pod).
+    env.create_app(
+        "unmounted",
+        json!({"driver": {"configMaps": [{"name": "missing-conf", "path": "/etc/extra"}]}}),
+    )
+    .await;
+    env.create_app(
+        "nowhere",
+        json!({"driver": {"nodeSelector": {"disk": "quantum"}}}),
+    )
+    .await;
+    for (app, reason, says) in [
+        ("unmounted", "FailedMount", "missing-conf"),
+        (
+            "nowhere",
+            "Unschedulable",
+            "didn't match Pod's node affinity/selector",
+        ),
+    ] {
+        let held = env
+            .wait_for_app(app, &format!("{app}'s DriverPending condition"), |a| {
+                a.status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "DriverPending"))
+            })
+            .await
+            .status
+            .unwrap();
+        assert_eq!(held.app_state.state, State::Submitted, "{app}");
+        let condition = held
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "DriverPending")
+            .unwrap();
+        assert_eq!(condition.reason, reason, "{app}");
+        assert!(condition.message.contains(says), "{app}: {condition:?}");
+        assert!(held.app_state.error_message.contains(says), "{app}");
+        let notes = wait_until(&format!("{app}'s SparkDriverPending warning"), || async {
+            let notes = driver_pending_warnings(&env, app).await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert!(notes[0].contains(says), "{app}: {notes:?}");
+    }
 }

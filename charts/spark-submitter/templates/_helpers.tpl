@@ -253,6 +253,9 @@ seccompProfile:
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
 {{- if eq .Values.operator.recovery.store "kubernetes" }}
 - apiGroups: [""]
   resources: ["configmaps"]
