@@ -1066,6 +1066,7 @@ impl Kubelet {
                 .unwrap_or_default();
             let fits = |i: usize| selector.iter().all(|(k, v)| labels[i].get(k) == Some(v));
             let Some(slot) = load.iter_mut().filter(|(_, i)| fits(*i)).min() else {
+                self.mark_unschedulable(&ns, &name, &uid, load.len());
                 waiting.insert((ns, name), uid);
                 continue;
             };
@@ -1106,6 +1107,95 @@ impl Kubelet {
             }
         }
         st.unscheduled.extend(waiting);
+    }
+
+    /// A pod no node fits, as the scheduler reports it: the `PodScheduled` condition `False`
+    /// with reason `Unschedulable` and the fit error as its message, and a `FailedScheduling`
+    /// Warning event; both once, when the condition is first written.
+    /// `healthy` of the nodes are reachable (none of them fits); the others carry the
+    /// unreachable taint.
+    fn mark_unschedulable(&self, ns: &str, name: &str, uid: &str, healthy: usize) {
+        let nodes = self.nodes.len();
+        let mut reasons = Vec::new();
+        if healthy > 0 {
+            reasons.push(format!(
+                "{healthy} node(s) didn't match Pod's node affinity/selector"
+            ));
+        }
+        if nodes > healthy {
+            reasons.push(format!(
+                "{} node(s) had untolerated taint {{node.kubernetes.io/unreachable: }}",
+                nodes - healthy
+            ));
+        }
+        // The scheduler lists the reasons sorted, then what preemption found.
+        reasons.sort();
+        let message = format!(
+            "0/{nodes} nodes are available: {}. preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling.",
+            reasons.join(", ")
+        );
+        let now = meta::now_rfc3339();
+        let written = self.store.modify(
+            &self.pods_rt,
+            ns,
+            name,
+            Part::Status,
+            &WriteOpts::default(),
+            |cur| {
+                let conditions = cur
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let marked = conditions
+                    .iter()
+                    .any(|c| c["type"] == "PodScheduled" && c["status"] == "False");
+                if meta::uid(cur) != uid || marked {
+                    return Err(ApiError::conflict("", "pods", name, "nothing to mark"));
+                }
+                let mut next = cur.clone();
+                let mut kept: Vec<Value> = conditions
+                    .into_iter()
+                    .filter(|c| c["type"] != "PodScheduled")
+                    .collect();
+                kept.push(json!({"type": "PodScheduled", "status": "False",
+                    "reason": "Unschedulable", "message": message,
+                    "lastProbeTime": null, "lastTransitionTime": now}));
+                next["status"]["conditions"] = json!(kept);
+                if next["status"].get("phase").is_none() {
+                    next["status"]["phase"] = json!("Pending");
+                }
+                Ok(next)
+            },
+        );
+        if written.is_err() {
+            return;
+        }
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
+                               "namespace": ns, "uid": uid},
+            "reason": "FailedScheduling",
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "default-scheduler"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "default-scheduler",
+        });
+        if let Err(err) = self
+            .store
+            .create(&self.events_rt, ns, event, &WriteOpts::default())
+        {
+            tracing::debug!(pod = %name, error = %err, "could not record event");
+        }
     }
 
     /// Whether every volume of the pod can be mounted; records `FailedMount` once when not, and

@@ -18,6 +18,7 @@ mod template;
 
 use serde_json::Value;
 use submission::api::SubmitRequest;
+use submission::builder::SPARK_VERSION_CONF;
 use thiserror::Error;
 
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};
@@ -225,6 +226,11 @@ pub fn build_submission(
     dependencies(&mut a, &spec);
     a.conf("spark.kubernetes.namespace", namespace);
     image(&mut a, &spec);
+    // The submitter builds the objects the user's Spark would (labels, ports, NetworkPolicy);
+    // `spec.sparkVersion` names it unless `sparkConf` sets the submitter's conf itself.
+    if !spec.spark_version.is_empty() && !spec.spark_conf.contains_key(SPARK_VERSION_CONF) {
+        a.conf(SPARK_VERSION_CONF, spec.spark_version.trim());
+    }
     if let Some(version) = spec.python_version.as_deref().filter(|v| !v.is_empty()) {
         a.conf("spark.kubernetes.pyspark.pythonVersion", version);
     }

@@ -42,6 +42,7 @@ use crate::progress_store::redis::{ConnectError, RedisStore};
 use crate::reconciler::kube::KubeEffects;
 use crate::reconciler::{Health, Reconciler, WatchHealth, error_policy, observe, reconcile};
 use crate::recovery::{RecoverySettings, StoreKind};
+use crate::scheduled_controller::{self, ScheduleClock};
 use crate::state_machine::Settings;
 
 /// The field manager of everything the operator applies, and its event reporter name.
@@ -67,6 +68,8 @@ pub struct RunConfig {
     pub instance: Option<String>,
     /// Shared with `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The time ScheduledSparkApplications run on (the wall clock outside tests).
+    pub schedule_clock: ScheduleClock,
 }
 
 /// `operator run` failed to start or stopped.
@@ -107,13 +110,19 @@ impl RunError {
     }
 }
 
-/// Server-side applies the CRD (it is too large for client-side apply's annotation), never by
+/// Server-side applies each CRD (they are too large for client-side apply's annotation), never by
 /// force: where another field manager (a Helm release, another operator) owns a field this CRD
 /// would change, the API server answers 409 and nothing is written; that is reported, not
 /// overwritten.
 pub async fn install_crd(client: &Client) -> Result<(), RunError> {
+    for crd in crate::crd::crds() {
+        install_one_crd(client, crd).await?;
+    }
+    Ok(())
+}
+
+async fn install_one_crd(client: &Client, crd: CustomResourceDefinition) -> Result<(), RunError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = crate::crd::crd();
     match crds
         .patch(
             &crd.name_any(),
@@ -163,7 +172,7 @@ const CRD_ESTABLISHED_WAIT: std::time::Duration = std::time::Duration::from_secs
 
 /// Updates a new stream of `watches` from a watch's events; logs its errors (the watcher retries
 /// them).
-fn track<K>(
+pub(crate) fn track<K>(
     watches: &WatchHealth,
     metrics: Arc<Metrics>,
     resource: &'static str,
@@ -268,6 +277,17 @@ pub async fn run(
         controller: MANAGER.to_owned(),
         instance: config.instance.clone(),
     };
+    let shutdown = shutdown.shared();
+    // ScheduledSparkApplications make SparkApplications; the controller below runs them.
+    let mut schedules = AbortOnDrop(tokio::spawn(scheduled_controller::run(
+        client.clone(),
+        namespaces.iter().map(|ns| ns.map(str::to_owned)).collect(),
+        health.clone(),
+        Recorder::new(client.clone(), reporter.clone()),
+        config.schedule_clock,
+        config.metrics.clone(),
+        shutdown.clone(),
+    )));
     let effects = KubeEffects {
         client: client.clone(),
         submitter,
@@ -301,8 +321,19 @@ pub async fn run(
             control(all_streams, effects.with_store(store), &config, shutdown).await
         }
     }
+    // The schedules stop on the same shutdown (or with this future, when it is dropped).
+    let _ = (&mut schedules.0).await;
     info!("controller stopped");
     Ok(())
+}
+
+/// A task that ends with its owner: a dropped `run` (an aborted operator) stops its schedules.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Runs one kube-runtime controller per namespace watched, all over one reconciler, until

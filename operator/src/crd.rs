@@ -1,8 +1,9 @@
-//! The `SparkApplication` custom resource (`sparkoperator.k8s.io/v1beta2`) and its CRD.
+//! The `SparkApplication` and `ScheduledSparkApplication` custom resources
+//! (`sparkoperator.k8s.io/v1beta2`) and their CRDs.
 //!
-//! The committed CRD is `operator/crd/sparkapplications.yaml`; a test keeps it equal to
-//! [`crd_yaml`]. Regenerate it with
-//! `cargo run -p operator -- crd > operator/crd/sparkapplications.yaml`.
+//! The committed CRDs are `operator/crd/sparkapplications.yaml` and
+//! `operator/crd/scheduledsparkapplications.yaml`; a test keeps them equal to [`crd_yaml`] and
+//! [`scheduled_crd_yaml`]. `operator crd` prints both, as one YAML stream ([`crds_yaml`]).
 
 mod scheduled;
 mod spec;
@@ -50,6 +51,27 @@ pub fn crd_yaml() -> Result<String, CrdError> {
     yaml_serde::to_string(&crd()).map_err(CrdError::Render)
 }
 
+/// The ScheduledSparkApplication CRD as YAML, exactly as committed.
+pub fn scheduled_crd_yaml() -> Result<String, CrdError> {
+    yaml_serde::to_string(&scheduled_crd()).map_err(CrdError::Render)
+}
+
+/// Every CRD of this operator, as one YAML stream (`operator crd`).
+pub fn crds_yaml() -> Result<String, CrdError> {
+    Ok(format!("{}---\n{}", crd_yaml()?, scheduled_crd_yaml()?))
+}
+
+/// Every CRD of this operator, in the order `operator crd` prints them.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![crd(), scheduled_crd()]
+}
+
+/// The ScheduledSparkApplication CRD: its template is a SparkApplication spec, so it accepts
+/// what [`crd`] accepts there.
+pub fn scheduled_crd() -> CustomResourceDefinition {
+    adjusted(ScheduledSparkApplication::crd())
+}
+
 /// States the widely used operator writes that this one does not have: `""` (its NEW) and its
 /// suspend states. They read as NEW and UNKNOWN; the schema must accept them, or objects the
 /// other operator wrote could not be stored.
@@ -62,7 +84,10 @@ pub const FOREIGN_STATES: [&str; 4] = ["", "SUSPENDING", "SUSPENDED", "RESUMING"
 ///   is optional with default `""`, as the Kubernetes types declare it (their generated schema
 ///   marks it required).
 pub fn crd() -> CustomResourceDefinition {
-    let derived = SparkApplication::crd();
+    adjusted(SparkApplication::crd())
+}
+
+fn adjusted(derived: CustomResourceDefinition) -> CustomResourceDefinition {
     let mut value =
         serde_json::to_value(&derived).expect("a CustomResourceDefinition always encodes as JSON");
     if let Some(versions) = value

@@ -50,6 +50,9 @@ pub mod reconciler;
 /// `operator run`: CRD install, watches and caches, the controller, probes.
 pub mod controller;
 
+/// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
+pub mod scheduled_controller;
+
 /// Leader election on a Lease: only the leader replica reconciles.
 pub mod leader;
 

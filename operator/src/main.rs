@@ -27,7 +27,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the SparkApplication CustomResourceDefinition as YAML.
+    /// Print the CustomResourceDefinitions (SparkApplication, ScheduledSparkApplication) as one
+    /// YAML stream.
     Crd,
     /// Reconcile SparkApplications, submitting through the submitter over mTLS.
     Run(Box<RunArgs>),
@@ -163,7 +164,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::Crd => {
-            let yaml = operator::crd::crd_yaml()?;
+            let yaml = operator::crd::crds_yaml()?;
             let mut stdout = std::io::stdout().lock();
             stdout
                 .write_all(yaml.as_bytes())
@@ -243,6 +244,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         instance: args.instance.clone(),
         metrics: metrics.clone(),
+        schedule_clock: operator::scheduled_controller::ScheduleClock::system(),
     };
     let health = Arc::new(Health::default());
     let (_, probes) = controller::serve_probes(args.probe_listen, health.clone(), metrics).await?;

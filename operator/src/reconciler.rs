@@ -34,7 +34,7 @@ use crate::metrics::Metrics;
 use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
-    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, Settings,
+    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, PendingReason, Settings,
     SubmissionOutcome, decide,
 };
 
@@ -116,6 +116,14 @@ impl WatchHealth {
         !streams.is_empty() && streams.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
+    /// Synced and connected, or no stream at all (a controller that is not running).
+    pub fn ready_or_unused(&self) -> bool {
+        let streams = self.lock();
+        streams
+            .iter()
+            .all(|s| s.synced.load(Ordering::Relaxed) && s.up.load(Ordering::Relaxed))
+    }
+
     /// Times a stream went down after being up.
     pub fn restarts(&self) -> u64 {
         self.lock()
@@ -130,6 +138,9 @@ impl WatchHealth {
 pub struct Health {
     pub apps: WatchHealth,
     pub pods: WatchHealth,
+    /// The ScheduledSparkApplication controller's watches: schedules and their runs.
+    pub schedules: WatchHealth,
+    pub runs: WatchHealth,
 }
 
 impl Health {
@@ -138,9 +149,13 @@ impl Health {
         self.apps.synced() && self.pods.synced()
     }
 
-    /// Ready to serve: both watches synced and connected.
+    /// Ready to serve: every watch synced and connected.
     pub fn ready(&self) -> bool {
-        self.synced() && self.apps.up() && self.pods.up()
+        self.synced()
+            && self.apps.up()
+            && self.pods.up()
+            && self.schedules.ready_or_unused()
+            && self.runs.ready_or_unused()
     }
 }
 
@@ -189,6 +204,15 @@ pub trait Effects: Send + Sync {
         pod: &str,
         submission_id: &str,
     ) -> impl Future<Output = Result<bool, ReconcileError>> + Send;
+
+    /// The latest Warning event about the driver pod `pod` (with `uid`): what holds it pending
+    /// when the pod does not say (`FailedMount`). `None`: there is none.
+    fn driver_warning(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
 
     /// Sends the app's submission under the persisted `submission_id`; every failure is an
     /// outcome for `decide`, never an error.
@@ -255,6 +279,12 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
+    #[error("cannot read the events of driver pod {name}")]
+    InspectPendingDriver {
+        name: String,
+        #[source]
+        source: ::kube::Error,
+    },
     #[error("cannot delete driver pod {name}")]
     DeleteDriver {
         name: String,
@@ -277,6 +307,7 @@ impl ReconcileError {
             ReconcileError::ReadLatest(_) => "read_latest",
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
+            ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -460,6 +491,12 @@ impl<E: Effects> Reconciler<E> {
                             absent = observed.driver_absent_verified,
                             "verified a driver missing from the cache"
                         );
+                        again = true;
+                    }
+                    Action::InspectPendingDriver { name: pod, uid } => {
+                        let warning = self.effects.driver_warning(&app, &pod, &uid).await?;
+                        debug!(pod = %pod, warning = ?warning, "read a pending driver's events");
+                        observed.driver_warning = Some(warning);
                         again = true;
                     }
                     Action::Submit { submission_id } => {

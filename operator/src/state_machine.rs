@@ -134,8 +134,12 @@ impl<'a> AppView<'a> {
 /// container's state, not the pod phase: a sidecar keeps a pod Running after the driver exits).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DriverPhase {
-    /// Not running yet; `waiting_reason` is the driver container's (e.g. `ImagePullBackOff`).
-    Pending { waiting_reason: Option<String> },
+    /// Not running yet; `waiting_reason` is the driver container's (e.g. `ImagePullBackOff`);
+    /// `blocked` is what the pod itself says holds it (unschedulable, an image pull error).
+    Pending {
+        waiting_reason: Option<String>,
+        blocked: Option<PendingReason>,
+    },
     /// The driver container runs; `ready` is the pod's Ready condition.
     Running {
         ready: bool,
@@ -152,6 +156,22 @@ pub enum DriverPhase {
     /// The node stopped reporting.
     Unknown,
 }
+
+/// Why a driver pod stays pending, as Kubernetes reports it: on the pod (`Unschedulable`,
+/// `ErrImagePull`, ...) or in a Warning event about it (`FailedMount`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingReason {
+    pub reason: String,
+    pub message: String,
+}
+
+/// The condition type a held driver shows, with the pod's reason and message.
+pub const DRIVER_PENDING_CONDITION: &str = "DriverPending";
+
+/// How long after its submission a pending driver's Warning events are first read, and how often
+/// again while it stays pending without a reason on the pod.
+pub const DRIVER_STUCK_AFTER: Duration = Duration::from_secs(5);
+pub const DRIVER_STUCK_RECHECK: Duration = Duration::from_secs(15);
 
 /// The pod named `status.driverInfo.podName`, as found in the cache.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +248,8 @@ pub struct Observed {
     /// The last heartbeat in the store, when the reconciler read it (recovery-enabled apps with
     /// a running driver): `Some(None)` means read and never written.
     pub heartbeat: Option<Option<Heartbeat>>,
+    /// The answer to [`Action::InspectPendingDriver`]: `Some(None)` read, no Warning event.
+    pub driver_warning: Option<Option<PendingReason>>,
 }
 
 /// Kubernetes event types.
@@ -247,6 +269,9 @@ pub enum Action {
     /// [`Observed::driver_absent_verified`]: true when there is no pod of that name carrying the
     /// current submission id.
     VerifyDriverAbsent { name: String },
+    /// Read the latest Warning event about the pending driver pod (`FailedMount` and the like
+    /// are only in events) and report [`Observed::driver_warning`].
+    InspectPendingDriver { name: String, uid: String },
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
     /// Fence every driver under epoch `observed` in the state store, for run `run` of the
@@ -282,7 +307,7 @@ impl Action {
         match self {
             Action::WriteStatus => 0,
             Action::AdvanceEpoch { .. } => 1,
-            Action::VerifyDriverAbsent { .. } => 2,
+            Action::VerifyDriverAbsent { .. } | Action::InspectPendingDriver { .. } => 2,
             Action::DeleteDriver { .. } => 3,
             Action::Submit { .. } => 4,
             Action::RecordEvent { .. } => 5,
@@ -859,15 +884,25 @@ impl Draft<'_> {
             .application_timeout_config
             .clone()
             .unwrap_or_default();
+        if !matches!(driver.phase, DriverPhase::Pending { .. }) {
+            self.driver_unblocked();
+        }
         match &driver.phase {
-            DriverPhase::Pending { waiting_reason } => {
+            DriverPhase::Pending {
+                waiting_reason,
+                blocked,
+            } => {
                 self.driver_state(State::Submitted, driver);
                 let Some(limit) = timeouts.driver_start_timeout_millis.map(millis) else {
+                    self.pending_driver(driver, blocked.as_ref());
                     return;
                 };
                 let since = self.submitted_at();
                 match self.remaining(&since, limit) {
-                    Some(left) => self.requeue(left),
+                    Some(left) => {
+                        self.requeue(left);
+                        self.pending_driver(driver, blocked.as_ref());
+                    }
                     None => {
                         let image = waiting_reason
                             .as_deref()
@@ -991,6 +1026,79 @@ impl Draft<'_> {
             .last_submission_attempt_time
             .clone()
             .unwrap_or(Time(self.now))
+    }
+
+    /// A driver still pending: what holds it (from the pod, else from its latest Warning event,
+    /// read once it has been pending a while) goes into a condition, the error message and a
+    /// Warning `SparkDriverPending` event, each time it changes.
+    fn pending_driver(&mut self, driver: &ObservedDriver, blocked: Option<&PendingReason>) {
+        let from_events = self.observed.driver_warning.as_ref();
+        let held = blocked.or(from_events.and_then(Option::as_ref));
+        if let Some(held) = held {
+            self.driver_blocked(driver, held.clone());
+        }
+        if blocked.is_some() {
+            return;
+        }
+        if from_events.is_some() {
+            // Read in this reconcile; look again later while it stays pending.
+            self.requeue(DRIVER_STUCK_RECHECK);
+            return;
+        }
+        let since = self.submitted_at();
+        match self.remaining(&since, DRIVER_STUCK_AFTER) {
+            Some(left) => self.requeue(left),
+            None => self.effects.push(Action::InspectPendingDriver {
+                name: driver.name.clone(),
+                uid: driver.uid.clone(),
+            }),
+        }
+    }
+
+    fn driver_blocked(&mut self, driver: &ObservedDriver, held: PendingReason) {
+        let message = format!("{}: {}", held.reason, held.message);
+        let existing = self
+            .status
+            .conditions
+            .iter()
+            .position(|c| c.type_ == DRIVER_PENDING_CONDITION);
+        if let Some(i) = existing {
+            let c = &self.status.conditions[i];
+            if c.reason == held.reason && c.message == held.message {
+                return;
+            }
+            self.status.conditions.remove(i);
+        }
+        self.status.conditions.push(Condition {
+            type_: DRIVER_PENDING_CONDITION.to_owned(),
+            status: "True".to_owned(),
+            reason: held.reason.clone(),
+            message: held.message.clone(),
+            last_transition_time: self.time(),
+            observed_generation: None,
+        });
+        self.status.app_state.error_message = message.clone();
+        self.event(
+            EventType::Warning,
+            reasons::DRIVER_PENDING,
+            format!("Driver {} is pending: {message}", driver.name),
+        );
+    }
+
+    /// The driver left pending: its condition goes, and the error message it set.
+    fn driver_unblocked(&mut self) {
+        let Some(i) = self
+            .status
+            .conditions
+            .iter()
+            .position(|c| c.type_ == DRIVER_PENDING_CONDITION)
+        else {
+            return;
+        };
+        let c = self.status.conditions.remove(i);
+        if self.status.app_state.error_message == format!("{}: {}", c.reason, c.message) {
+            self.status.app_state.error_message.clear();
+        }
     }
 
     /// Moves to the state the driver implies, with the widely used operator's driver event.

@@ -1,9 +1,7 @@
-//! The committed CRD is the one the code generates. When this fails after a deliberate change to
-//! the types, regenerate it:
-//!
-//! ```sh
-//! cargo run -p operator -- crd > operator/crd/sparkapplications.yaml
-//! ```
+//! The committed CRDs are the ones the code generates. When this fails after a deliberate change
+//! to the types, regenerate them: `operator crd` prints both, separated by `---`; the first
+//! document is `operator/crd/sparkapplications.yaml`, the second
+//! `operator/crd/scheduledsparkapplications.yaml` (the chart's `crds/` holds the same files).
 
 use std::path::Path;
 
@@ -17,6 +15,25 @@ fn committed_crd_matches_the_types() {
         "{} is stale; regenerate it with `cargo run -p operator -- crd > operator/crd/sparkapplications.yaml`",
         path.display()
     );
+}
+
+#[test]
+fn committed_scheduled_crd_matches_the_types_and_the_charts_copy() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let generated = operator::crd::scheduled_crd_yaml().unwrap();
+    for path in [
+        dir.join("crd/scheduledsparkapplications.yaml"),
+        dir.join(
+            "../charts/spark-submitter/crds/scheduledsparkapplications.sparkoperator.k8s.io.yaml",
+        ),
+    ] {
+        let committed = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            committed == generated,
+            "{} is stale; regenerate it from `operator crd`",
+            path.display()
+        );
+    }
 }
 
 #[test]
@@ -73,17 +90,20 @@ fn crd_keeps_the_template_schemaless_and_the_required_fields_of_v1beta2() {
 }
 
 #[test]
-fn crd_subcommand_prints_the_committed_crd() {
+fn crd_subcommand_prints_the_committed_crds() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_operator"))
         .arg("crd")
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
-    let committed = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("crd/sparkapplications.yaml"),
-    )
-    .unwrap();
-    assert_eq!(String::from_utf8(output.stdout).unwrap(), committed);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |file: &str| std::fs::read_to_string(dir.join("crd").join(file)).unwrap();
+    let committed = format!(
+        "{}---\n{}",
+        read("sparkapplications.yaml"),
+        read("scheduledsparkapplications.yaml")
+    );
+    assert!(String::from_utf8(output.stdout).unwrap() == committed);
 }
 
 #[test]

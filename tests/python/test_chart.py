@@ -78,12 +78,16 @@ def test_every_rendered_manifest_validates_against_the_kubernetes_schemas(mode):
             pytest.fail(f"{obj['kind']} {obj['metadata']['name']} ({mode}): {str(error).splitlines()[0]}")
 
 
-def test_crd_is_the_operators_own_and_validates():
-    crds = cu.crds()
-    assert [c["metadata"]["name"] for c in crds] == ["sparkapplications.sparkoperator.k8s.io"]
-    committed = yaml.load((cu.REPO / "operator" / "crd" / "sparkapplications.yaml").read_text(), Loader=cu.LOADER)
-    assert crds[0] == committed
-    cu.validate(crds[0])
+def test_crds_are_the_operators_own_and_validate():
+    crds = sorted(cu.crds(), key=lambda c: c["metadata"]["name"])
+    assert [c["metadata"]["name"] for c in crds] == [
+        "scheduledsparkapplications.sparkoperator.k8s.io",
+        "sparkapplications.sparkoperator.k8s.io",
+    ]
+    for crd, file in zip(crds, ["scheduledsparkapplications.yaml", "sparkapplications.yaml"]):
+        committed = yaml.load((cu.REPO / "operator" / "crd" / file).read_text(), Loader=cu.LOADER)
+        assert crd == committed
+        cu.validate(crd)
 
 
 def test_crd_is_not_a_template_so_an_existing_kubeflow_crd_is_left_alone():
@@ -238,8 +242,10 @@ SUBMITTER_WRITES = triples(
     "sparkoperator.k8s.io/sparkapplications/finalizers: update")
 SUBMITTER_WATCH = triples("pods: list watch; configmaps: list watch")
 OPERATOR_RULES = triples(
-    "sparkoperator.k8s.io/sparkapplications: get list watch delete; sparkoperator.k8s.io/sparkapplications/status: update; "
-    "pods: get list watch delete; events.k8s.io/events: create patch; configmaps: get create update patch")
+    "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
+    "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
+    "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
+    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; configmaps: get create update patch")
 
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():
@@ -260,10 +266,11 @@ def test_operator_rbac_is_exactly_what_its_code_uses():
 def test_operator_gets_crd_rights_only_when_it_installs_the_crd_and_configmaps_only_for_the_kubernetes_store():
     grants = rules_by_namespace(render({"jobNamespaces": [], "operator": {
         "installCRD": True, "recovery": {"store": "redis", "redis": {"url": "redis://redis:6379"}}}}), OPERATOR)
-    crd = "sparkapplications.sparkoperator.k8s.io"
+    crds = ("sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io")
     assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", "create")} | {
-        ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd) for verb in ("get", "list", "watch", "patch")}
+        ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd)
+        for verb in ("get", "list", "watch", "patch") for crd in crds}
     assert not any(r[1] == "customresourcedefinitions" for r in rules_by_namespace(render(), OPERATOR).get("*", set()))
 
 

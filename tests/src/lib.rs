@@ -499,6 +499,7 @@ impl Sandbox {
             },
             instance: Some("sandbox".into()),
             metrics: Arc::new(Metrics::new()),
+            schedule_clock: operator::scheduled_controller::ScheduleClock::system(),
         }
     }
 

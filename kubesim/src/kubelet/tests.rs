@@ -615,6 +615,31 @@ async fn a_node_selector_binds_to_a_fitting_node_and_waits_while_none_is_healthy
         ),
     );
     wait_phase(&store, "easy", "Succeeded").await;
+    // The scheduler says why, on the pod and in a Warning event, as a real one does.
+    let p = store
+        .get_raw("", "pods", "default", "nowhere")
+        .expect("pod");
+    let scheduled = p
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled").cloned())
+        .expect("a PodScheduled condition");
+    assert_eq!(scheduled["status"], "False");
+    assert_eq!(scheduled["reason"], "Unschedulable");
+    let message = scheduled["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("0/3 nodes are available: ")
+            && message.contains("node(s) didn't match Pod's node affinity/selector"),
+        "{message}"
+    );
+    let events = store.all_of("", "events");
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["reason"] == "FailedScheduling" && e["involvedObject"]["name"] == "nowhere")
+        .collect();
+    assert_eq!(failed.len(), 1, "one FailedScheduling event");
+    assert_eq!(failed[0]["type"], "Warning");
+    assert_eq!(failed[0]["message"], scheduled["message"]);
     for name in ["nowhere", "patient"] {
         let p = store.get_raw("", "pods", "default", name).expect("pod");
         assert_eq!(p.pointer("/spec/nodeName"), None, "{name} stays unbound");

@@ -869,3 +869,25 @@ fn request_carries_the_plan() {
     assert_eq!(request.spark_submit_args, plan.args);
     assert_eq!(request.driver_pod_template, Some(plan.driver_pod_template));
 }
+
+#[test]
+fn spark_version_of_the_spec_tells_the_submitter_which_spark_to_build_for() {
+    let plan = build_args(&app_with(json!({"sparkVersion": "3.5.1"})), MASTER).unwrap();
+    assert_eq!(conf(&confs(&plan), SPARK_VERSION_CONF), Some("3.5.1"));
+    // The user's own conf wins over the spec, once.
+    let plan = build_args(
+        &app_with(json!({"sparkVersion": "3.5.1", "sparkConf": {SPARK_VERSION_CONF: "4.0"}})),
+        MASTER,
+    )
+    .unwrap();
+    let confs = confs(&plan);
+    let versions: Vec<_> = confs
+        .iter()
+        .filter(|(k, _)| k == SPARK_VERSION_CONF)
+        .collect();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    assert_eq!(versions[0].1, "4.0");
+    // No version in the spec: the submitter reads the image tag.
+    let plan = build_args(&app_with(json!({"sparkVersion": ""})), MASTER).unwrap();
+    assert_eq!(conf(&self::confs(&plan), SPARK_VERSION_CONF), None);
+}

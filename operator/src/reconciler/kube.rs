@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use ::kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
@@ -21,7 +21,9 @@ use crate::labels;
 use crate::metrics::{Metrics, outcome};
 use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
-use crate::state_machine::{EventType, FIRST_RUN, FenceOutcome, ObservedDriver, SubmissionOutcome};
+use crate::state_machine::{
+    EventType, FIRST_RUN, FenceOutcome, ObservedDriver, PendingReason, SubmissionOutcome,
+};
 
 /// The effects of `operator run`.
 pub struct KubeEffects<S> {
@@ -185,6 +187,26 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         Ok(found.is_none_or(|pod| {
             pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
         }))
+    }
+
+    async fn driver_warning(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        uid: &str,
+    ) -> Result<Option<PendingReason>, ReconcileError> {
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace(app));
+        let selector = format!(
+            "involvedObject.kind=Pod,involvedObject.name={pod},involvedObject.uid={uid},type=Warning"
+        );
+        let list = events
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .map_err(|source| ReconcileError::InspectPendingDriver {
+                name: pod.to_owned(),
+                source,
+            })?;
+        Ok(observe::latest_warning(&list.items))
     }
 
     async fn submit(&self, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {

@@ -8,7 +8,7 @@ use submission::meta::labels::{DRIVER_ROLE, SPARK_APP_ID as SPARK_APP_SELECTOR, 
 
 use crate::crd::{FailureReason, SparkApplication};
 use crate::labels;
-use crate::state_machine::{DriverPhase, ObservedDriver};
+use crate::state_machine::{DriverPhase, ObservedDriver, PendingReason};
 
 /// The selector of the pod watch: drivers we launched, nothing else (executors are many and the
 /// reconciler never looks at them).
@@ -107,9 +107,60 @@ pub fn driver_phase(pod: &Pod) -> DriverPhase {
             started_at: observed.started_at,
         },
         Phase::Pending => DriverPhase::Pending {
+            blocked: pending_reason(pod),
             waiting_reason: observed.container_reason,
         },
     }
+}
+
+/// Container waiting reasons of a pod on its way to running; any other holds it.
+const STARTING: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+
+/// What the pending pod itself says holds it: the scheduler's `PodScheduled=False` condition,
+/// else the driver container's waiting reason when it is not one of starting up
+/// (`ErrImagePull`, `CreateContainerConfigError`, ...).
+pub fn pending_reason(pod: &Pod) -> Option<PendingReason> {
+    let status = pod.status.as_ref()?;
+    if let Some(c) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+    {
+        return Some(PendingReason {
+            reason: c
+                .reason
+                .clone()
+                .unwrap_or_else(|| "Unschedulable".to_owned()),
+            message: c.message.clone().unwrap_or_default(),
+        });
+    }
+    let observed = observe_driver_container(pod);
+    let reason = observed
+        .container_reason
+        .filter(|r| !STARTING.contains(&r.as_str()))?;
+    Some(PendingReason {
+        reason,
+        message: observed.container_message.unwrap_or_default(),
+    })
+}
+
+/// The latest of a pod's Warning events (by last time seen), as what holds it pending.
+pub fn latest_warning(events: &[k8s_openapi::api::core::v1::Event]) -> Option<PendingReason> {
+    events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .max_by_key(|e| {
+            e.last_timestamp
+                .as_ref()
+                .or(e.first_timestamp.as_ref())
+                .map(|t| t.0)
+                .or(e.event_time.as_ref().map(|t| t.0))
+        })
+        .map(|e| PendingReason {
+            reason: e.reason.clone().unwrap_or_default(),
+            message: e.message.clone().unwrap_or_default(),
+        })
 }
 
 #[cfg(test)]
@@ -204,7 +255,11 @@ mod tests {
         assert_eq!(
             driver_phase(&waiting),
             DriverPhase::Pending {
-                waiting_reason: Some("ImagePullBackOff".into())
+                waiting_reason: Some("ImagePullBackOff".into()),
+                blocked: Some(PendingReason {
+                    reason: "ImagePullBackOff".into(),
+                    message: String::new()
+                }),
             }
         );
         let running = pod(json!({"status": {"phase": "Running",

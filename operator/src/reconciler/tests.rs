@@ -10,7 +10,7 @@ use serde_json::json;
 use super::*;
 use crate::crd::{DriverInfo, RecoveryStatus};
 use crate::recovery::RecoverySettings;
-use crate::state_machine::{DriverPhase, reasons, spec_hash};
+use crate::state_machine::{DriverPhase, PendingReason, reasons, spec_hash};
 
 /// One effect as the fake saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,7 @@ enum Call {
     /// The state the written status holds.
     WriteStatus(State),
     DriverAbsent(String),
+    DriverWarning(String),
     Submit(String),
     /// The observed epoch.
     Fence(u64),
@@ -38,6 +39,8 @@ struct Fake {
     writes_ignored: bool,
     /// What `driver_absent` answers.
     absent: bool,
+    /// What `driver_warning` answers.
+    warning: Option<PendingReason>,
 }
 
 impl Fake {
@@ -49,6 +52,7 @@ impl Fake {
             conflicts: Mutex::new(0),
             writes_ignored: false,
             absent: true,
+            warning: None,
         }
     }
 
@@ -122,6 +126,16 @@ impl Effects for Fake {
     ) -> Result<bool, ReconcileError> {
         self.call(Call::DriverAbsent(pod.to_owned()));
         Ok(self.absent)
+    }
+
+    async fn driver_warning(
+        &self,
+        _app: &SparkApplication,
+        pod: &str,
+        _uid: &str,
+    ) -> Result<Option<PendingReason>, ReconcileError> {
+        self.call(Call::DriverWarning(pod.to_owned()));
+        Ok(self.warning.clone())
     }
 
     async fn submit(&self, _app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
@@ -275,6 +289,7 @@ fn a_timed_out_driver_is_deleted_only_after_its_failure_is_written() {
     let status = run_status(&base, State::Submitted, "pi-driver");
     let pending = DriverPhase::Pending {
         waiting_reason: None,
+        blocked: None,
     };
     let fake = Fake::new().with_driver(driver("pi-driver", &format!("{UID}-1"), pending));
     let settings = Settings::default();
@@ -299,6 +314,7 @@ fn a_status_write_that_loses_a_race_stops_the_reconcile_and_requeues_soon() {
     let status = run_status(&base, State::Submitted, "pi-driver");
     let pending = DriverPhase::Pending {
         waiting_reason: None,
+        blocked: None,
     };
     let fake = Fake::new().with_driver(driver("pi-driver", &format!("{UID}-1"), pending));
     *fake.conflicts.lock().unwrap() = 1;

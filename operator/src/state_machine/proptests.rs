@@ -135,9 +135,11 @@ fn observed_driver(
     let phase = match phase {
         0 => DriverPhase::Pending {
             waiting_reason: None,
+            blocked: None,
         },
         1 => DriverPhase::Pending {
             waiting_reason: Some("ImagePullBackOff".into()),
+            blocked: None,
         },
         2 => DriverPhase::Running {
             ready: false,

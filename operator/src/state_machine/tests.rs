@@ -84,6 +84,7 @@ fn running(ready: bool) -> DriverPhase {
 fn pending() -> DriverPhase {
     DriverPhase::Pending {
         waiting_reason: None,
+        blocked: None,
     }
 }
 
@@ -129,6 +130,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
         .map(|a| match a {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
+            Action::InspectPendingDriver { .. } => "InspectPendingDriver".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
             Action::AdvanceEpoch { observed, run } => format!("AdvanceEpoch({observed}, {run})"),
             Action::WriteStatus => "WriteStatus".to_owned(),
@@ -184,7 +186,8 @@ fn transitions_of_the_state_diagram() {
             observed: synced(Some(driver(pending()))),
             now: 1,
             expect_state: State::Submitted,
-            expect_actions: &[],
+            // Its events are read once DRIVER_STUCK_AFTER (5 s) has passed.
+            expect_actions: &["Requeue(4s)"],
         },
         Case {
             name: "SUBMITTED → SUCCEEDING when the driver finishes before it was seen running",
@@ -851,7 +854,11 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
     let spec = spec(json!({"applicationTimeoutConfig": {"driverStartTimeoutMillis": 60000}}));
     let status = run_status(&spec, State::Submitted);
     let waiting = decide_at(&spec, Some(&status), &synced(Some(driver(pending()))), 30);
-    assert_eq!(kinds(&waiting.actions), ["WriteStatus", "Requeue(30s)"]);
+    // Pending past DRIVER_STUCK_AFTER: its events are read for what holds it.
+    assert_eq!(
+        kinds(&waiting.actions),
+        ["WriteStatus", "InspectPendingDriver", "Requeue(30s)"]
+    );
 
     let late = decide_at(&spec, Some(&status), &synced(Some(driver(pending()))), 60);
     assert_eq!(late.status.app_state.state, State::Failing);
@@ -871,6 +878,7 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
 
     let image = synced(Some(driver(DriverPhase::Pending {
         waiting_reason: Some("ImagePullBackOff".into()),
+        blocked: None,
     })));
     let late = decide_at(&spec, Some(&status), &image, 61);
     assert_eq!(
@@ -1140,4 +1148,88 @@ fn spark_conf_keys_that_escape_the_operator_fail_the_app_before_anything_is_subm
     let decision = decide_at(&spec, None, &synced(None), 0);
     assert_eq!(decision.status.app_state.state, State::New);
     assert!(!decision.status.submission_id.is_empty());
+}
+
+fn blocked(reason: &str, message: &str) -> PendingReason {
+    PendingReason {
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+fn pending_condition(status: &SparkApplicationStatus) -> Option<(&str, &str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == DRIVER_PENDING_CONDITION)
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+#[test]
+fn a_driver_the_pod_says_is_held_shows_why_on_the_application_once() {
+    let spec = spec(json!({}));
+    let status = run_status(&spec, State::Submitted);
+    let held = DriverPhase::Pending {
+        waiting_reason: None,
+        blocked: Some(blocked("Unschedulable", "0/3 nodes are available")),
+    };
+    let first = decide_at(&spec, Some(&status), &synced(Some(driver(held.clone()))), 1);
+    assert_eq!(
+        pending_condition(&first.status),
+        Some(("Unschedulable", "0/3 nodes are available"))
+    );
+    assert_eq!(
+        first.status.app_state.error_message,
+        "Unschedulable: 0/3 nodes are available"
+    );
+    assert_eq!(first.status.app_state.state, State::Submitted);
+    let warned: Vec<_> = first
+        .actions
+        .iter()
+        .filter(|a| {
+            matches!(a, Action::RecordEvent { event_type: EventType::Warning, reason, .. }
+                if *reason == reasons::DRIVER_PENDING)
+        })
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", first.actions);
+    // The same reason again: nothing new to say.
+    let again = decide_at(&spec, Some(&first.status), &synced(Some(driver(held))), 2);
+    assert!(kinds(&again.actions).is_empty(), "{:?}", again.actions);
+    // It runs: the condition and its message go.
+    let runs = decide_at(
+        &spec,
+        Some(&first.status),
+        &synced(Some(driver(running(true)))),
+        3,
+    );
+    assert_eq!(runs.status.app_state.state, State::Running);
+    assert_eq!(pending_condition(&runs.status), None);
+    assert!(runs.status.app_state.error_message.is_empty());
+}
+
+#[test]
+fn a_driver_pending_without_a_reason_on_the_pod_has_its_events_read_after_a_while() {
+    let spec = spec(json!({}));
+    let mut status = run_status(&spec, State::Submitted);
+    status.spark_application_id = "spark-abc".into();
+    let early = decide_at(&spec, Some(&status), &synced(Some(driver(pending()))), 1);
+    assert_eq!(kinds(&early.actions), ["Requeue(4s)"]);
+    let late = decide_at(&spec, Some(&status), &synced(Some(driver(pending()))), 6);
+    assert_eq!(kinds(&late.actions), ["InspectPendingDriver"]);
+    // A Warning event names what holds it.
+    let mut observed = synced(Some(driver(pending())));
+    observed.driver_warning = Some(Some(blocked(
+        "FailedMount",
+        "MountVolume.SetUp failed for volume \"conf\" : configmap \"missing\" not found",
+    )));
+    let found = decide_at(&spec, Some(&status), &observed, 6);
+    assert_eq!(
+        kinds(&found.actions),
+        ["WriteStatus", "Event(SparkDriverPending)", "Requeue(15s)"]
+    );
+    assert_eq!(pending_condition(&found.status).unwrap().0, "FailedMount");
+    // None: look again later, without a write.
+    observed.driver_warning = Some(None);
+    let none = decide_at(&spec, Some(&status), &observed, 6);
+    assert_eq!(kinds(&none.actions), ["Requeue(15s)"]);
 }

@@ -265,6 +265,12 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
                         }
                     }
                 }
+                Action::InspectPendingDriver { .. } => {
+                    // The polling operator reports no stuck drivers: it reads no events, so it
+                    // takes the answer "no Warning event" and looks again in a later round.
+                    observed.driver_warning = Some(None);
+                    again = true;
+                }
                 Action::AdvanceEpoch { .. } => {
                     // The benchmark's apps do not ask for fenced restarts.
                     warn!(app = %app.name_any(), "fenced restarts are not part of the scale benchmark");

@@ -1,0 +1,336 @@
+//! Kubeflow parity end to end: the operator's controllers on an in-process kubesim, submitting
+//! through a real submitter over mTLS, for the features the widely used operator has beyond a
+//! plain SparkApplication (the Spark version, schedules, stuck drivers, executors, the UI).
+
+mod e2e_support;
+
+use e2e_support::{Env, wait_until};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, PostParams};
+use kubesim::control::{FaultRule, FaultTiming};
+use operator::crd::{
+    ApplicationStateType as State, ScheduleState, ScheduledSparkApplication,
+    ScheduledSparkApplicationStatus, SparkApplication,
+};
+use operator::schedule::SCHEDULED_APP_NAME_LABEL;
+use operator::scheduled_controller::ScheduleClock;
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_version_of_the_application_decides_what_its_driver_gets() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    // Spark 3.5 never made a NetworkPolicy; 4.2 on does. The label names the release.
+    for (name, version, image, policy) in [
+        ("old", "3.5.1", "apache/spark:3.5.1", false),
+        ("new", "4.3.0", "apache/spark:4.3.0", true),
+    ] {
+        env.create_app(name, json!({"sparkVersion": version, "image": image}))
+            .await;
+        env.wait_for_state(name, State::Completed).await;
+        let driver = env.driver_pods(name).await.remove(0);
+        let labels = driver.metadata.labels.unwrap_or_default();
+        assert_eq!(
+            labels.get("spark-version").map(String::as_str),
+            Some(version),
+            "{name}"
+        );
+        let app_id = labels.get("spark-app-selector").cloned().unwrap();
+        let policies: Api<NetworkPolicy> = Api::namespaced(env.client.clone(), "default");
+        let found = policies
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .any(|p| {
+                p.metadata
+                    .labels
+                    .unwrap_or_default()
+                    .get("spark-app-selector")
+                    == Some(&app_id)
+            });
+        assert_eq!(found, policy, "{name} ({version}): NetworkPolicy present");
+    }
+}
+
+/// Schedule time runs this much faster than the wall clock in these tests.
+const SCHEDULE_SPEED: u32 = 30;
+
+/// The sandbox's operator configuration with schedules on an accelerated clock (one origin, so
+/// restarted operators agree on the time).
+fn scheduled_config(env: &Env, clock: ScheduleClock) -> operator::controller::RunConfig {
+    let mut config = env.run_config();
+    config.schedule_clock = clock;
+    config
+}
+
+fn schedules(env: &Env) -> Api<ScheduledSparkApplication> {
+    Api::namespaced(env.client.clone(), "default")
+}
+
+/// Creates a ScheduledSparkApplication `name` on `schedule`, with `extra` merged into its spec.
+async fn create_schedule(env: &Env, name: &str, schedule: &str, extra: Value) {
+    let mut spec = json!({
+        "schedule": schedule,
+        "template": {
+            "type": "Scala", "mode": "cluster", "image": "apache/spark:4.0.4",
+            "sparkVersion": "4.0.4",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            "driver": {"cores": 1, "memory": "512m",
+                       "annotations": {"kubesim.io/run-seconds": "0.2"}},
+            "executor": {"instances": 1, "cores": 1, "memory": "512m"},
+        },
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let schedule: ScheduledSparkApplication = serde_json::from_value(json!({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "ScheduledSparkApplication",
+        "metadata": {"name": name, "namespace": "default", "labels": {"team": "data"}},
+        "spec": spec,
+    }))
+    .unwrap();
+    schedules(env)
+        .create(&PostParams::default(), &schedule)
+        .await
+        .unwrap();
+}
+
+/// The runs of schedule `name` (by its label), by tick.
+async fn runs_of(env: &Env, name: &str) -> Vec<(i64, SparkApplication)> {
+    let mut runs: Vec<(i64, SparkApplication)> = env
+        .apps()
+        .list(&ListParams::default().labels(&format!("{SCHEDULED_APP_NAME_LABEL}={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|app| {
+            let tick = app
+                .metadata
+                .name
+                .as_deref()
+                .and_then(|n| n.strip_prefix(&format!("{name}-")))
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("run {:?} is not named from a tick", app.metadata.name));
+            (tick, app)
+        })
+        .collect();
+    runs.sort_by_key(|(tick, _)| *tick);
+    runs
+}
+
+async fn wait_for_schedule(
+    env: &Env,
+    name: &str,
+    what: &str,
+    probe: impl Fn(&ScheduledSparkApplicationStatus) -> bool,
+) -> ScheduledSparkApplicationStatus {
+    let api = schedules(env);
+    let probe = &probe;
+    wait_until(what, || {
+        let api = api.clone();
+        async move {
+            let status = api.get(name).await.ok()?.status?;
+            probe(&status).then_some(status)
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_runs_owned_applications_per_tick_and_keeps_its_history() {
+    let env = Env::start().await;
+    let clock = ScheduleClock::accelerated(Timestamp::now(), SCHEDULE_SPEED);
+    let _operator = env.operator_with(scheduled_config(&env, clock)).await;
+    create_schedule(
+        &env,
+        "nightly",
+        "@every 3m",
+        json!({"successfulRunHistoryLimit": 1}),
+    )
+    .await;
+    let scheduled = wait_for_schedule(&env, "nightly", "a next run", |s| {
+        s.schedule_state == ScheduleState::Scheduled && s.next_run.is_some()
+    })
+    .await;
+    let first_tick = scheduled.next_run.unwrap().0.as_second();
+    // Two runs completed: the older one is deleted, the newer one is the history.
+    let status = wait_for_schedule(&env, "nightly", "two completed runs", |s| {
+        s.past_successful_run_names
+            .first()
+            .is_some_and(|n| n != &format!("nightly-{first_tick}"))
+    })
+    .await;
+    assert_eq!(status.past_successful_run_names.len(), 1);
+    assert!(status.last_run.is_some());
+    assert!(status.next_run.is_some());
+    let kept = &status.past_successful_run_names[0];
+    let first = format!("nightly-{first_tick}");
+    wait_until("the first run to be deleted", || {
+        let apps = env.apps();
+        let first = first.clone();
+        async move { apps.get_opt(&first).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let run = env.apps().get(kept).await.unwrap();
+    let owner = &run.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(owner.kind, "ScheduledSparkApplication");
+    assert_eq!(owner.name, "nightly");
+    let labels = run.metadata.labels.clone().unwrap();
+    assert_eq!(labels["team"], "data");
+    assert_eq!(
+        run.status.unwrap().app_state.state,
+        State::Completed,
+        "the kept run completed"
+    );
+    // Ticks are the schedule's interval apart: never two runs for one tick.
+    let ticks: Vec<i64> = runs_of(&env, "nightly")
+        .await
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
+    for pair in ticks.windows(2) {
+        assert!(pair[1] - pair[0] >= 180, "{ticks:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_created_before_a_crash_is_the_ticks_run_for_the_next_operator() {
+    let env = Env::start().await;
+    let clock = ScheduleClock::accelerated(Timestamp::now(), SCHEDULE_SPEED);
+    let first = env.operator_with(scheduled_config(&env, clock)).await;
+    create_schedule(
+        &env,
+        "hourly",
+        "@every 3m",
+        json!({"successfulRunHistoryLimit": 5}),
+    )
+    .await;
+    wait_for_schedule(&env, "hourly", "a next run", |s| s.next_run.is_some()).await;
+    // The run's create takes effect but its answer is lost, and the status write that would
+    // record it fails: the operator dies before the run is recorded.
+    let fault = |verb: &str, resource: &str, when, count| FaultRule {
+        verb: Some(verb.into()),
+        group: Some("sparkoperator.k8s.io".into()),
+        resource: Some(resource.into()),
+        namespace: None,
+        name: None,
+        count,
+        code: 500,
+        message: None,
+        when,
+        delay_ms: 0,
+    };
+    let control = &env.cluster.control;
+    control.add_fault(fault("create", "sparkapplications", FaultTiming::After, 1));
+    control.add_fault(fault(
+        "update",
+        "scheduledsparkapplications/status",
+        FaultTiming::Before,
+        1000,
+    ));
+    let tick = wait_until("the first run", || async {
+        runs_of(&env, "hourly").await.first().map(|(tick, _)| *tick)
+    })
+    .await;
+    drop(first);
+    let recorded = schedules(&env).get("hourly").await.unwrap().status.unwrap();
+    assert!(recorded.last_run_name.is_empty(), "{recorded:?}");
+    env.cluster.control.clear_faults();
+
+    let _second = env.operator_with(scheduled_config(&env, clock)).await;
+    let run = format!("hourly-{tick}");
+    wait_for_schedule(&env, "hourly", "the first run recorded", |s| {
+        s.last_run_name == run
+    })
+    .await;
+    let next = wait_for_schedule(&env, "hourly", "the next run", |s| {
+        !s.last_run_name.is_empty() && s.last_run_name != run
+    })
+    .await;
+    let next_tick: i64 = next.last_run_name["hourly-".len()..].parse().unwrap();
+    // Up to the second run, exactly the two ticks' runs exist: no catch-up run was made for
+    // the tick the first operator had run.
+    let ticks: Vec<i64> = runs_of(&env, "hourly")
+        .await
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|t| *t <= next_tick)
+        .collect();
+    assert_eq!(ticks, [tick, next_tick]);
+}
+
+/// The Warning `SparkDriverPending` events recorded about the application `app`.
+async fn driver_pending_warnings(env: &Env, app: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("SparkDriverPending")
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(app)
+        })
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_held_pending_shows_why_on_the_application() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    // A ConfigMap that does not exist (the kubelet reports FailedMount only in an event), and a
+    // node selector no node matches (the scheduler says so on the pod).
+    env.create_app(
+        "unmounted",
+        json!({"driver": {"configMaps": [{"name": "missing-conf", "path": "/etc/extra"}]}}),
+    )
+    .await;
+    env.create_app(
+        "nowhere",
+        json!({"driver": {"nodeSelector": {"disk": "quantum"}}}),
+    )
+    .await;
+    for (app, reason, says) in [
+        ("unmounted", "FailedMount", "missing-conf"),
+        (
+            "nowhere",
+            "Unschedulable",
+            "didn't match Pod's node affinity/selector",
+        ),
+    ] {
+        let held = env
+            .wait_for_app(app, &format!("{app}'s DriverPending condition"), |a| {
+                a.status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "DriverPending"))
+            })
+            .await
+            .status
+            .unwrap();
+        assert_eq!(held.app_state.state, State::Submitted, "{app}");
+        let condition = held
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "DriverPending")
+            .unwrap();
+        assert_eq!(condition.reason, reason, "{app}");
+        assert!(condition.message.contains(says), "{app}: {condition:?}");
+        assert!(held.app_state.error_message.contains(says), "{app}");
+        let notes = wait_until(&format!("{app}'s SparkDriverPending warning"), || async {
+            let notes = driver_pending_warnings(&env, app).await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert!(notes[0].contains(says), "{app}: {notes:?}");
+    }
+}
