@@ -149,7 +149,8 @@ def test_driver_that_succeeded_and_was_collected_while_no_worker_ran_reads_as_do
         kubesim.kill_container(*split(driver), exit_code=0)
         # The submitter retains the success before the pod goes (it needs the pod to see it).
         wait_for(lambda: status_of(submitter, driver)["phase"] == "Succeeded", "the driver to succeed")
-        wait_for(lambda: kubesim.get(f"/api/v1/namespaces/{namespace}/configmaps",
+        # The record lives in the submitter's own namespace, not the job's.
+        wait_for(lambda: kubesim.get("/api/v1/configmaps",
                                      labelSelector="spark-submitter.io/record=driver-succeeded")["items"],
                  "the retention record")
         kubesim.delete_pod(*split(driver))
