@@ -49,7 +49,8 @@ if ! cargo afl --version >/dev/null 2>&1; then
   cargo install --locked cargo-afl
 fi
 afl_rustc="rustc-$(rustc -V | awk '{ print $2 "-" substr($3, 2, 7) }')"
-if [ ! -d "${XDG_DATA_HOME:-$HOME/.local/share}/afl.rs/$afl_rustc/afl-llvm" ]; then
+# cargo-afl keeps its runtime per rustc and per afl.rs version (…/rustc-X/afl.rs-Y/afl-llvm).
+if ! compgen -G "${XDG_DATA_HOME:-$HOME/.local/share}/afl.rs/$afl_rustc/*/afl-llvm" >/dev/null; then
   echo "== cargo afl config --build ($afl_rustc)"
   cargo afl config --build
 fi
