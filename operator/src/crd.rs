@@ -21,8 +21,8 @@ pub use spec::{
     SparkApplicationType, SparkPodSpec, SparkUIConfiguration,
 };
 pub use status::{
-    ApplicationState, ApplicationStateType, DriverInfo, ExecutorState, FailureReason,
-    RecoveryStatus, SparkApplicationStatus,
+    ApplicationState, ApplicationStateType, DriverInfo, ExecutorCounts, ExecutorState,
+    FailureReason, RecoveryStatus, SparkApplicationStatus,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -50,6 +50,9 @@ pub mod reconciler;
 /// `operator run`: CRD install, watches and caches, the controller, probes.
 pub mod controller;
 
+/// Executor pods: their watch's index by application, and what `decide` reads of them.
+pub mod executors;
+
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;
 

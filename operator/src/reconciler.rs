@@ -34,8 +34,8 @@ use crate::metrics::Metrics;
 use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
-    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, PendingReason, Settings,
-    SubmissionOutcome, decide,
+    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
+    PendingReason, Settings, SubmissionOutcome, decide,
 };
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
@@ -183,6 +183,9 @@ pub trait Effects: Send + Sync {
         &self,
         app: &SparkApplication,
     ) -> (Option<ObservedDriver>, Vec<ObservedDriver>);
+
+    /// The app's executor pods from the executor index.
+    fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor>;
 
     /// The application read from the API server, not the cache; `None`: it is gone.
     fn read_live(
@@ -436,6 +439,7 @@ impl<E: Effects> Reconciler<E> {
             driver,
             other_drivers,
             heartbeat: self.read_heartbeat(&app).await,
+            executors: self.effects.cached_executors(&app),
             ..Observed::default()
         };
         for _ in 0..MAX_ROUNDS {
@@ -558,6 +562,7 @@ impl<E: Effects> Reconciler<E> {
             // The driver may have changed while the actions ran.
             observed.cache_synced = self.effects.cache_synced();
             (observed.driver, observed.other_drivers) = self.effects.cached_drivers(&app);
+            observed.executors = self.effects.cached_executors(&app);
         }
         debug!("decision rounds exhausted; continuing in the next reconcile");
         Ok(ControllerAction::requeue(ROUNDS_EXHAUSTED_REQUEUE))

@@ -33,8 +33,9 @@ use sha2::{Digest, Sha256};
 
 use crate::argv::driver_pod_name;
 use crate::crd::{
-    ApplicationStateType as State, DriverInfo, FailureReason, RecoveryStatus, RestartPolicyType,
-    SparkApplication, SparkApplicationSpec, SparkApplicationStatus,
+    ApplicationStateType as State, DriverInfo, ExecutorCounts, ExecutorState, FailureReason,
+    RecoveryStatus, RestartPolicyType, SparkApplication, SparkApplicationSpec,
+    SparkApplicationStatus,
 };
 use crate::defaults::with_defaults;
 use crate::fence::{Heartbeat, INITIAL_EPOCH};
@@ -62,6 +63,11 @@ pub mod reasons {
     pub const DRIVER_FAILED: &str = "SparkDriverFailed";
     pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
     pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
+    pub const EXECUTOR_RUNNING: &str = "SparkExecutorRunning";
+    pub const EXECUTOR_COMPLETED: &str = "SparkExecutorCompleted";
+    pub const EXECUTOR_FAILED: &str = "SparkExecutorFailed";
+    pub const EXECUTOR_UNKNOWN: &str = "SparkExecutorUnknown";
     /// Ours: `driverStartTimeoutMillis` passed.
     pub const DRIVER_START_TIMED_OUT: &str = "SparkDriverStartTimedOut";
     /// Ours: `driverReadyTimeoutMillis` passed.
@@ -157,6 +163,24 @@ pub enum DriverPhase {
     Unknown,
 }
 
+/// An executor pod of the application, from the executor index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedExecutor {
+    pub name: String,
+    /// Its `sparkoperator.k8s.io/submission-id` label: only the current run's are counted.
+    pub submission_id: Option<String>,
+    pub state: ExecutorState,
+    /// The executor container's exit code and reason, once terminated.
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    /// The pod's status message (an eviction's, say).
+    pub message: Option<String>,
+}
+
+/// At most this many executors of one application are tracked in its status, as in the widely
+/// used operator (`maxTrackedExecutorPerApp`): a status is one object, with a size limit.
+pub const MAX_TRACKED_EXECUTORS: usize = 1000;
+
 /// Why a driver pod stays pending, as Kubernetes reports it: on the pod (`Unschedulable`,
 /// `ErrImagePull`, ...) or in a Warning event about it (`FailedMount`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,6 +274,8 @@ pub struct Observed {
     pub heartbeat: Option<Option<Heartbeat>>,
     /// The answer to [`Action::InspectPendingDriver`]: `Some(None)` read, no Warning event.
     pub driver_warning: Option<Option<PendingReason>>,
+    /// The application's executor pods from the executor index (any run's).
+    pub executors: Vec<ObservedExecutor>,
 }
 
 /// Kubernetes event types.
@@ -431,6 +457,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             State::Completed | State::Failed => d.terminal(),
         }
     }
+    d.track_executors();
     d.finish(&original)
 }
 
@@ -1026,6 +1053,71 @@ impl Draft<'_> {
             .last_submission_attempt_time
             .clone()
             .unwrap_or(Time(self.now))
+    }
+
+    /// Merges the current run's executors into `status.executorState` (an executor gone from the
+    /// index, deleted by its driver, keeps its last known state), with an event per change that
+    /// carries the counts, and the counts in `status.executorCounts` for the printer columns.
+    fn track_executors(&mut self) {
+        let current = self.status.submission_id.as_str();
+        if current.is_empty() || self.delete_app {
+            return;
+        }
+        let mut changes = Vec::new();
+        for executor in &self.observed.executors {
+            if executor.submission_id.as_deref() != Some(current) {
+                continue;
+            }
+            let known = self.status.executor_state.get(&executor.name).copied();
+            if known == Some(executor.state) {
+                continue;
+            }
+            if known.is_none() && self.status.executor_state.len() >= MAX_TRACKED_EXECUTORS {
+                continue;
+            }
+            self.status
+                .executor_state
+                .insert(executor.name.clone(), executor.state);
+            changes.push(executor);
+        }
+        let counts = ExecutorCounts::of(&self.status.executor_state);
+        self.status.executor_counts = (!self.status.executor_state.is_empty()).then_some(counts);
+        for executor in changes {
+            let name = &executor.name;
+            let (event_type, reason, what) = match executor.state {
+                ExecutorState::Pending => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_PENDING,
+                    format!("Executor {name} is pending"),
+                ),
+                ExecutorState::Running => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_RUNNING,
+                    format!("Executor {name} is running"),
+                ),
+                ExecutorState::Completed => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_COMPLETED,
+                    format!("Executor {name} completed"),
+                ),
+                ExecutorState::Failed => (
+                    EventType::Warning,
+                    reasons::EXECUTOR_FAILED,
+                    format!(
+                        "Executor {name} failed with ExitCode: {}, Reason: {}, Pod Message: {}",
+                        executor.exit_code.unwrap_or(-1),
+                        executor.reason.as_deref().unwrap_or("Unknown"),
+                        executor.message.as_deref().unwrap_or("")
+                    ),
+                ),
+                ExecutorState::Unknown => (
+                    EventType::Warning,
+                    reasons::EXECUTOR_UNKNOWN,
+                    format!("Executor {name} in unknown state"),
+                ),
+            };
+            self.event(event_type, reason, format!("{what} (executors: {counts})"));
+        }
     }
 
     /// A driver still pending: what holds it (from the pod, else from its latest Warning event,

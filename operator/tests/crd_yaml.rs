@@ -54,6 +54,8 @@ fn crd_has_the_printer_columns_of_kubectl_get() {
             ("Attempts", ".status.executionAttempts"),
             ("Start", ".status.lastSubmissionAttemptTime"),
             ("Finish", ".status.terminationTime"),
+            ("Executors", ".status.executorCounts.running"),
+            ("Failed Executors", ".status.executorCounts.failed"),
             ("Age", ".metadata.creationTimestamp"),
         ]
     );

@@ -5,13 +5,14 @@
 mod e2e_support;
 
 use e2e_support::{Env, wait_until};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kubesim::control::{FaultRule, FaultTiming};
 use operator::crd::{
-    ApplicationStateType as State, ScheduleState, ScheduledSparkApplication,
+    ApplicationStateType as State, ExecutorState, ScheduleState, ScheduledSparkApplication,
     ScheduledSparkApplicationStatus, SparkApplication,
 };
 use operator::schedule::SCHEDULED_APP_NAME_LABEL;
@@ -333,4 +334,129 @@ async fn a_driver_held_pending_shows_why_on_the_application() {
         .await;
         assert!(notes[0].contains(says), "{app}: {notes:?}");
     }
+}
+
+/// An executor pod as a Spark driver of `app` creates it: Spark's role label, the operator's
+/// labels from the executor confs, owned by the driver pod.
+fn executor_pod(app: &SparkApplication, driver: &Pod, name: &str, annotations: Value) -> Pod {
+    let status = app.status.as_ref().unwrap();
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": annotations,
+            "labels": {
+                "spark-role": "executor",
+                "spark-app-selector": status.spark_application_id,
+                "sparkoperator.k8s.io/app-name": app.metadata.name,
+                "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+                "sparkoperator.k8s.io/submission-id": status.submission_id,
+            },
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true}],
+        },
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "spark-kubernetes-executor", "image": "apache/spark:4.0.4"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_states_reach_the_status_and_deleted_executors_keep_their_last_state() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "counted",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "-1"}}}),
+    )
+    .await;
+    let app = env.wait_for_state("counted", State::Running).await;
+    let driver = env.driver_pods("counted").await.remove(0);
+    let failing = executor_pod(
+        &app,
+        &driver,
+        "counted-exec-1",
+        json!({"kubesim.io/run-seconds": "0.2", "kubesim.io/exit-code": "3"}),
+    );
+    let running = executor_pod(
+        &app,
+        &driver,
+        "counted-exec-2",
+        json!({"kubesim.io/run-seconds": "-1"}),
+    );
+    for pod in [&failing, &running] {
+        env.pods()
+            .create(&PostParams::default(), pod)
+            .await
+            .unwrap();
+    }
+    let seen = env
+        .wait_for_app("counted", "one failed and one running executor", |a| {
+            a.status
+                .as_ref()
+                .and_then(|s| s.executor_counts)
+                .is_some_and(|c| c.failed == 1 && c.running == 1)
+        })
+        .await
+        .status
+        .unwrap();
+    assert_eq!(seen.executor_state["counted-exec-1"], ExecutorState::Failed);
+    assert_eq!(
+        seen.executor_state["counted-exec-2"],
+        ExecutorState::Running
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let failed_note = wait_until("a SparkExecutorFailed event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("SparkExecutorFailed"))
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(failed_note.contains("counted-exec-1"), "{failed_note}");
+    assert!(failed_note.contains("ExitCode: 3"), "{failed_note}");
+    assert!(
+        failed_note.contains("failed)"),
+        "counts in the note: {failed_note}"
+    );
+
+    // The driver finishes and deletes its executors.
+    env.pods()
+        .delete("counted-exec-2", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the executor to be gone", || async {
+        env.pods()
+            .get_opt("counted-exec-2")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    env.cluster
+        .kubelet
+        .kill(
+            "default",
+            driver.metadata.name.as_deref().unwrap(),
+            Some("spark-kubernetes-driver"),
+            0,
+        )
+        .unwrap();
+    let done = env
+        .wait_for_state("counted", State::Completed)
+        .await
+        .status
+        .unwrap();
+    assert_eq!(
+        done.executor_state["counted-exec-2"],
+        ExecutorState::Running
+    );
+    assert_eq!(done.executor_state["counted-exec-1"], ExecutorState::Failed);
+    let counts = done.executor_counts.unwrap();
+    assert_eq!((counts.running, counts.failed), (1, 1));
 }

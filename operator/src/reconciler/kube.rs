@@ -16,13 +16,15 @@ use tracing::{info, warn};
 use super::{Effects, Health, ReconcileError, StatusWrite, observe};
 use crate::argv::build_submission;
 use crate::crd::{SparkApplication, SparkApplicationStatus};
+use crate::executors::ExecutorIndex;
 use crate::fence::Heartbeat;
 use crate::labels;
 use crate::metrics::{Metrics, outcome};
 use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
 use crate::state_machine::{
-    EventType, FIRST_RUN, FenceOutcome, ObservedDriver, PendingReason, SubmissionOutcome,
+    EventType, FIRST_RUN, FenceOutcome, ObservedDriver, ObservedExecutor, PendingReason,
+    SubmissionOutcome,
 };
 
 /// The effects of `operator run`.
@@ -32,6 +34,8 @@ pub struct KubeEffects<S> {
     /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
     /// watches feed them.
     pub pods: Vec<Store<Pod>>,
+    /// The executors of every application, from the executor watches.
+    pub executors: Arc<ExecutorIndex>,
     pub health: Arc<Health>,
     pub recorder: Recorder,
     /// `--master` given to the submitter in the argv.
@@ -76,6 +80,7 @@ impl<S> KubeEffects<S> {
             client: self.client,
             submitter: self.submitter,
             pods: self.pods,
+            executors: self.executors,
             health: self.health,
             recorder: self.recorder,
             master: self.master,
@@ -141,6 +146,10 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             .map(|pod| observe::observe_driver(pod, uid))
             .collect();
         (driver.map(|pod| observe::observe_driver(pod, uid)), others)
+    }
+
+    fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor> {
+        self.executors.executors(&namespace(app), &app.name_any())
     }
 
     async fn read_live(

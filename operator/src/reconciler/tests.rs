@@ -10,7 +10,7 @@ use serde_json::json;
 use super::*;
 use crate::crd::{DriverInfo, RecoveryStatus};
 use crate::recovery::RecoverySettings;
-use crate::state_machine::{DriverPhase, PendingReason, reasons, spec_hash};
+use crate::state_machine::{DriverPhase, ObservedExecutor, PendingReason, reasons, spec_hash};
 
 /// One effect as the fake saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +126,10 @@ impl Effects for Fake {
     ) -> Result<bool, ReconcileError> {
         self.call(Call::DriverAbsent(pod.to_owned()));
         Ok(self.absent)
+    }
+
+    fn cached_executors(&self, _app: &SparkApplication) -> Vec<ObservedExecutor> {
+        Vec::new()
     }
 
     async fn driver_warning(
