@@ -53,6 +53,9 @@ pub mod controller;
 /// Executor pods: their watch's index by application, and what `decide` reads of them.
 pub mod executors;
 
+/// The Spark UI's Service and Ingresses, as the widely used operator makes them (pure).
+pub mod ui;
+
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;
 

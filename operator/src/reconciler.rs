@@ -35,8 +35,9 @@ use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
     Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
-    PendingReason, Settings, SubmissionOutcome, decide,
+    PendingReason, Settings, SubmissionOutcome, UiMade, decide,
 };
+use crate::ui::UiSettings;
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
 /// id, submit, record the answer, follow the driver), the rest is a guard against a loop.
@@ -217,6 +218,14 @@ pub trait Effects: Send + Sync {
         uid: &str,
     ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
 
+    /// Creates the app's UI Service and Ingresses under `settings` (existing ones are taken as
+    /// they are). `Ok(Err)`: the spec's UI settings cannot be honoured.
+    fn ensure_ui(
+        &self,
+        app: &SparkApplication,
+        settings: &UiSettings,
+    ) -> impl Future<Output = Result<Result<UiMade, String>, ReconcileError>> + Send;
+
     /// Sends the app's submission under the persisted `submission_id`; every failure is an
     /// outcome for `decide`, never an error.
     fn submit(
@@ -288,6 +297,12 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
+    #[error("cannot create the UI object {name}")]
+    EnsureUi {
+        name: String,
+        #[source]
+        source: ::kube::Error,
+    },
     #[error("cannot delete driver pod {name}")]
     DeleteDriver {
         name: String,
@@ -311,6 +326,7 @@ impl ReconcileError {
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
             ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
+            ReconcileError::EnsureUi { .. } => "ensure_ui",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -501,6 +517,10 @@ impl<E: Effects> Reconciler<E> {
                         let warning = self.effects.driver_warning(&app, &pod, &uid).await?;
                         debug!(pod = %pod, warning = ?warning, "read a pending driver's events");
                         observed.driver_warning = Some(warning);
+                        again = true;
+                    }
+                    Action::EnsureUi => {
+                        observed.ui = Some(self.effects.ensure_ui(&app, &self.settings.ui).await?);
                         again = true;
                     }
                     Action::Submit { submission_id } => {

@@ -44,6 +44,7 @@ use crate::fence::{Heartbeat, INITIAL_EPOCH};
 pub const FIRST_RUN: u64 = 1;
 use crate::recovery::{self, RecoverySettings};
 use crate::sparkconf::{self, RefusedKey, refused_keys};
+use crate::ui::UiSettings;
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
@@ -63,6 +64,8 @@ pub mod reasons {
     pub const DRIVER_FAILED: &str = "SparkDriverFailed";
     pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
     pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    /// Ours (Warning): the UI Service or an Ingress could not be made as the spec asks.
+    pub const UI_FAILED: &str = "SparkUIFailed";
     pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
     pub const EXECUTOR_RUNNING: &str = "SparkExecutorRunning";
     pub const EXECUTOR_COMPLETED: &str = "SparkExecutorCompleted";
@@ -95,6 +98,9 @@ pub struct Settings {
     /// Fenced restarts (`spec.restartPolicy.recovery`); `None`: the feature is off and apps
     /// asking for it fail with a message saying so.
     pub recovery: Option<RecoverySettings>,
+    /// The UI Service and Ingresses (`operator run` turns the UI Service on; the default here,
+    /// for tests and tools, makes none).
+    pub ui: UiSettings,
 }
 
 impl Default for Settings {
@@ -105,6 +111,10 @@ impl Default for Settings {
             unsynced_requeue: Duration::from_secs(1),
             deletion_requeue: Duration::from_secs(2),
             recovery: None,
+            ui: UiSettings {
+                ui_service: false,
+                ..UiSettings::default()
+            },
         }
     }
 }
@@ -276,6 +286,17 @@ pub struct Observed {
     pub driver_warning: Option<Option<PendingReason>>,
     /// The application's executor pods from the executor index (any run's).
     pub executors: Vec<ObservedExecutor>,
+    /// The answer to [`Action::EnsureUi`]: what was made, or why nothing could be.
+    pub ui: Option<Result<UiMade, String>>,
+}
+
+/// The UI objects made for a run, for `status.driverInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UiMade {
+    /// The UI Service: name, port and `<cluster IP>:<port>`.
+    pub service: Option<(String, i32, String)>,
+    /// The UI Ingress: name and URL.
+    pub ingress: Option<(String, String)>,
 }
 
 /// Kubernetes event types.
@@ -298,6 +319,9 @@ pub enum Action {
     /// Read the latest Warning event about the pending driver pod (`FailedMount` and the like
     /// are only in events) and report [`Observed::driver_warning`].
     InspectPendingDriver { name: String, uid: String },
+    /// Create the app's UI Service and Ingresses (those that exist are taken as they are); report
+    /// [`Observed::ui`].
+    EnsureUi,
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
     /// Fence every driver under epoch `observed` in the state store, for run `run` of the
@@ -333,7 +357,9 @@ impl Action {
         match self {
             Action::WriteStatus => 0,
             Action::AdvanceEpoch { .. } => 1,
-            Action::VerifyDriverAbsent { .. } | Action::InspectPendingDriver { .. } => 2,
+            Action::VerifyDriverAbsent { .. }
+            | Action::InspectPendingDriver { .. }
+            | Action::EnsureUi => 2,
             Action::DeleteDriver { .. } => 3,
             Action::Submit { .. } => 4,
             Action::RecordEvent { .. } => 5,
@@ -458,6 +484,9 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         }
     }
     d.track_executors();
+    if matches!(d.status.app_state.state, State::Submitted | State::Running) {
+        d.ensure_ui();
+    }
     d.finish(&original)
 }
 
@@ -1053,6 +1082,40 @@ impl Draft<'_> {
             .last_submission_attempt_time
             .clone()
             .unwrap_or(Time(self.now))
+    }
+
+    /// The run's UI objects: made once per submission, recorded in `status.driverInfo`.
+    fn ensure_ui(&mut self) {
+        let settings = &self.app.settings.ui;
+        let wanted = settings.ui_service || !self.spec.driver_ingress_options.is_empty();
+        let current = self.status.submission_id.clone();
+        if !wanted || current.is_empty() || self.status.ui_submission_id == current {
+            return;
+        }
+        match &self.observed.ui {
+            None => self.effects.push(Action::EnsureUi),
+            Some(Ok(made)) => {
+                let info = &mut self.status.driver_info;
+                if let Some((name, port, address)) = &made.service {
+                    info.web_ui_service_name = name.clone();
+                    info.web_ui_port = *port;
+                    info.web_ui_address = address.clone();
+                }
+                if let Some((name, url)) = &made.ingress {
+                    info.web_ui_ingress_name = name.clone();
+                    info.web_ui_ingress_address = url.clone();
+                }
+                self.status.ui_submission_id = current;
+            }
+            Some(Err(message)) => {
+                self.status.ui_submission_id = current;
+                self.event(
+                    EventType::Warning,
+                    reasons::UI_FAILED,
+                    format!("the Spark UI objects cannot be made: {message}"),
+                );
+            }
+        }
     }
 
     /// Merges the current run's executors into `status.executorState` (an executor gone from the

@@ -5,8 +5,8 @@
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
 //! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
 //! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects (UI service and ingress, Prometheus ConfigMap, PodDisruptionBudget, batch scheduler
-//! PodGroups) are not built yet.
+//! objects (Prometheus ConfigMap, PodDisruptionBudget, batch scheduler PodGroups) are not built
+//! yet. The UI Service and Ingresses are (`crate::ui`).
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -76,20 +76,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
         push(
             "spec.batchSchedulerOptions",
             "batch schedulers are not supported yet",
-            false,
-        );
-    }
-    if spec.spark_ui_options.is_some() {
-        push(
-            "spec.sparkUIOptions",
-            "the Spark UI Service and Ingress are not created yet",
-            false,
-        );
-    }
-    if !spec.driver_ingress_options.is_empty() {
-        push(
-            "spec.driverIngressOptions",
-            "driver ingresses are not created yet",
             false,
         );
     }
@@ -224,12 +210,6 @@ mod tests {
             (
                 json!({"batchSchedulerOptions": {"queue": "q"}}),
                 "spec.batchSchedulerOptions",
-                false,
-            ),
-            (json!({"sparkUIOptions": {}}), "spec.sparkUIOptions", false),
-            (
-                json!({"driverIngressOptions": [{"servicePort": 1, "servicePortName": "p"}]}),
-                "spec.driverIngressOptions",
                 false,
             ),
             (

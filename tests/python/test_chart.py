@@ -245,7 +245,8 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
-    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; configmaps: get create update patch")
+    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; services: get create; "
+    "networking.k8s.io/ingresses: create; configmaps: get create update patch")
 
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():

@@ -460,3 +460,118 @@ async fn executor_states_reach_the_status_and_deleted_executors_keep_their_last_
     let counts = done.executor_counts.unwrap();
     assert_eq!((counts.running, counts.failed), (1, 1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_service_and_ingresses_are_made_recorded_and_collected_with_the_application() {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    let env = Env::start().await;
+    let mut config = env.run_config();
+    config.settings.ui.ingress_url_format = Some("{{$appName}}.ui.example.com".into());
+    config.settings.ui.ingress_class_name = Some("nginx".into());
+    let _operator = env.operator_with(config).await;
+    env.create_app(
+        "webbed",
+        json!({
+            "driver": {"annotations": {"kubesim.io/run-seconds": "-1"}},
+            "sparkUIOptions": {"serviceLabels": {"team": "data"}},
+            "driverIngressOptions": [{"servicePort": 7077, "servicePortName": "connect",
+                                      "ingressURLFormat": "connect.example.com/{{$appName}}"}],
+        }),
+    )
+    .await;
+    let app = env
+        .wait_for_app("webbed", "the UI recorded in driverInfo", |a| {
+            a.status
+                .as_ref()
+                .is_some_and(|s| !s.driver_info.web_ui_ingress_name.is_empty())
+        })
+        .await;
+    let info = app.status.unwrap().driver_info;
+    assert_eq!(info.web_ui_service_name, "webbed-ui-svc");
+    assert_eq!(info.web_ui_port, 4040);
+    assert_eq!(info.web_ui_ingress_name, "webbed-ui-ingress");
+    assert_eq!(info.web_ui_ingress_address, "http://webbed.ui.example.com");
+    let services: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    let ui = services.get("webbed-ui-svc").await.unwrap();
+    let ip = ui.spec.as_ref().unwrap().cluster_ip.clone().unwrap();
+    assert_eq!(info.web_ui_address, format!("{ip}:4040"));
+    assert_eq!(
+        ui.metadata.owner_references.as_ref().unwrap()[0].uid,
+        app.metadata.uid.clone().unwrap()
+    );
+    assert_eq!(ui.metadata.labels.as_ref().unwrap()["team"], "data");
+    // The UI Service reaches the driver: its endpoints list the driver pod.
+    let driver = env.driver_pods("webbed").await.remove(0);
+    let selector = ui.spec.unwrap().selector.unwrap();
+    let labels = driver.metadata.labels.unwrap();
+    assert!(
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{selector:?}"
+    );
+    let connect = services.get("webbed-driver-7077").await.unwrap();
+    assert_eq!(
+        connect.spec.unwrap().ports.unwrap()[0].name.as_deref(),
+        Some("connect")
+    );
+    let ingresses: Api<Ingress> = Api::namespaced(env.client.clone(), "default");
+    let ui_ingress = ingresses.get("webbed-ui-ingress").await.unwrap();
+    let spec = ui_ingress.spec.unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("nginx"));
+    assert_eq!(
+        spec.rules.unwrap()[0].host.as_deref(),
+        Some("webbed.ui.example.com")
+    );
+    let connect_ingress = ingresses.get("webbed-ing-7077").await.unwrap();
+    assert_eq!(
+        connect_ingress.metadata.annotations.unwrap()["nginx.ingress.kubernetes.io/rewrite-target"],
+        "/$2"
+    );
+    // Owned: deleting the application collects them.
+    env.apps()
+        .delete("webbed", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the UI objects to be collected", || async {
+        let left = services.get_opt("webbed-ui-svc").await.unwrap().is_some()
+            || services
+                .get_opt("webbed-driver-7077")
+                .await
+                .unwrap()
+                .is_some()
+            || ingresses
+                .get_opt("webbed-ui-ingress")
+                .await
+                .unwrap()
+                .is_some()
+            || ingresses
+                .get_opt("webbed-ing-7077")
+                .await
+                .unwrap()
+                .is_some();
+        (!left).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_service_can_be_turned_off() {
+    use k8s_openapi::api::core::v1::Service;
+
+    let env = Env::start().await;
+    let mut config = env.run_config();
+    config.settings.ui.ui_service = false;
+    let _operator = env.operator_with(config).await;
+    env.create_app("plain", json!({})).await;
+    let app = env.wait_for_state("plain", State::Completed).await;
+    assert!(
+        app.status
+            .unwrap()
+            .driver_info
+            .web_ui_service_name
+            .is_empty()
+    );
+    let services: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    assert!(services.get_opt("plain-ui-svc").await.unwrap().is_none());
+}

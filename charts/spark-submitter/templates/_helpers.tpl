@@ -256,6 +256,12 @@ seccompProfile:
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["list"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "create"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["create"]
 {{- if eq .Values.operator.recovery.store "kubernetes" }}
 - apiGroups: [""]
   resources: ["configmaps"]

@@ -41,6 +41,14 @@ pub struct SparkApplicationStatus {
     /// The state of executors by executor pod name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub executor_state: BTreeMap<String, ExecutorState>,
+    /// Ours: the submission id whose UI Service and Ingresses were made (they are made once per
+    /// run, after its submission).
+    #[serde(
+        rename = "uiSubmissionID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub ui_submission_id: String,
     /// Ours: how many executors of the current run are in each state (`executorState` counted),
     /// for `kubectl get` columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
@@ -24,8 +25,9 @@ use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
 use crate::state_machine::{
     EventType, FIRST_RUN, FenceOutcome, ObservedDriver, ObservedExecutor, PendingReason,
-    SubmissionOutcome,
+    SubmissionOutcome, UiMade,
 };
+use crate::ui::UiSettings;
 
 /// The effects of `operator run`.
 pub struct KubeEffects<S> {
@@ -196,6 +198,57 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         Ok(found.is_none_or(|pod| {
             pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
         }))
+    }
+
+    async fn ensure_ui(
+        &self,
+        app: &SparkApplication,
+        settings: &UiSettings,
+    ) -> Result<Result<UiMade, String>, ReconcileError> {
+        let plan = match crate::ui::plan(app, settings) {
+            Ok(plan) => plan,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &namespace(app));
+        let ingresses: Api<Ingress> = Api::namespaced(self.client.clone(), &namespace(app));
+        let mut made = UiMade::default();
+        for service in &plan.services {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            let fail = |source| ReconcileError::EnsureUi {
+                name: name.clone(),
+                source,
+            };
+            // POST: a Service of that name (a previous run's, or this run's before a crash)
+            // is taken as it is.
+            let stored = match services.create(&PostParams::default(), service).await {
+                Ok(created) => created,
+                Err(error) if is_conflict(&error) => services.get(&name).await.map_err(fail)?,
+                Err(error) => return Err(fail(error)),
+            };
+            if let Some((ui_name, port)) = plan.ui_service.as_ref().filter(|(n, _)| *n == name) {
+                let ip = stored
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.cluster_ip.clone())
+                    .unwrap_or_default();
+                made.service = Some((ui_name.clone(), *port, format!("{ip}:{port}")));
+            }
+        }
+        for ingress in &plan.ingresses {
+            let name = ingress.metadata.name.clone().unwrap_or_default();
+            match ingresses.create(&PostParams::default(), ingress).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureUi { name, source }),
+            }
+        }
+        made.ingress = plan.ui_ingress.clone();
+        info!(
+            services = plan.services.len(),
+            ingresses = plan.ingresses.len(),
+            "made the UI objects"
+        );
+        Ok(Ok(made))
     }
 
     async fn driver_warning(
