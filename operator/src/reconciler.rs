@@ -218,9 +218,10 @@ pub trait Effects: Send + Sync {
         uid: &str,
     ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
 
-    /// Creates the app's UI Service and Ingresses under `settings` (existing ones are taken as
-    /// they are). `Ok(Err)`: the spec's UI settings cannot be honoured.
-    fn ensure_ui(
+    /// Creates the app's UI Service and Ingresses under `settings`, and its driver
+    /// PodDisruptionBudget when the spec asks for one (existing ones are taken as they are).
+    /// `Ok(Err)`: the spec's UI settings cannot be honoured.
+    fn ensure_owned_objects(
         &self,
         app: &SparkApplication,
         settings: &UiSettings,
@@ -297,8 +298,8 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
-    #[error("cannot create the UI object {name}")]
-    EnsureUi {
+    #[error("cannot create the owned object {name}")]
+    EnsureOwnedObjects {
         name: String,
         #[source]
         source: ::kube::Error,
@@ -326,7 +327,7 @@ impl ReconcileError {
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
             ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
-            ReconcileError::EnsureUi { .. } => "ensure_ui",
+            ReconcileError::EnsureOwnedObjects { .. } => "ensure_owned_objects",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -519,8 +520,12 @@ impl<E: Effects> Reconciler<E> {
                         observed.driver_warning = Some(warning);
                         again = true;
                     }
-                    Action::EnsureUi => {
-                        observed.ui = Some(self.effects.ensure_ui(&app, &self.settings.ui).await?);
+                    Action::EnsureOwnedObjects => {
+                        observed.ui = Some(
+                            self.effects
+                                .ensure_owned_objects(&app, &self.settings.ui)
+                                .await?,
+                        );
                         again = true;
                     }
                     Action::Submit { submission_id } => {

@@ -286,7 +286,7 @@ pub struct Observed {
     pub driver_warning: Option<Option<PendingReason>>,
     /// The application's executor pods from the executor index (any run's).
     pub executors: Vec<ObservedExecutor>,
-    /// The answer to [`Action::EnsureUi`]: what was made, or why nothing could be.
+    /// The answer to [`Action::EnsureOwnedObjects`]: what was made, or why nothing could be.
     pub ui: Option<Result<UiMade, String>>,
 }
 
@@ -319,9 +319,9 @@ pub enum Action {
     /// Read the latest Warning event about the pending driver pod (`FailedMount` and the like
     /// are only in events) and report [`Observed::driver_warning`].
     InspectPendingDriver { name: String, uid: String },
-    /// Create the app's UI Service and Ingresses (those that exist are taken as they are); report
-    /// [`Observed::ui`].
-    EnsureUi,
+    /// Create the app's UI Service and Ingresses and its driver PodDisruptionBudget (those that
+    /// exist are taken as they are); report [`Observed::ui`].
+    EnsureOwnedObjects,
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
     /// Fence every driver under epoch `observed` in the state store, for run `run` of the
@@ -359,7 +359,7 @@ impl Action {
             Action::AdvanceEpoch { .. } => 1,
             Action::VerifyDriverAbsent { .. }
             | Action::InspectPendingDriver { .. }
-            | Action::EnsureUi => 2,
+            | Action::EnsureOwnedObjects => 2,
             Action::DeleteDriver { .. } => 3,
             Action::Submit { .. } => 4,
             Action::RecordEvent { .. } => 5,
@@ -485,7 +485,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
     }
     d.track_executors();
     if matches!(d.status.app_state.state, State::Submitted | State::Running) {
-        d.ensure_ui();
+        d.ensure_owned_objects();
     }
     d.finish(&original)
 }
@@ -1084,16 +1084,19 @@ impl Draft<'_> {
             .unwrap_or(Time(self.now))
     }
 
-    /// The run's UI objects: made once per submission, recorded in `status.driverInfo`.
-    fn ensure_ui(&mut self) {
+    /// The run's UI objects and driver PDB: made once per submission, the UI recorded in
+    /// `status.driverInfo`.
+    fn ensure_owned_objects(&mut self) {
         let settings = &self.app.settings.ui;
-        let wanted = settings.ui_service || !self.spec.driver_ingress_options.is_empty();
+        let wanted = settings.ui_service
+            || !self.spec.driver_ingress_options.is_empty()
+            || self.spec.driver_pod_disruption_budget == Some(true);
         let current = self.status.submission_id.clone();
         if !wanted || current.is_empty() || self.status.ui_submission_id == current {
             return;
         }
         match &self.observed.ui {
-            None => self.effects.push(Action::EnsureUi),
+            None => self.effects.push(Action::EnsureOwnedObjects),
             Some(Ok(made)) => {
                 let info = &mut self.status.driver_info;
                 if let Some((name, port, address)) = &made.service {

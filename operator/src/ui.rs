@@ -4,6 +4,9 @@
 //! for each of `driverIngressOptions`. Every object is owned by the application, so garbage
 //! collection removes it with the application.
 //!
+//! The driver's PodDisruptionBudget (`driverPodDisruptionBudget: true`) is made in the same pass
+//! ([`driver_pdb`], as kubeflow's `driver_pdb.go`).
+//!
 //! Pure: [`plan`] builds the objects; the reconciler creates them and reads back the UI
 //! Service's cluster IP for `status.driverInfo.webUIAddress`.
 
@@ -11,6 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressTLS};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
@@ -277,6 +281,33 @@ fn ingress(
     .expect("an Ingress built from plain fields always decodes")
 }
 
+/// The driver's PodDisruptionBudget when the spec asks for one: named like the driver pod,
+/// `minAvailable: 1` over the application's driver, owned by the application.
+pub fn driver_pdb(app: &SparkApplication) -> Option<PodDisruptionBudget> {
+    if app.spec.driver_pod_disruption_budget != Some(true) {
+        return None;
+    }
+    let name = app.metadata.name.as_deref().unwrap_or("");
+    let pdb = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": crate::argv::driver_pod_name(name, &app.spec),
+            "namespace": app.metadata.namespace,
+            "labels": {labels::LAUNCHED_BY_SPARK_OPERATOR: "true", labels::APP_NAME: name},
+            "ownerReferences": owner(app),
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {labels::APP_NAME: name, "spark-role": "driver"}},
+        },
+    });
+    Some(
+        serde_json::from_value(pdb)
+            .expect("a PodDisruptionBudget built from plain fields always decodes"),
+    )
+}
+
 /// The UI objects of `app` under `settings`.
 pub fn plan(app: &SparkApplication, settings: &UiSettings) -> Result<UiPlan, UiError> {
     let name = app.metadata.name.as_deref().unwrap_or("");
@@ -501,6 +532,19 @@ mod tests {
         assert_eq!(
             super::plan(&missing, &off).unwrap_err(),
             UiError::MissingServicePort { index: 0 }
+        );
+    }
+
+    #[test]
+    fn a_driver_pdb_is_made_only_when_the_spec_asks() {
+        assert!(driver_pdb(&app(json!({}))).is_none());
+        let pdb = value(&driver_pdb(&app(json!({"driverPodDisruptionBudget": true}))).unwrap());
+        assert_eq!(pdb["metadata"]["name"], "pi-driver");
+        assert_eq!(pdb["metadata"]["ownerReferences"][0]["uid"], "app-uid");
+        assert_eq!(
+            pdb["spec"],
+            json!({"minAvailable": 1,
+                   "selector": {"matchLabels": {labels::APP_NAME: "pi", "spark-role": "driver"}}})
         );
     }
 

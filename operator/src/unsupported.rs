@@ -5,8 +5,8 @@
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
 //! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
 //! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects (Prometheus ConfigMap, PodDisruptionBudget, batch scheduler PodGroups) are not built
-//! yet. The UI Service and Ingresses are (`crate::ui`).
+//! objects (Prometheus ConfigMap, batch scheduler PodGroups) are not built yet. The UI Service,
+//! Ingresses and the driver PodDisruptionBudget are (`crate::ui`).
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -76,13 +76,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
         push(
             "spec.batchSchedulerOptions",
             "batch schedulers are not supported yet",
-            false,
-        );
-    }
-    if spec.driver_pod_disruption_budget == Some(true) {
-        push(
-            "spec.driverPodDisruptionBudget",
-            "driver PodDisruptionBudgets are not created yet",
             false,
         );
     }
@@ -210,11 +203,6 @@ mod tests {
             (
                 json!({"batchSchedulerOptions": {"queue": "q"}}),
                 "spec.batchSchedulerOptions",
-                false,
-            ),
-            (
-                json!({"driverPodDisruptionBudget": true}),
-                "spec.driverPodDisruptionBudget",
                 false,
             ),
             (

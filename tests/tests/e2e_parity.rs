@@ -581,3 +581,45 @@ async fn the_ui_service_can_be_turned_off() {
     let services: Api<Service> = Api::namespaced(env.client.clone(), "default");
     assert!(services.get_opt("plain-ui-svc").await.unwrap().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_pdb_is_made_when_the_spec_asks_and_goes_with_the_application() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app("guarded", json!({"driverPodDisruptionBudget": true}))
+        .await;
+    env.create_app("unguarded", json!({})).await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");
+    let pdb = wait_until("the driver PDB", || async {
+        pdbs.get_opt("guarded-driver").await.unwrap()
+    })
+    .await;
+    let spec = pdb.spec.unwrap();
+    assert_eq!(
+        spec.min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    let driver = env.driver_pods("guarded").await.remove(0);
+    let labels = driver.metadata.labels.unwrap();
+    let selector = spec.selector.unwrap().match_labels.unwrap();
+    assert!(
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{selector:?}"
+    );
+    env.wait_for_state("unguarded", State::Completed).await;
+    assert!(pdbs.get_opt("unguarded-driver").await.unwrap().is_none());
+    env.apps()
+        .delete("guarded", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the PDB to be collected", || async {
+        pdbs.get_opt("guarded-driver")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}

@@ -262,6 +262,9 @@ seccompProfile:
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create"]
 {{- if eq .Values.operator.recovery.store "kubernetes" }}
 - apiGroups: [""]
   resources: ["configmaps"]

@@ -8,6 +8,7 @@ use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
@@ -200,7 +201,7 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         }))
     }
 
-    async fn ensure_ui(
+    async fn ensure_owned_objects(
         &self,
         app: &SparkApplication,
         settings: &UiSettings,
@@ -214,7 +215,7 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         let mut made = UiMade::default();
         for service in &plan.services {
             let name = service.metadata.name.clone().unwrap_or_default();
-            let fail = |source| ReconcileError::EnsureUi {
+            let fail = |source| ReconcileError::EnsureOwnedObjects {
                 name: name.clone(),
                 source,
             };
@@ -239,7 +240,17 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             match ingresses.create(&PostParams::default(), ingress).await {
                 Ok(_) => {}
                 Err(error) if is_conflict(&error) => {}
-                Err(source) => return Err(ReconcileError::EnsureUi { name, source }),
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        if let Some(pdb) = crate::ui::driver_pdb(app) {
+            let name = pdb.metadata.name.clone().unwrap_or_default();
+            let pdbs: Api<PodDisruptionBudget> =
+                Api::namespaced(self.client.clone(), &namespace(app));
+            match pdbs.create(&PostParams::default(), &pdb).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
             }
         }
         made.ingress = plan.ui_ingress.clone();

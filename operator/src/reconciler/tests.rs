@@ -135,7 +135,7 @@ impl Effects for Fake {
         Vec::new()
     }
 
-    async fn ensure_ui(
+    async fn ensure_owned_objects(
         &self,
         _app: &SparkApplication,
         _settings: &UiSettings,

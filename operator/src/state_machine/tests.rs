@@ -131,7 +131,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
             Action::InspectPendingDriver { .. } => "InspectPendingDriver".to_owned(),
-            Action::EnsureUi => "EnsureUi".to_owned(),
+            Action::EnsureOwnedObjects => "EnsureOwnedObjects".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
             Action::AdvanceEpoch { observed, run } => format!("AdvanceEpoch({observed}, {run})"),
             Action::WriteStatus => "WriteStatus".to_owned(),

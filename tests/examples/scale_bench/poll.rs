@@ -265,7 +265,7 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
                         }
                     }
                 }
-                Action::EnsureUi => {
+                Action::EnsureOwnedObjects => {
                     // The benchmark's operator makes no UI objects.
                     observed.ui = Some(Ok(Default::default()));
                     again = true;
