@@ -246,7 +246,8 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
     "pods: get list watch delete; events.k8s.io/events: create patch; events: list; services: get create; "
-    "networking.k8s.io/ingresses: create; policy/poddisruptionbudgets: create; configmaps: get create update patch")
+    "networking.k8s.io/ingresses: create; configmaps: get create update patch") | {
+    ("policy", "poddisruptionbudgets", "create")}
 
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():
