@@ -64,6 +64,9 @@ pub mod reasons {
     pub const DRIVER_FAILED: &str = "SparkDriverFailed";
     pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
     pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    pub const SUSPENDING: &str = "SparkApplicationSuspending";
+    pub const SUSPENDED: &str = "SparkApplicationSuspended";
+    pub const RESUMING: &str = "SparkApplicationResuming";
     /// Ours (Warning): the UI Service or an Ingress could not be made as the spec asks.
     pub const UI_FAILED: &str = "SparkUIFailed";
     pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
@@ -471,8 +474,26 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             ),
         );
         d.requeue(Duration::ZERO);
+    } else if app.spec.suspend == Some(true)
+        && !matches!(
+            d.status.app_state.state,
+            State::Completed | State::Failed | State::Suspending | State::Suspended
+        )
+    {
+        // As the widely used operator: suspending is possible from every state but the
+        // terminal ones.
+        d.status.app_state.state = State::Suspending;
+        d.event(
+            EventType::Warning,
+            reasons::SUSPENDING,
+            format!("SparkApplication {} is suspending", app.name),
+        );
+        d.requeue(Duration::ZERO);
     } else {
         match d.status.app_state.state {
+            State::Suspending => d.suspending(),
+            State::Suspended => d.suspended(),
+            State::Resuming => d.submit_path(&hash),
             State::New | State::PendingRerun => d.submit_path(&hash),
             State::SubmissionFailed if d.status.submission_pending => d.submit_path(&hash),
             State::SubmissionFailed => d.submission_failed(&hash),
@@ -1126,7 +1147,16 @@ impl Draft<'_> {
     /// carries the counts, and the counts in `status.executorCounts` for the printer columns.
     fn track_executors(&mut self) {
         let current = self.status.submission_id.as_str();
-        if current.is_empty() || self.delete_app {
+        let between_runs = matches!(
+            self.status.app_state.state,
+            State::New
+                | State::PendingRerun
+                | State::Invalidating
+                | State::Suspending
+                | State::Suspended
+                | State::Resuming
+        );
+        if current.is_empty() || self.delete_app || between_runs {
             return;
         }
         let mut changes = Vec::new();
@@ -1464,6 +1494,45 @@ impl Draft<'_> {
                 uid: driver.uid.clone(),
             });
         }
+    }
+
+    /// SUSPENDING: the driver goes; once it is gone the run's status is cleared and the app is
+    /// SUSPENDED.
+    fn suspending(&mut self) {
+        if let Some(driver) = self.observed.driver.as_ref().filter(|d| d.owned) {
+            self.delete_owned_driver();
+            if driver.terminating || !self.effects.is_empty() {
+                self.requeue(self.app.settings.deletion_requeue);
+                return;
+            }
+        }
+        let status = &mut self.status;
+        status.app_state.state = State::Suspended;
+        status.spark_application_id.clear();
+        status.app_state.error_message.clear();
+        status.driver_info = DriverInfo::default();
+        status.executor_state.clear();
+        status.submission_pending = false;
+        let message = format!("SparkApplication {} is suspended", self.name());
+        self.event(EventType::Warning, reasons::SUSPENDED, message);
+    }
+
+    /// SUSPENDED: nothing runs until `spec.suspend` is cleared; then RESUMING submits a new run
+    /// with fresh attempt counts.
+    fn suspended(&mut self) {
+        if self.app.spec.suspend == Some(true) {
+            return;
+        }
+        let status = &mut self.status;
+        status.app_state.state = State::Resuming;
+        status.submission_attempts = 0;
+        status.execution_attempts = 0;
+        status.last_submission_attempt_time = None;
+        status.termination_time = None;
+        status.failure_reason = None;
+        let message = format!("SparkApplication {} is resuming", self.name());
+        self.event(EventType::Warning, reasons::RESUMING, message);
+        self.requeue(Duration::ZERO);
     }
 
     /// COMPLETED, FAILED: only the TTL acts.

@@ -44,13 +44,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             true,
         );
     }
-    if spec.suspend == Some(true) {
-        push(
-            "spec.suspend",
-            "suspending is not supported; the application is not run while suspend is true",
-            true,
-        );
-    }
     if spec.deps.as_ref().is_some_and(|d| !d.packages.is_empty()) {
         push(
             "spec.deps.packages",
@@ -184,7 +177,6 @@ mod tests {
     fn each_unsupported_field_is_reported_with_its_path() {
         let cases = [
             (json!({"mode": "client"}), "spec.mode", true),
-            (json!({"suspend": true}), "spec.suspend", true),
             (
                 json!({"deps": {"packages": ["org.example:lib:1.0"]}}),
                 "spec.deps.packages",

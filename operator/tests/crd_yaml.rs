@@ -177,6 +177,6 @@ fn secret_and_config_map_references_may_omit_their_name_as_in_the_widely_used_op
     .unwrap();
     assert_eq!(
         app.status.unwrap().app_state.state,
-        operator::crd::ApplicationStateType::Unknown
+        operator::crd::ApplicationStateType::Suspended
     );
 }

@@ -623,3 +623,70 @@ async fn a_driver_pdb_is_made_when_the_spec_asks_and_goes_with_the_application()
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_stops_the_driver_and_resume_runs_the_application_again() {
+    use kube::api::{Patch, PatchParams};
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "pausable",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "-1"}}}),
+    )
+    .await;
+    let running = env.wait_for_state("pausable", State::Running).await;
+    let first_id = running.status.unwrap().submission_id;
+    let suspend = |on: bool| {
+        let apps = env.apps();
+        async move {
+            apps.patch(
+                "pausable",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"suspend": on}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    suspend(true).await;
+    env.wait_for_state("pausable", State::Suspended).await;
+    assert!(
+        env.pods()
+            .get_opt("pausable-driver")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    suspend(false).await;
+    let resumed = env
+        .wait_for_app("pausable", "a new run after resuming", |a| {
+            a.status
+                .as_ref()
+                .is_some_and(|s| s.submission_id != first_id && s.app_state.state == State::Running)
+        })
+        .await;
+    let drivers = env.driver_pods("pausable").await;
+    assert_eq!(drivers.len(), 1);
+    let labels = drivers[0].metadata.labels.clone().unwrap();
+    assert_eq!(
+        labels["sparkoperator.k8s.io/submission-id"],
+        resumed.status.unwrap().submission_id
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in [
+        "SparkApplicationSuspending",
+        "SparkApplicationSuspended",
+        "SparkApplicationResuming",
+    ] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
+}

@@ -146,8 +146,17 @@ pub enum ApplicationStateType {
     Succeeding,
     #[serde(rename = "FAILING")]
     Failing,
-    /// The driver's state cannot be told. States of the widely used operator we do not have
-    /// (SUSPENDING, SUSPENDED, RESUMING) also read as UNKNOWN, so its objects stay readable.
+    /// `spec.suspend` was set: the driver is being deleted.
+    #[serde(rename = "SUSPENDING")]
+    Suspending,
+    /// Suspended: no driver runs until `spec.suspend` is cleared.
+    #[serde(rename = "SUSPENDED")]
+    Suspended,
+    /// `spec.suspend` was cleared: a new run is being submitted.
+    #[serde(rename = "RESUMING")]
+    Resuming,
+    /// The driver's state cannot be told. A state this operator does not know also reads as
+    /// UNKNOWN, so objects another operator wrote stay readable.
     #[serde(rename = "UNKNOWN", other)]
     Unknown,
 }
@@ -166,6 +175,9 @@ impl ApplicationStateType {
             ApplicationStateType::Invalidating => "INVALIDATING",
             ApplicationStateType::Succeeding => "SUCCEEDING",
             ApplicationStateType::Failing => "FAILING",
+            ApplicationStateType::Suspending => "SUSPENDING",
+            ApplicationStateType::Suspended => "SUSPENDED",
+            ApplicationStateType::Resuming => "RESUMING",
             ApplicationStateType::Unknown => "UNKNOWN",
         }
     }
