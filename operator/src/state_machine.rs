@@ -1111,7 +1111,8 @@ impl Draft<'_> {
         let settings = &self.app.settings.ui;
         let wanted = settings.ui_service
             || !self.spec.driver_ingress_options.is_empty()
-            || self.spec.driver_pod_disruption_budget == Some(true);
+            || self.spec.driver_pod_disruption_budget == Some(true)
+            || self.spec.monitoring.is_some();
         let current = self.status.submission_id.clone();
         if !wanted || current.is_empty() || self.status.ui_submission_id == current {
             return;

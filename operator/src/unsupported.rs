@@ -5,8 +5,8 @@
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
 //! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
 //! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects (Prometheus ConfigMap, batch scheduler PodGroups) are not built yet. The UI Service,
-//! Ingresses and the driver PodDisruptionBudget are (`crate::ui`).
+//! objects (batch scheduler PodGroups) are not built yet. The UI Service, Ingresses and the driver
+//! PodDisruptionBudget are (`crate::ui`), and the monitoring ConfigMap (`crate::monitoring`).
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -49,13 +49,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             "spec.deps.packages",
             "Maven packages are resolved on the submitting machine; put the jars in the image or at a URL and use deps.jars",
             true,
-        );
-    }
-    if spec.monitoring.is_some() {
-        push(
-            "spec.monitoring",
-            "Prometheus monitoring setup is not supported yet",
-            false,
         );
     }
     if spec.batch_scheduler.is_some() {
@@ -181,11 +174,6 @@ mod tests {
                 json!({"deps": {"packages": ["org.example:lib:1.0"]}}),
                 "spec.deps.packages",
                 true,
-            ),
-            (
-                json!({"monitoring": {"exposeDriverMetrics": true, "exposeExecutorMetrics": false}}),
-                "spec.monitoring",
-                false,
             ),
             (
                 json!({"batchScheduler": "volcano"}),

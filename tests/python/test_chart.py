@@ -269,7 +269,8 @@ def test_operator_gets_crd_rights_only_when_it_installs_the_crd_and_configmaps_o
     grants = rules_by_namespace(render({"jobNamespaces": [], "operator": {
         "installCRD": True, "recovery": {"store": "redis", "redis": {"url": "redis://redis:6379"}}}}), OPERATOR)
     crds = ("sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io")
-    assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {
+    # configmaps: only the monitoring ConfigMap's create without the Kubernetes store.
+    assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {("", "configmaps", "create")} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", "create")} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd)
         for verb in ("get", "list", "watch", "patch") for crd in crds}

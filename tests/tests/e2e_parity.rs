@@ -690,3 +690,87 @@ async fn suspend_stops_the_driver_and_resume_runs_the_application_again() {
         assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitoring_runs_the_jmx_exporter_with_its_config_map_port_and_annotations() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    let jar = "/prometheus/jmx_prometheus_javaagent-0.11.0.jar";
+    env.create_app(
+        "watched",
+        json!({"monitoring": {"exposeDriverMetrics": true, "exposeExecutorMetrics": true,
+                              "prometheus": {"jmxExporterJar": jar, "port": 8090}}}),
+    )
+    .await;
+    let app = env.wait_for_state("watched", State::Completed).await;
+    assert!(
+        app.status
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "UnsupportedFields")
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let prom = config_maps.get("watched-prom-conf").await.unwrap();
+    let data = prom.data.unwrap();
+    assert!(data["metrics.properties"].contains("JmxSink"));
+    assert!(data.contains_key("prometheus.yaml"));
+    let driver = env.driver_pods("watched").await.remove(0);
+    let annotations = driver.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations["prometheus.io/scrape"], "true");
+    assert_eq!(annotations["prometheus.io/port"], "8090");
+    let spec = driver.spec.unwrap();
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "spark-kubernetes-driver")
+        .unwrap();
+    let port = container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("jmx-exporter"))
+        .unwrap();
+    assert_eq!(port.container_port, 8090);
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == "/etc/metrics/conf")
+        .unwrap();
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.config_map.as_ref().unwrap().name,
+        "watched-prom-conf"
+    );
+    // Spark's configuration carries the agent and the metrics settings.
+    let properties: String = config_maps
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|cm| cm.data?.get("spark.properties").cloned())
+        .find(|p| p.contains("spark.metrics.namespace"))
+        .unwrap();
+    // (Java properties escape `:` and `=`.)
+    let agent = properties
+        .lines()
+        .find(|l| l.starts_with("spark.driver.extraJavaOptions="))
+        .unwrap()
+        .replace('\\', "");
+    assert_eq!(
+        agent,
+        format!(
+            "spark.driver.extraJavaOptions=-javaagent:{jar}=8090:/etc/metrics/conf/prometheus.yaml"
+        )
+    );
+    assert!(properties.contains("default.watched"), "{properties}");
+}

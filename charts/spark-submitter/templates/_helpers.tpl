@@ -265,6 +265,9 @@ seccompProfile:
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
 {{- if eq .Values.operator.recovery.store "kubernetes" }}
 - apiGroups: [""]
   resources: ["configmaps"]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
@@ -238,6 +238,18 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         for ingress in &plan.ingresses {
             let name = ingress.metadata.name.clone().unwrap_or_default();
             match ingresses.create(&PostParams::default(), ingress).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        if let Some(config_map) = crate::monitoring::config_map(app) {
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace(app));
+            match config_maps
+                .create(&PostParams::default(), &config_map)
+                .await
+            {
                 Ok(_) => {}
                 Err(error) if is_conflict(&error) => {}
                 Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
