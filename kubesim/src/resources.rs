@@ -458,6 +458,16 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
         builtin(
             "networking.k8s.io",
             "v1",
+            "ingresses",
+            "Ingress",
+            true,
+            true,
+            &["ing"],
+            Subdomain,
+        ),
+        builtin(
+            "networking.k8s.io",
+            "v1",
             "networkpolicies",
             "NetworkPolicy",
             true,

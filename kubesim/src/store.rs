@@ -1043,7 +1043,7 @@ fn tracks_generation(rt: &ResourceType) -> bool {
             (rt.group.as_str(), rt.plural.as_str()),
             ("", "pods")
                 | ("apiextensions.k8s.io", "customresourcedefinitions")
-                | ("networking.k8s.io", "networkpolicies")
+                | ("networking.k8s.io", "networkpolicies" | "ingresses")
                 | ("apps", "deployments" | "replicasets")
                 | ("policy", "poddisruptionbudgets")
         )

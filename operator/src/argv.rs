@@ -188,7 +188,9 @@ pub fn build_submission(
         });
     }
 
-    let spec = with_defaults(&app.spec);
+    let mut spec = with_defaults(&app.spec);
+    // What kubeflow's monitoring setup writes into the application before submitting it.
+    crate::monitoring::apply(&mut spec, name, namespace);
     let epoch = if recovery::requested(&spec) {
         let settings = recovery.ok_or(BuildArgsError::RecoveryDisabled)?;
         let status = app

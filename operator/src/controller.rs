@@ -35,6 +35,7 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use crate::crd::SparkApplication;
+use crate::executors::ExecutorIndex;
 use crate::metrics::Metrics;
 use crate::progress_store::ProgressStore;
 use crate::progress_store::kube::KubeStore;
@@ -194,6 +195,8 @@ pub(crate) fn track<K>(
 struct Streams {
     apps: BoxStream<'static, Result<SparkApplication, watcher::Error>>,
     app_reader: reflector::Store<SparkApplication>,
+    /// Driver and executor pods: drivers are looked up in the cache, executors in the executor
+    /// index this stream feeds; both wake their application.
     pods: BoxStream<'static, Result<Pod, watcher::Error>>,
     pod_reader: reflector::Store<Pod>,
 }
@@ -204,6 +207,7 @@ fn streams(
     namespace: Option<&str>,
     health: &Health,
     metrics: &Arc<Metrics>,
+    executor_index: &Arc<ExecutorIndex>,
 ) -> Streams {
     let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) = match namespace {
         Some(ns) => (
@@ -226,11 +230,17 @@ fn streams(
         .applied_objects()
         .boxed();
     let (pod_reader, pod_writer) = reflector::store::<Pod>();
+    let index = executor_index.clone();
     let pods = watcher(
         pods_api,
-        watcher::Config::default().labels(&observe::driver_pod_selector()),
+        watcher::Config::default().labels(&observe::operator_pod_selector()),
     )
     .default_backoff()
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            index.apply(event);
+        }
+    })
     .reflect(pod_writer)
     .inspect(track(&health.pods, metrics.clone(), "pods", owned))
     .touched_objects()
@@ -266,9 +276,10 @@ pub async fn run(
             .map(|ns| Some(ns.as_str()))
             .collect()
     };
+    let executor_index = ExecutorIndex::new();
     let all_streams: Vec<Streams> = namespaces
         .iter()
-        .map(|ns| streams(&client, *ns, &health, &config.metrics))
+        .map(|ns| streams(&client, *ns, &health, &config.metrics, &executor_index))
         .collect();
     config
         .metrics
@@ -292,6 +303,7 @@ pub async fn run(
         client: client.clone(),
         submitter,
         pods: all_streams.iter().map(|s| s.pod_reader.clone()).collect(),
+        executors: executor_index,
         health,
         recorder: Recorder::new(client.clone(), reporter),
         master: config.master.clone(),
@@ -358,7 +370,7 @@ async fn control<S>(
         let permits = permits.clone();
         Controller::for_stream(streams.apps, streams.app_reader)
             .with_config(ControllerConfig::default().concurrency(MAX_CONCURRENT_RECONCILES))
-            .owns_stream(streams.pods)
+            .watches_stream(streams.pods, observe::application_of)
             .graceful_shutdown_on(shutdown.clone())
             .run(
                 move |app, ctx| {

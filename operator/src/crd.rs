@@ -21,8 +21,8 @@ pub use spec::{
     SparkApplicationType, SparkPodSpec, SparkUIConfiguration,
 };
 pub use status::{
-    ApplicationState, ApplicationStateType, DriverInfo, ExecutorState, FailureReason,
-    RecoveryStatus, SparkApplicationStatus,
+    ApplicationState, ApplicationStateType, DriverInfo, ExecutorCounts, ExecutorState,
+    FailureReason, RecoveryStatus, SparkApplicationStatus,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -72,10 +72,10 @@ pub fn scheduled_crd() -> CustomResourceDefinition {
     adjusted(ScheduledSparkApplication::crd())
 }
 
-/// States the widely used operator writes that this one does not have: `""` (its NEW) and its
-/// suspend states. They read as NEW and UNKNOWN; the schema must accept them, or objects the
-/// other operator wrote could not be stored.
-pub const FOREIGN_STATES: [&str; 4] = ["", "SUSPENDING", "SUSPENDED", "RESUMING"];
+/// A state the widely used operator writes that this one spells otherwise: `""` (its NEW). It
+/// reads as NEW; the schema must accept it, or objects the other operator wrote could not be
+/// stored.
+pub const FOREIGN_STATES: [&str; 1] = [""];
 
 /// The CustomResourceDefinition: the one derived from the types, made to accept what the widely
 /// used operator's CRD accepts, so that its objects apply unchanged:

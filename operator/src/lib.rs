@@ -50,6 +50,15 @@ pub mod reconciler;
 /// `operator run`: CRD install, watches and caches, the controller, probes.
 pub mod controller;
 
+/// Executor pods: their watch's index by application, and what `decide` reads of them.
+pub mod executors;
+
+/// `spec.monitoring`: the JMX exporter agent, metrics configuration and its ConfigMap (pure).
+pub mod monitoring;
+
+/// The Spark UI's Service and Ingresses, as the widely used operator makes them (pure).
+pub mod ui;
+
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;
 

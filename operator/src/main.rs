@@ -75,6 +75,17 @@ struct RunArgs {
     /// (`operator crd | kubectl apply --server-side -f -`, or the chart).
     #[arg(long, env = "OPERATOR_INSTALL_CRD", default_value_t = false, action = clap::ArgAction::Set)]
     install_crd: bool,
+    /// Create each application's `<app>-ui-svc` Service for the Spark UI (as the widely used
+    /// operator does by default).
+    #[arg(long, env = "OPERATOR_ENABLE_UI_SERVICE", default_value_t = true, action = clap::ArgAction::Set)]
+    enable_ui_service: bool,
+    /// An Ingress for each UI Service at this URL (`{{$appName}}`, `{{$appNamespace}}` and
+    /// `{{$appId}}` are replaced), e.g. `{{$appName}}.spark.example.com`.
+    #[arg(long, env = "OPERATOR_INGRESS_URL_FORMAT")]
+    ingress_url_format: Option<String>,
+    /// The `ingressClassName` of the Ingresses the operator creates.
+    #[arg(long, env = "OPERATOR_INGRESS_CLASS_NAME")]
+    ingress_class_name: Option<String>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     #[arg(long, env = "OPERATOR_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
     probe_listen: SocketAddr,
@@ -240,6 +251,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             driver_creation_grace: Duration::from_secs(args.driver_creation_grace_seconds),
             default_ttl_seconds: args.default_ttl_seconds,
             recovery: args.recovery.settings(),
+            ui: operator::ui::UiSettings {
+                ui_service: args.enable_ui_service,
+                ingress_url_format: args.ingress_url_format.clone(),
+                ingress_class_name: args.ingress_class_name.clone(),
+            },
             ..Settings::default()
         },
         instance: args.instance.clone(),

@@ -35,7 +35,7 @@ struct ResourceLabels {
 }
 
 /// Every state, so that a state with no app reads 0 rather than disappearing.
-const STATES: [ApplicationStateType; 11] = [
+const STATES: [ApplicationStateType; 14] = [
     ApplicationStateType::New,
     ApplicationStateType::Submitted,
     ApplicationStateType::Running,
@@ -46,6 +46,9 @@ const STATES: [ApplicationStateType; 11] = [
     ApplicationStateType::Invalidating,
     ApplicationStateType::Succeeding,
     ApplicationStateType::Failing,
+    ApplicationStateType::Suspending,
+    ApplicationStateType::Suspended,
+    ApplicationStateType::Resuming,
     ApplicationStateType::Unknown,
 ];
 

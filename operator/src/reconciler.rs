@@ -34,9 +34,10 @@ use crate::metrics::Metrics;
 use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
-    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, PendingReason, Settings,
-    SubmissionOutcome, decide,
+    Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
+    PendingReason, Settings, SubmissionOutcome, UiMade, decide,
 };
+use crate::ui::UiSettings;
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
 /// id, submit, record the answer, follow the driver), the rest is a guard against a loop.
@@ -184,6 +185,9 @@ pub trait Effects: Send + Sync {
         app: &SparkApplication,
     ) -> (Option<ObservedDriver>, Vec<ObservedDriver>);
 
+    /// The app's executor pods from the executor index.
+    fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor>;
+
     /// The application read from the API server, not the cache; `None`: it is gone.
     fn read_live(
         &self,
@@ -213,6 +217,15 @@ pub trait Effects: Send + Sync {
         pod: &str,
         uid: &str,
     ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
+
+    /// Creates the app's UI Service and Ingresses under `settings`, and its driver
+    /// PodDisruptionBudget when the spec asks for one (existing ones are taken as they are).
+    /// `Ok(Err)`: the spec's UI settings cannot be honoured.
+    fn ensure_owned_objects(
+        &self,
+        app: &SparkApplication,
+        settings: &UiSettings,
+    ) -> impl Future<Output = Result<Result<UiMade, String>, ReconcileError>> + Send;
 
     /// Sends the app's submission under the persisted `submission_id`; every failure is an
     /// outcome for `decide`, never an error.
@@ -285,6 +298,12 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
+    #[error("cannot create the owned object {name}")]
+    EnsureOwnedObjects {
+        name: String,
+        #[source]
+        source: ::kube::Error,
+    },
     #[error("cannot delete driver pod {name}")]
     DeleteDriver {
         name: String,
@@ -308,6 +327,7 @@ impl ReconcileError {
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
             ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
+            ReconcileError::EnsureOwnedObjects { .. } => "ensure_owned_objects",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -436,6 +456,7 @@ impl<E: Effects> Reconciler<E> {
             driver,
             other_drivers,
             heartbeat: self.read_heartbeat(&app).await,
+            executors: self.effects.cached_executors(&app),
             ..Observed::default()
         };
         for _ in 0..MAX_ROUNDS {
@@ -499,6 +520,14 @@ impl<E: Effects> Reconciler<E> {
                         observed.driver_warning = Some(warning);
                         again = true;
                     }
+                    Action::EnsureOwnedObjects => {
+                        observed.ui = Some(
+                            self.effects
+                                .ensure_owned_objects(&app, &self.settings.ui)
+                                .await?,
+                        );
+                        again = true;
+                    }
                     Action::Submit { submission_id } => {
                         if app
                             .status
@@ -558,6 +587,7 @@ impl<E: Effects> Reconciler<E> {
             // The driver may have changed while the actions ran.
             observed.cache_synced = self.effects.cache_synced();
             (observed.driver, observed.other_drivers) = self.effects.cached_drivers(&app);
+            observed.executors = self.effects.cached_executors(&app);
         }
         debug!("decision rounds exhausted; continuing in the next reconcile");
         Ok(ControllerAction::requeue(ROUNDS_EXHAUSTED_REQUEUE))

@@ -33,8 +33,9 @@ use sha2::{Digest, Sha256};
 
 use crate::argv::driver_pod_name;
 use crate::crd::{
-    ApplicationStateType as State, DriverInfo, FailureReason, RecoveryStatus, RestartPolicyType,
-    SparkApplication, SparkApplicationSpec, SparkApplicationStatus,
+    ApplicationStateType as State, DriverInfo, ExecutorCounts, ExecutorState, FailureReason,
+    RecoveryStatus, RestartPolicyType, SparkApplication, SparkApplicationSpec,
+    SparkApplicationStatus,
 };
 use crate::defaults::with_defaults;
 use crate::fence::{Heartbeat, INITIAL_EPOCH};
@@ -43,6 +44,7 @@ use crate::fence::{Heartbeat, INITIAL_EPOCH};
 pub const FIRST_RUN: u64 = 1;
 use crate::recovery::{self, RecoverySettings};
 use crate::sparkconf::{self, RefusedKey, refused_keys};
+use crate::ui::UiSettings;
 use crate::unsupported::{self, UnsupportedField, unsupported_fields};
 
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
@@ -62,6 +64,16 @@ pub mod reasons {
     pub const DRIVER_FAILED: &str = "SparkDriverFailed";
     pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
     pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    pub const SUSPENDING: &str = "SparkApplicationSuspending";
+    pub const SUSPENDED: &str = "SparkApplicationSuspended";
+    pub const RESUMING: &str = "SparkApplicationResuming";
+    /// Ours (Warning): the UI Service or an Ingress could not be made as the spec asks.
+    pub const UI_FAILED: &str = "SparkUIFailed";
+    pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
+    pub const EXECUTOR_RUNNING: &str = "SparkExecutorRunning";
+    pub const EXECUTOR_COMPLETED: &str = "SparkExecutorCompleted";
+    pub const EXECUTOR_FAILED: &str = "SparkExecutorFailed";
+    pub const EXECUTOR_UNKNOWN: &str = "SparkExecutorUnknown";
     /// Ours: `driverStartTimeoutMillis` passed.
     pub const DRIVER_START_TIMED_OUT: &str = "SparkDriverStartTimedOut";
     /// Ours: `driverReadyTimeoutMillis` passed.
@@ -89,6 +101,9 @@ pub struct Settings {
     /// Fenced restarts (`spec.restartPolicy.recovery`); `None`: the feature is off and apps
     /// asking for it fail with a message saying so.
     pub recovery: Option<RecoverySettings>,
+    /// The UI Service and Ingresses (`operator run` turns the UI Service on; the default here,
+    /// for tests and tools, makes none).
+    pub ui: UiSettings,
 }
 
 impl Default for Settings {
@@ -99,6 +114,10 @@ impl Default for Settings {
             unsynced_requeue: Duration::from_secs(1),
             deletion_requeue: Duration::from_secs(2),
             recovery: None,
+            ui: UiSettings {
+                ui_service: false,
+                ..UiSettings::default()
+            },
         }
     }
 }
@@ -156,6 +175,24 @@ pub enum DriverPhase {
     /// The node stopped reporting.
     Unknown,
 }
+
+/// An executor pod of the application, from the executor index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedExecutor {
+    pub name: String,
+    /// Its `sparkoperator.k8s.io/submission-id` label: only the current run's are counted.
+    pub submission_id: Option<String>,
+    pub state: ExecutorState,
+    /// The executor container's exit code and reason, once terminated.
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    /// The pod's status message (an eviction's, say).
+    pub message: Option<String>,
+}
+
+/// At most this many executors of one application are tracked in its status, as in the widely
+/// used operator (`maxTrackedExecutorPerApp`): a status is one object, with a size limit.
+pub const MAX_TRACKED_EXECUTORS: usize = 1000;
 
 /// Why a driver pod stays pending, as Kubernetes reports it: on the pod (`Unschedulable`,
 /// `ErrImagePull`, ...) or in a Warning event about it (`FailedMount`).
@@ -250,6 +287,19 @@ pub struct Observed {
     pub heartbeat: Option<Option<Heartbeat>>,
     /// The answer to [`Action::InspectPendingDriver`]: `Some(None)` read, no Warning event.
     pub driver_warning: Option<Option<PendingReason>>,
+    /// The application's executor pods from the executor index (any run's).
+    pub executors: Vec<ObservedExecutor>,
+    /// The answer to [`Action::EnsureOwnedObjects`]: what was made, or why nothing could be.
+    pub ui: Option<Result<UiMade, String>>,
+}
+
+/// The UI objects made for a run, for `status.driverInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UiMade {
+    /// The UI Service: name, port and `<cluster IP>:<port>`.
+    pub service: Option<(String, i32, String)>,
+    /// The UI Ingress: name and URL.
+    pub ingress: Option<(String, String)>,
 }
 
 /// Kubernetes event types.
@@ -272,6 +322,9 @@ pub enum Action {
     /// Read the latest Warning event about the pending driver pod (`FailedMount` and the like
     /// are only in events) and report [`Observed::driver_warning`].
     InspectPendingDriver { name: String, uid: String },
+    /// Create the app's UI Service and Ingresses and its driver PodDisruptionBudget (those that
+    /// exist are taken as they are); report [`Observed::ui`].
+    EnsureOwnedObjects,
     /// Send the submission with this (persisted) id; report [`Observed::submission`].
     Submit { submission_id: String },
     /// Fence every driver under epoch `observed` in the state store, for run `run` of the
@@ -307,7 +360,9 @@ impl Action {
         match self {
             Action::WriteStatus => 0,
             Action::AdvanceEpoch { .. } => 1,
-            Action::VerifyDriverAbsent { .. } | Action::InspectPendingDriver { .. } => 2,
+            Action::VerifyDriverAbsent { .. }
+            | Action::InspectPendingDriver { .. }
+            | Action::EnsureOwnedObjects => 2,
             Action::DeleteDriver { .. } => 3,
             Action::Submit { .. } => 4,
             Action::RecordEvent { .. } => 5,
@@ -419,8 +474,26 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             ),
         );
         d.requeue(Duration::ZERO);
+    } else if app.spec.suspend == Some(true)
+        && !matches!(
+            d.status.app_state.state,
+            State::Completed | State::Failed | State::Suspending | State::Suspended
+        )
+    {
+        // As the widely used operator: suspending is possible from every state but the
+        // terminal ones.
+        d.status.app_state.state = State::Suspending;
+        d.event(
+            EventType::Warning,
+            reasons::SUSPENDING,
+            format!("SparkApplication {} is suspending", app.name),
+        );
+        d.requeue(Duration::ZERO);
     } else {
         match d.status.app_state.state {
+            State::Suspending => d.suspending(),
+            State::Suspended => d.suspended(),
+            State::Resuming => d.submit_path(&hash),
             State::New | State::PendingRerun => d.submit_path(&hash),
             State::SubmissionFailed if d.status.submission_pending => d.submit_path(&hash),
             State::SubmissionFailed => d.submission_failed(&hash),
@@ -430,6 +503,10 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             State::Invalidating => d.invalidating(),
             State::Completed | State::Failed => d.terminal(),
         }
+    }
+    d.track_executors();
+    if matches!(d.status.app_state.state, State::Submitted | State::Running) {
+        d.ensure_owned_objects();
     }
     d.finish(&original)
 }
@@ -1028,6 +1105,118 @@ impl Draft<'_> {
             .unwrap_or(Time(self.now))
     }
 
+    /// The run's UI objects and driver PDB: made once per submission, the UI recorded in
+    /// `status.driverInfo`.
+    fn ensure_owned_objects(&mut self) {
+        let settings = &self.app.settings.ui;
+        let wanted = settings.ui_service
+            || !self.spec.driver_ingress_options.is_empty()
+            || self.spec.driver_pod_disruption_budget == Some(true)
+            || self.spec.monitoring.is_some();
+        let current = self.status.submission_id.clone();
+        if !wanted || current.is_empty() || self.status.ui_submission_id == current {
+            return;
+        }
+        match &self.observed.ui {
+            None => self.effects.push(Action::EnsureOwnedObjects),
+            Some(Ok(made)) => {
+                let info = &mut self.status.driver_info;
+                if let Some((name, port, address)) = &made.service {
+                    info.web_ui_service_name = name.clone();
+                    info.web_ui_port = *port;
+                    info.web_ui_address = address.clone();
+                }
+                if let Some((name, url)) = &made.ingress {
+                    info.web_ui_ingress_name = name.clone();
+                    info.web_ui_ingress_address = url.clone();
+                }
+                self.status.ui_submission_id = current;
+            }
+            Some(Err(message)) => {
+                self.status.ui_submission_id = current;
+                self.event(
+                    EventType::Warning,
+                    reasons::UI_FAILED,
+                    format!("the Spark UI objects cannot be made: {message}"),
+                );
+            }
+        }
+    }
+
+    /// Merges the current run's executors into `status.executorState` (an executor gone from the
+    /// index, deleted by its driver, keeps its last known state), with an event per change that
+    /// carries the counts, and the counts in `status.executorCounts` for the printer columns.
+    fn track_executors(&mut self) {
+        let current = self.status.submission_id.as_str();
+        let between_runs = matches!(
+            self.status.app_state.state,
+            State::New
+                | State::PendingRerun
+                | State::Invalidating
+                | State::Suspending
+                | State::Suspended
+                | State::Resuming
+        );
+        if current.is_empty() || self.delete_app || between_runs {
+            return;
+        }
+        let mut changes = Vec::new();
+        for executor in &self.observed.executors {
+            if executor.submission_id.as_deref() != Some(current) {
+                continue;
+            }
+            let known = self.status.executor_state.get(&executor.name).copied();
+            if known == Some(executor.state) {
+                continue;
+            }
+            if known.is_none() && self.status.executor_state.len() >= MAX_TRACKED_EXECUTORS {
+                continue;
+            }
+            self.status
+                .executor_state
+                .insert(executor.name.clone(), executor.state);
+            changes.push(executor);
+        }
+        let counts = ExecutorCounts::of(&self.status.executor_state);
+        self.status.executor_counts = (!self.status.executor_state.is_empty()).then_some(counts);
+        for executor in changes {
+            let name = &executor.name;
+            let (event_type, reason, what) = match executor.state {
+                ExecutorState::Pending => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_PENDING,
+                    format!("Executor {name} is pending"),
+                ),
+                ExecutorState::Running => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_RUNNING,
+                    format!("Executor {name} is running"),
+                ),
+                ExecutorState::Completed => (
+                    EventType::Normal,
+                    reasons::EXECUTOR_COMPLETED,
+                    format!("Executor {name} completed"),
+                ),
+                ExecutorState::Failed => (
+                    EventType::Warning,
+                    reasons::EXECUTOR_FAILED,
+                    format!(
+                        "Executor {name} failed with ExitCode: {}, Reason: {}, Pod Message: {}",
+                        executor.exit_code.unwrap_or(-1),
+                        executor.reason.as_deref().unwrap_or("Unknown"),
+                        executor.message.as_deref().unwrap_or("")
+                    ),
+                ),
+                ExecutorState::Unknown => (
+                    EventType::Warning,
+                    reasons::EXECUTOR_UNKNOWN,
+                    format!("Executor {name} in unknown state"),
+                ),
+            };
+            self.event(event_type, reason, format!("{what} (executors: {counts})"));
+        }
+    }
+
     /// A driver still pending: what holds it (from the pod, else from its latest Warning event,
     /// read once it has been pending a while) goes into a condition, the error message and a
     /// Warning `SparkDriverPending` event, each time it changes.
@@ -1306,6 +1495,45 @@ impl Draft<'_> {
                 uid: driver.uid.clone(),
             });
         }
+    }
+
+    /// SUSPENDING: the driver goes; once it is gone the run's status is cleared and the app is
+    /// SUSPENDED.
+    fn suspending(&mut self) {
+        if let Some(driver) = self.observed.driver.as_ref().filter(|d| d.owned) {
+            self.delete_owned_driver();
+            if driver.terminating || !self.effects.is_empty() {
+                self.requeue(self.app.settings.deletion_requeue);
+                return;
+            }
+        }
+        let status = &mut self.status;
+        status.app_state.state = State::Suspended;
+        status.spark_application_id.clear();
+        status.app_state.error_message.clear();
+        status.driver_info = DriverInfo::default();
+        status.executor_state.clear();
+        status.submission_pending = false;
+        let message = format!("SparkApplication {} is suspended", self.name());
+        self.event(EventType::Warning, reasons::SUSPENDED, message);
+    }
+
+    /// SUSPENDED: nothing runs until `spec.suspend` is cleared; then RESUMING submits a new run
+    /// with fresh attempt counts.
+    fn suspended(&mut self) {
+        if self.app.spec.suspend == Some(true) {
+            return;
+        }
+        let status = &mut self.status;
+        status.app_state.state = State::Resuming;
+        status.submission_attempts = 0;
+        status.execution_attempts = 0;
+        status.last_submission_attempt_time = None;
+        status.termination_time = None;
+        status.failure_reason = None;
+        let message = format!("SparkApplication {} is resuming", self.name());
+        self.event(EventType::Warning, reasons::RESUMING, message);
+        self.requeue(Duration::ZERO);
     }
 
     /// COMPLETED, FAILED: only the TTL acts.

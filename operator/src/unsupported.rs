@@ -5,8 +5,8 @@
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
 //! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
 //! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects (UI service and ingress, Prometheus ConfigMap, PodDisruptionBudget, batch scheduler
-//! PodGroups) are not built yet.
+//! objects (batch scheduler PodGroups) are not built yet. The UI Service, Ingresses and the driver
+//! PodDisruptionBudget are (`crate::ui`), and the monitoring ConfigMap (`crate::monitoring`).
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -44,25 +44,11 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             true,
         );
     }
-    if spec.suspend == Some(true) {
-        push(
-            "spec.suspend",
-            "suspending is not supported; the application is not run while suspend is true",
-            true,
-        );
-    }
     if spec.deps.as_ref().is_some_and(|d| !d.packages.is_empty()) {
         push(
             "spec.deps.packages",
             "Maven packages are resolved on the submitting machine; put the jars in the image or at a URL and use deps.jars",
             true,
-        );
-    }
-    if spec.monitoring.is_some() {
-        push(
-            "spec.monitoring",
-            "Prometheus monitoring setup is not supported yet",
-            false,
         );
     }
     if spec.batch_scheduler.is_some() {
@@ -76,27 +62,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
         push(
             "spec.batchSchedulerOptions",
             "batch schedulers are not supported yet",
-            false,
-        );
-    }
-    if spec.spark_ui_options.is_some() {
-        push(
-            "spec.sparkUIOptions",
-            "the Spark UI Service and Ingress are not created yet",
-            false,
-        );
-    }
-    if !spec.driver_ingress_options.is_empty() {
-        push(
-            "spec.driverIngressOptions",
-            "driver ingresses are not created yet",
-            false,
-        );
-    }
-    if spec.driver_pod_disruption_budget == Some(true) {
-        push(
-            "spec.driverPodDisruptionBudget",
-            "driver PodDisruptionBudgets are not created yet",
             false,
         );
     }
@@ -205,16 +170,10 @@ mod tests {
     fn each_unsupported_field_is_reported_with_its_path() {
         let cases = [
             (json!({"mode": "client"}), "spec.mode", true),
-            (json!({"suspend": true}), "spec.suspend", true),
             (
                 json!({"deps": {"packages": ["org.example:lib:1.0"]}}),
                 "spec.deps.packages",
                 true,
-            ),
-            (
-                json!({"monitoring": {"exposeDriverMetrics": true, "exposeExecutorMetrics": false}}),
-                "spec.monitoring",
-                false,
             ),
             (
                 json!({"batchScheduler": "volcano"}),
@@ -224,17 +183,6 @@ mod tests {
             (
                 json!({"batchSchedulerOptions": {"queue": "q"}}),
                 "spec.batchSchedulerOptions",
-                false,
-            ),
-            (json!({"sparkUIOptions": {}}), "spec.sparkUIOptions", false),
-            (
-                json!({"driverIngressOptions": [{"servicePort": 1, "servicePortName": "p"}]}),
-                "spec.driverIngressOptions",
-                false,
-            ),
-            (
-                json!({"driverPodDisruptionBudget": true}),
-                "spec.driverPodDisruptionBudget",
                 false,
             ),
             (

@@ -54,6 +54,8 @@ fn crd_has_the_printer_columns_of_kubectl_get() {
             ("Attempts", ".status.executionAttempts"),
             ("Start", ".status.lastSubmissionAttemptTime"),
             ("Finish", ".status.terminationTime"),
+            ("Executors", ".status.executorCounts.running"),
+            ("Failed Executors", ".status.executorCounts.failed"),
             ("Age", ".metadata.creationTimestamp"),
         ]
     );
@@ -175,6 +177,6 @@ fn secret_and_config_map_references_may_omit_their_name_as_in_the_widely_used_op
     .unwrap();
     assert_eq!(
         app.status.unwrap().app_state.state,
-        operator::crd::ApplicationStateType::Unknown
+        operator::crd::ApplicationStateType::Suspended
     );
 }

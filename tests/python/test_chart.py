@@ -245,7 +245,9 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
-    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; configmaps: get create update patch")
+    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; services: get create; "
+    "networking.k8s.io/ingresses: create; configmaps: get create update patch") | {
+    ("policy", "poddisruptionbudgets", "create")}
 
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():
@@ -267,7 +269,8 @@ def test_operator_gets_crd_rights_only_when_it_installs_the_crd_and_configmaps_o
     grants = rules_by_namespace(render({"jobNamespaces": [], "operator": {
         "installCRD": True, "recovery": {"store": "redis", "redis": {"url": "redis://redis:6379"}}}}), OPERATOR)
     crds = ("sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io")
-    assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {
+    # configmaps: only the monitoring ConfigMap's create without the Kubernetes store.
+    assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {("", "configmaps", "create")} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", "create")} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd)
         for verb in ("get", "list", "watch", "patch") for crd in crds}

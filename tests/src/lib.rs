@@ -496,6 +496,7 @@ impl Sandbox {
                 unsynced_requeue: Duration::from_millis(200),
                 deletion_requeue: Duration::from_millis(200),
                 recovery: Some(self.recovery.clone()),
+                ui: operator::ui::UiSettings::default(),
             },
             instance: Some("sandbox".into()),
             metrics: Arc::new(Metrics::new()),

@@ -5,13 +5,14 @@
 mod e2e_support;
 
 use e2e_support::{Env, wait_until};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kubesim::control::{FaultRule, FaultTiming};
 use operator::crd::{
-    ApplicationStateType as State, ScheduleState, ScheduledSparkApplication,
+    ApplicationStateType as State, ExecutorState, ScheduleState, ScheduledSparkApplication,
     ScheduledSparkApplicationStatus, SparkApplication,
 };
 use operator::schedule::SCHEDULED_APP_NAME_LABEL;
@@ -333,4 +334,443 @@ async fn a_driver_held_pending_shows_why_on_the_application() {
         .await;
         assert!(notes[0].contains(says), "{app}: {notes:?}");
     }
+}
+
+/// An executor pod as a Spark driver of `app` creates it: Spark's role label, the operator's
+/// labels from the executor confs, owned by the driver pod.
+fn executor_pod(app: &SparkApplication, driver: &Pod, name: &str, annotations: Value) -> Pod {
+    let status = app.status.as_ref().unwrap();
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": annotations,
+            "labels": {
+                "spark-role": "executor",
+                "spark-app-selector": status.spark_application_id,
+                "sparkoperator.k8s.io/app-name": app.metadata.name,
+                "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+                "sparkoperator.k8s.io/submission-id": status.submission_id,
+            },
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true}],
+        },
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "spark-kubernetes-executor", "image": "apache/spark:4.0.4"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_states_reach_the_status_and_deleted_executors_keep_their_last_state() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "counted",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "-1"}}}),
+    )
+    .await;
+    let app = env.wait_for_state("counted", State::Running).await;
+    let driver = env.driver_pods("counted").await.remove(0);
+    let failing = executor_pod(
+        &app,
+        &driver,
+        "counted-exec-1",
+        json!({"kubesim.io/run-seconds": "0.2", "kubesim.io/exit-code": "3"}),
+    );
+    let running = executor_pod(
+        &app,
+        &driver,
+        "counted-exec-2",
+        json!({"kubesim.io/run-seconds": "-1"}),
+    );
+    for pod in [&failing, &running] {
+        env.pods()
+            .create(&PostParams::default(), pod)
+            .await
+            .unwrap();
+    }
+    let seen = env
+        .wait_for_app("counted", "one failed and one running executor", |a| {
+            a.status
+                .as_ref()
+                .and_then(|s| s.executor_counts)
+                .is_some_and(|c| c.failed == 1 && c.running == 1)
+        })
+        .await
+        .status
+        .unwrap();
+    assert_eq!(seen.executor_state["counted-exec-1"], ExecutorState::Failed);
+    assert_eq!(
+        seen.executor_state["counted-exec-2"],
+        ExecutorState::Running
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let failed_note = wait_until("a SparkExecutorFailed event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("SparkExecutorFailed"))
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(failed_note.contains("counted-exec-1"), "{failed_note}");
+    assert!(failed_note.contains("ExitCode: 3"), "{failed_note}");
+    assert!(
+        failed_note.contains("failed)"),
+        "counts in the note: {failed_note}"
+    );
+
+    // The driver finishes and deletes its executors.
+    env.pods()
+        .delete("counted-exec-2", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the executor to be gone", || async {
+        env.pods()
+            .get_opt("counted-exec-2")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    env.cluster
+        .kubelet
+        .kill(
+            "default",
+            driver.metadata.name.as_deref().unwrap(),
+            Some("spark-kubernetes-driver"),
+            0,
+        )
+        .unwrap();
+    let done = env
+        .wait_for_state("counted", State::Completed)
+        .await
+        .status
+        .unwrap();
+    // Gone from the cluster, still in the status: its last state is what the watch showed last
+    // (running, or how its termination ended when the kubelet reported it before the removal).
+    assert!(
+        done.executor_state.contains_key("counted-exec-2"),
+        "{:?}",
+        done.executor_state
+    );
+    assert_eq!(done.executor_state["counted-exec-1"], ExecutorState::Failed);
+    let counts = done.executor_counts.unwrap();
+    assert_eq!(
+        counts.pending + counts.running + counts.completed + counts.failed + counts.unknown,
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_service_and_ingresses_are_made_recorded_and_collected_with_the_application() {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    let env = Env::start().await;
+    let mut config = env.run_config();
+    config.settings.ui.ingress_url_format = Some("{{$appName}}.ui.example.com".into());
+    config.settings.ui.ingress_class_name = Some("nginx".into());
+    let _operator = env.operator_with(config).await;
+    env.create_app(
+        "webbed",
+        json!({
+            "driver": {"annotations": {"kubesim.io/run-seconds": "-1"}},
+            "sparkUIOptions": {"serviceLabels": {"team": "data"}},
+            "driverIngressOptions": [{"servicePort": 7077, "servicePortName": "connect",
+                                      "ingressURLFormat": "connect.example.com/{{$appName}}"}],
+        }),
+    )
+    .await;
+    let app = env
+        .wait_for_app("webbed", "the UI recorded in driverInfo", |a| {
+            a.status
+                .as_ref()
+                .is_some_and(|s| !s.driver_info.web_ui_ingress_name.is_empty())
+        })
+        .await;
+    let info = app.status.unwrap().driver_info;
+    assert_eq!(info.web_ui_service_name, "webbed-ui-svc");
+    assert_eq!(info.web_ui_port, 4040);
+    assert_eq!(info.web_ui_ingress_name, "webbed-ui-ingress");
+    assert_eq!(info.web_ui_ingress_address, "http://webbed.ui.example.com");
+    let services: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    let ui = services.get("webbed-ui-svc").await.unwrap();
+    let ip = ui.spec.as_ref().unwrap().cluster_ip.clone().unwrap();
+    assert_eq!(info.web_ui_address, format!("{ip}:4040"));
+    assert_eq!(
+        ui.metadata.owner_references.as_ref().unwrap()[0].uid,
+        app.metadata.uid.clone().unwrap()
+    );
+    assert_eq!(ui.metadata.labels.as_ref().unwrap()["team"], "data");
+    // The UI Service reaches the driver: its endpoints list the driver pod.
+    let driver = env.driver_pods("webbed").await.remove(0);
+    let selector = ui.spec.unwrap().selector.unwrap();
+    let labels = driver.metadata.labels.unwrap();
+    assert!(
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{selector:?}"
+    );
+    let connect = services.get("webbed-driver-7077").await.unwrap();
+    assert_eq!(
+        connect.spec.unwrap().ports.unwrap()[0].name.as_deref(),
+        Some("connect")
+    );
+    let ingresses: Api<Ingress> = Api::namespaced(env.client.clone(), "default");
+    let ui_ingress = ingresses.get("webbed-ui-ingress").await.unwrap();
+    let spec = ui_ingress.spec.unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("nginx"));
+    assert_eq!(
+        spec.rules.unwrap()[0].host.as_deref(),
+        Some("webbed.ui.example.com")
+    );
+    let connect_ingress = ingresses.get("webbed-ing-7077").await.unwrap();
+    assert_eq!(
+        connect_ingress.metadata.annotations.unwrap()["nginx.ingress.kubernetes.io/rewrite-target"],
+        "/$2"
+    );
+    // Owned: deleting the application collects them.
+    env.apps()
+        .delete("webbed", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the UI objects to be collected", || async {
+        let left = services.get_opt("webbed-ui-svc").await.unwrap().is_some()
+            || services
+                .get_opt("webbed-driver-7077")
+                .await
+                .unwrap()
+                .is_some()
+            || ingresses
+                .get_opt("webbed-ui-ingress")
+                .await
+                .unwrap()
+                .is_some()
+            || ingresses
+                .get_opt("webbed-ing-7077")
+                .await
+                .unwrap()
+                .is_some();
+        (!left).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_service_can_be_turned_off() {
+    use k8s_openapi::api::core::v1::Service;
+
+    let env = Env::start().await;
+    let mut config = env.run_config();
+    config.settings.ui.ui_service = false;
+    let _operator = env.operator_with(config).await;
+    env.create_app("plain", json!({})).await;
+    let app = env.wait_for_state("plain", State::Completed).await;
+    assert!(
+        app.status
+            .unwrap()
+            .driver_info
+            .web_ui_service_name
+            .is_empty()
+    );
+    let services: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    assert!(services.get_opt("plain-ui-svc").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_pdb_is_made_when_the_spec_asks_and_goes_with_the_application() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app("guarded", json!({"driverPodDisruptionBudget": true}))
+        .await;
+    env.create_app("unguarded", json!({})).await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");
+    let pdb = wait_until("the driver PDB", || async {
+        pdbs.get_opt("guarded-driver").await.unwrap()
+    })
+    .await;
+    let spec = pdb.spec.unwrap();
+    assert_eq!(
+        spec.min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    let driver = env.driver_pods("guarded").await.remove(0);
+    let labels = driver.metadata.labels.unwrap();
+    let selector = spec.selector.unwrap().match_labels.unwrap();
+    assert!(
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{selector:?}"
+    );
+    env.wait_for_state("unguarded", State::Completed).await;
+    assert!(pdbs.get_opt("unguarded-driver").await.unwrap().is_none());
+    env.apps()
+        .delete("guarded", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the PDB to be collected", || async {
+        pdbs.get_opt("guarded-driver")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_stops_the_driver_and_resume_runs_the_application_again() {
+    use kube::api::{Patch, PatchParams};
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "pausable",
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "-1"}}}),
+    )
+    .await;
+    let running = env.wait_for_state("pausable", State::Running).await;
+    let first_id = running.status.unwrap().submission_id;
+    let suspend = |on: bool| {
+        let apps = env.apps();
+        async move {
+            apps.patch(
+                "pausable",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"suspend": on}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    suspend(true).await;
+    env.wait_for_state("pausable", State::Suspended).await;
+    assert!(
+        env.pods()
+            .get_opt("pausable-driver")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    suspend(false).await;
+    let resumed = env
+        .wait_for_app("pausable", "a new run after resuming", |a| {
+            a.status
+                .as_ref()
+                .is_some_and(|s| s.submission_id != first_id && s.app_state.state == State::Running)
+        })
+        .await;
+    let drivers = env.driver_pods("pausable").await;
+    assert_eq!(drivers.len(), 1);
+    let labels = drivers[0].metadata.labels.clone().unwrap();
+    assert_eq!(
+        labels["sparkoperator.k8s.io/submission-id"],
+        resumed.status.unwrap().submission_id
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in [
+        "SparkApplicationSuspending",
+        "SparkApplicationSuspended",
+        "SparkApplicationResuming",
+    ] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitoring_runs_the_jmx_exporter_with_its_config_map_port_and_annotations() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    let jar = "/prometheus/jmx_prometheus_javaagent-0.11.0.jar";
+    env.create_app(
+        "watched",
+        json!({"monitoring": {"exposeDriverMetrics": true, "exposeExecutorMetrics": true,
+                              "prometheus": {"jmxExporterJar": jar, "port": 8090}}}),
+    )
+    .await;
+    let app = env.wait_for_state("watched", State::Completed).await;
+    assert!(
+        app.status
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "UnsupportedFields")
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let prom = config_maps.get("watched-prom-conf").await.unwrap();
+    let data = prom.data.unwrap();
+    assert!(data["metrics.properties"].contains("JmxSink"));
+    assert!(data.contains_key("prometheus.yaml"));
+    let driver = env.driver_pods("watched").await.remove(0);
+    let annotations = driver.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations["prometheus.io/scrape"], "true");
+    assert_eq!(annotations["prometheus.io/port"], "8090");
+    let spec = driver.spec.unwrap();
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "spark-kubernetes-driver")
+        .unwrap();
+    let port = container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("jmx-exporter"))
+        .unwrap();
+    assert_eq!(port.container_port, 8090);
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == "/etc/metrics/conf")
+        .unwrap();
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.config_map.as_ref().unwrap().name,
+        "watched-prom-conf"
+    );
+    // Spark's configuration carries the agent and the metrics settings.
+    let properties: String = config_maps
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|cm| cm.data?.get("spark.properties").cloned())
+        .find(|p| p.contains("spark.metrics.namespace"))
+        .unwrap();
+    // (Java properties escape `:` and `=`.)
+    let agent = properties
+        .lines()
+        .find(|l| l.starts_with("spark.driver.extraJavaOptions="))
+        .unwrap()
+        .replace('\\', "");
+    assert_eq!(
+        agent,
+        format!(
+            "spark.driver.extraJavaOptions=-javaagent:{jar}=8090:/etc/metrics/conf/prometheus.yaml"
+        )
+    );
+    assert!(properties.contains("default.watched"), "{properties}");
 }

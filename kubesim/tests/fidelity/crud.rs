@@ -267,3 +267,62 @@ async fn generate_name_gets_a_random_suffix() {
     let (a, b) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
     assert!(a.starts_with("gen-") && a.len() == 9 && a != b);
 }
+
+#[tokio::test]
+async fn ingresses_are_served_with_a_status_subresource_and_collected_with_their_owner() {
+    use k8s_openapi::api::networking::v1::Ingress;
+    let sim = start().await;
+    let owner = Api::<ConfigMap>::namespaced(sim.client.clone(), "default")
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
+    let api: Api<Ingress> = Api::namespaced(sim.client.clone(), "default");
+    let ingress: Ingress = serde_json::from_value(json!({
+        "metadata": {"name": "ui", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "owner", "uid": owner.metadata.uid}]},
+        "spec": {"ingressClassName": "nginx", "rules": [{"host": "pi.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "ImplementationSpecific",
+             "backend": {"service": {"name": "pi-ui-svc", "port": {"number": 4040}}}}]}}]},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &ingress).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    // The status is written through its subresource only, as a controller writes it.
+    let mut with_status = created.clone();
+    with_status.status =
+        serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "198.18.0.9"}]}}))
+            .unwrap();
+    let written = api
+        .replace_status("ui", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert!(written.status.is_some());
+    let ignored = api
+        .replace(
+            "ui",
+            &PostParams::default(),
+            &Ingress {
+                status: None,
+                ..written.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        ignored.status.is_some(),
+        "a main-resource write keeps the status"
+    );
+    // Owned: deleting the owner collects it.
+    Api::<ConfigMap>::namespaced(sim.client.clone(), "default")
+        .delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while api.get_opt("ui").await.unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ingress was not collected"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

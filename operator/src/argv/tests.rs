@@ -795,7 +795,6 @@ fn refusals_name_what_is_missing() {
 
     for extra in [
         json!({"mode": "client"}),
-        json!({"suspend": true}),
         json!({"deps": {"packages": ["g:a:1"]}}),
     ] {
         let err = build_args(&app_with(extra.clone()), MASTER).unwrap_err();

@@ -49,6 +49,8 @@ use super::status::SparkApplicationStatus;
     printcolumn = r#"{"name": "Attempts", "type": "string", "jsonPath": ".status.executionAttempts"}"#,
     printcolumn = r#"{"name": "Start", "type": "string", "jsonPath": ".status.lastSubmissionAttemptTime"}"#,
     printcolumn = r#"{"name": "Finish", "type": "string", "jsonPath": ".status.terminationTime"}"#,
+    printcolumn = r#"{"name": "Executors", "type": "integer", "description": "Executors of the current run that are running", "jsonPath": ".status.executorCounts.running"}"#,
+    printcolumn = r#"{"name": "Failed Executors", "type": "integer", "description": "Executors of the current run that failed", "jsonPath": ".status.executorCounts.failed"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

@@ -41,6 +41,18 @@ pub struct SparkApplicationStatus {
     /// The state of executors by executor pod name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub executor_state: BTreeMap<String, ExecutorState>,
+    /// Ours: the submission id whose UI Service and Ingresses were made (they are made once per
+    /// run, after its submission).
+    #[serde(
+        rename = "uiSubmissionID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub ui_submission_id: String,
+    /// Ours: how many executors of the current run are in each state (`executorState` counted),
+    /// for `kubectl get` columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_counts: Option<ExecutorCounts>,
     /// Runs attempted; reset when the spec changes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub execution_attempts: i32,
@@ -134,8 +146,17 @@ pub enum ApplicationStateType {
     Succeeding,
     #[serde(rename = "FAILING")]
     Failing,
-    /// The driver's state cannot be told. States of the widely used operator we do not have
-    /// (SUSPENDING, SUSPENDED, RESUMING) also read as UNKNOWN, so its objects stay readable.
+    /// `spec.suspend` was set: the driver is being deleted.
+    #[serde(rename = "SUSPENDING")]
+    Suspending,
+    /// Suspended: no driver runs until `spec.suspend` is cleared.
+    #[serde(rename = "SUSPENDED")]
+    Suspended,
+    /// `spec.suspend` was cleared: a new run is being submitted.
+    #[serde(rename = "RESUMING")]
+    Resuming,
+    /// The driver's state cannot be told. A state this operator does not know also reads as
+    /// UNKNOWN, so objects another operator wrote stay readable.
     #[serde(rename = "UNKNOWN", other)]
     Unknown,
 }
@@ -154,6 +175,9 @@ impl ApplicationStateType {
             ApplicationStateType::Invalidating => "INVALIDATING",
             ApplicationStateType::Succeeding => "SUCCEEDING",
             ApplicationStateType::Failing => "FAILING",
+            ApplicationStateType::Suspending => "SUSPENDING",
+            ApplicationStateType::Suspended => "SUSPENDED",
+            ApplicationStateType::Resuming => "RESUMING",
             ApplicationStateType::Unknown => "UNKNOWN",
         }
     }
@@ -164,6 +188,54 @@ impl ApplicationStateType {
             self,
             ApplicationStateType::Completed | ApplicationStateType::Failed
         )
+    }
+}
+
+/// How many executors are in each state.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorCounts {
+    #[serde(default)]
+    pub pending: u32,
+    #[serde(default)]
+    pub running: u32,
+    #[serde(default)]
+    pub completed: u32,
+    #[serde(default)]
+    pub failed: u32,
+    #[serde(default)]
+    pub unknown: u32,
+}
+
+impl ExecutorCounts {
+    /// The counts of `states`.
+    pub fn of(states: &BTreeMap<String, ExecutorState>) -> ExecutorCounts {
+        let mut counts = ExecutorCounts::default();
+        for state in states.values() {
+            let slot = match state {
+                ExecutorState::Pending => &mut counts.pending,
+                ExecutorState::Running => &mut counts.running,
+                ExecutorState::Completed => &mut counts.completed,
+                ExecutorState::Failed => &mut counts.failed,
+                ExecutorState::Unknown => &mut counts.unknown,
+            };
+            *slot = slot.saturating_add(1);
+        }
+        counts
+    }
+}
+
+impl std::fmt::Display for ExecutorCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pending, {} running, {} completed, {} failed",
+            self.pending, self.running, self.completed, self.failed
+        )?;
+        if self.unknown > 0 {
+            write!(f, ", {} unknown", self.unknown)?;
+        }
+        Ok(())
     }
 }
 

@@ -66,10 +66,18 @@ fn object_of_the_widely_used_operator_reads_and_new_is_its_empty_state() {
 }
 
 #[test]
-fn states_we_do_not_have_read_as_unknown() {
-    for state in ["SUSPENDED", "SUSPENDING", "RESUMING", "SOMETHING_NEW"] {
+fn suspend_states_are_kubeflows_and_states_we_do_not_have_read_as_unknown() {
+    for (state, expected) in [
+        ("SUSPENDED", ApplicationStateType::Suspended),
+        ("SUSPENDING", ApplicationStateType::Suspending),
+        ("RESUMING", ApplicationStateType::Resuming),
+        ("SOMETHING_NEW", ApplicationStateType::Unknown),
+    ] {
         let parsed: ApplicationState = serde_json::from_value(json!({"state": state})).unwrap();
-        assert_eq!(parsed.state, ApplicationStateType::Unknown, "{state}");
+        assert_eq!(parsed.state, expected, "{state}");
+        if expected != ApplicationStateType::Unknown {
+            assert_eq!(expected.as_str(), state);
+        }
     }
 }
 

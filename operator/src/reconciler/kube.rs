@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
@@ -16,14 +18,17 @@ use tracing::{info, warn};
 use super::{Effects, Health, ReconcileError, StatusWrite, observe};
 use crate::argv::build_submission;
 use crate::crd::{SparkApplication, SparkApplicationStatus};
+use crate::executors::ExecutorIndex;
 use crate::fence::Heartbeat;
 use crate::labels;
 use crate::metrics::{Metrics, outcome};
 use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
 use crate::state_machine::{
-    EventType, FIRST_RUN, FenceOutcome, ObservedDriver, PendingReason, SubmissionOutcome,
+    EventType, FIRST_RUN, FenceOutcome, ObservedDriver, ObservedExecutor, PendingReason,
+    SubmissionOutcome, UiMade,
 };
+use crate::ui::UiSettings;
 
 /// The effects of `operator run`.
 pub struct KubeEffects<S> {
@@ -32,6 +37,8 @@ pub struct KubeEffects<S> {
     /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
     /// watches feed them.
     pub pods: Vec<Store<Pod>>,
+    /// The executors of every application, from the executor watches.
+    pub executors: Arc<ExecutorIndex>,
     pub health: Arc<Health>,
     pub recorder: Recorder,
     /// `--master` given to the submitter in the argv.
@@ -76,6 +83,7 @@ impl<S> KubeEffects<S> {
             client: self.client,
             submitter: self.submitter,
             pods: self.pods,
+            executors: self.executors,
             health: self.health,
             recorder: self.recorder,
             master: self.master,
@@ -143,6 +151,10 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         (driver.map(|pod| observe::observe_driver(pod, uid)), others)
     }
 
+    fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor> {
+        self.executors.executors(&namespace(app), &app.name_any())
+    }
+
     async fn read_live(
         &self,
         app: &SparkApplication,
@@ -187,6 +199,79 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         Ok(found.is_none_or(|pod| {
             pod.labels().get(labels::SUBMISSION_ID).map(String::as_str) != Some(submission_id)
         }))
+    }
+
+    async fn ensure_owned_objects(
+        &self,
+        app: &SparkApplication,
+        settings: &UiSettings,
+    ) -> Result<Result<UiMade, String>, ReconcileError> {
+        let plan = match crate::ui::plan(app, settings) {
+            Ok(plan) => plan,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &namespace(app));
+        let ingresses: Api<Ingress> = Api::namespaced(self.client.clone(), &namespace(app));
+        let mut made = UiMade::default();
+        for service in &plan.services {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            let fail = |source| ReconcileError::EnsureOwnedObjects {
+                name: name.clone(),
+                source,
+            };
+            // POST: a Service of that name (a previous run's, or this run's before a crash)
+            // is taken as it is.
+            let stored = match services.create(&PostParams::default(), service).await {
+                Ok(created) => created,
+                Err(error) if is_conflict(&error) => services.get(&name).await.map_err(fail)?,
+                Err(error) => return Err(fail(error)),
+            };
+            if let Some((ui_name, port)) = plan.ui_service.as_ref().filter(|(n, _)| *n == name) {
+                let ip = stored
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.cluster_ip.clone())
+                    .unwrap_or_default();
+                made.service = Some((ui_name.clone(), *port, format!("{ip}:{port}")));
+            }
+        }
+        for ingress in &plan.ingresses {
+            let name = ingress.metadata.name.clone().unwrap_or_default();
+            match ingresses.create(&PostParams::default(), ingress).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        if let Some(config_map) = crate::monitoring::config_map(app) {
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace(app));
+            match config_maps
+                .create(&PostParams::default(), &config_map)
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        if let Some(pdb) = crate::ui::driver_pdb(app) {
+            let name = pdb.metadata.name.clone().unwrap_or_default();
+            let pdbs: Api<PodDisruptionBudget> =
+                Api::namespaced(self.client.clone(), &namespace(app));
+            match pdbs.create(&PostParams::default(), &pdb).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        made.ingress = plan.ui_ingress.clone();
+        info!(
+            services = plan.services.len(),
+            ingresses = plan.ingresses.len(),
+            "made the UI objects"
+        );
+        Ok(Ok(made))
     }
 
     async fn driver_warning(

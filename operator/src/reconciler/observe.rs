@@ -2,6 +2,7 @@
 //! driver container is doing. Pure: the caller hands in the pods it took from the cache.
 
 use k8s_openapi::api::core::v1::Pod;
+use kube_runtime::reflector::ObjectRef;
 use submission::api::DriverPhase as Phase;
 use submission::driver::observe_driver as observe_driver_container;
 use submission::meta::labels::{DRIVER_ROLE, SPARK_APP_ID as SPARK_APP_SELECTOR, SPARK_ROLE};
@@ -10,13 +11,34 @@ use crate::crd::{FailureReason, SparkApplication};
 use crate::labels;
 use crate::state_machine::{DriverPhase, ObservedDriver, PendingReason};
 
-/// The selector of the pod watch: drivers we launched, nothing else (executors are many and the
-/// reconciler never looks at them).
+/// The selector of drivers we launched (the polling benchmark lists them).
 pub fn driver_pod_selector() -> String {
     format!(
         "{}=true,{SPARK_ROLE}={DRIVER_ROLE}",
         labels::LAUNCHED_BY_SPARK_OPERATOR
     )
+}
+
+/// The selector of the operator's pod watch: the drivers we launched and their executors (which
+/// carry the executor confs' labels), in one cache.
+pub fn operator_pod_selector() -> String {
+    format!("{}=true", labels::LAUNCHED_BY_SPARK_OPERATOR)
+}
+
+/// The applications a pod event concerns: a driver's owner, an executor's application (by its
+/// label; executors are owned by their driver pod).
+pub fn application_of(pod: Pod) -> Vec<ObjectRef<SparkApplication>> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut apps: Vec<ObjectRef<SparkApplication>> = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.kind == "SparkApplication")
+        .map(|o| ObjectRef::new(&o.name).within(&namespace))
+        .collect();
+    apps.extend(crate::executors::app_of(pod));
+    apps
 }
 
 /// Whether `pod` has an ownerReference to the object with `uid`.
@@ -212,6 +234,24 @@ mod tests {
         let observed = observe_driver(find_driver(&a, &pods).unwrap(), "app-uid");
         assert!(observed.owned);
         assert_eq!(observed.submission_id.as_deref(), Some("app-uid-1"));
+    }
+
+    #[test]
+    fn pod_events_wake_the_drivers_owner_and_the_executors_application() {
+        let mut d = driver("pi-driver", "app-uid", "app-uid-1");
+        d.metadata.namespace = Some("etl".into());
+        let apps = application_of(d);
+        assert_eq!(apps, [ObjectRef::new("pi").within("etl")]);
+        let executor: Pod = pod(json!({
+            "metadata": {"name": "pi-exec-1", "namespace": "etl",
+                "labels": {SPARK_ROLE: "executor", labels::APP_NAME: "pi"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pi-driver",
+                                     "uid": "pi-driver-uid"}]},
+        }));
+        assert_eq!(
+            application_of(executor),
+            [ObjectRef::new("pi").within("etl")]
+        );
     }
 
     #[test]

@@ -10,7 +10,10 @@ use serde_json::json;
 use super::*;
 use crate::crd::{DriverInfo, RecoveryStatus};
 use crate::recovery::RecoverySettings;
-use crate::state_machine::{DriverPhase, PendingReason, reasons, spec_hash};
+use crate::state_machine::{
+    DriverPhase, ObservedExecutor, PendingReason, UiMade, reasons, spec_hash,
+};
+use crate::ui::UiSettings;
 
 /// One effect as the fake saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +129,18 @@ impl Effects for Fake {
     ) -> Result<bool, ReconcileError> {
         self.call(Call::DriverAbsent(pod.to_owned()));
         Ok(self.absent)
+    }
+
+    fn cached_executors(&self, _app: &SparkApplication) -> Vec<ObservedExecutor> {
+        Vec::new()
+    }
+
+    async fn ensure_owned_objects(
+        &self,
+        _app: &SparkApplication,
+        _settings: &UiSettings,
+    ) -> Result<Result<UiMade, String>, ReconcileError> {
+        Ok(Ok(UiMade::default()))
     }
 
     async fn driver_warning(

@@ -131,6 +131,7 @@ fn kinds(actions: &[Action]) -> Vec<String> {
             Action::DeleteDriver { .. } => "DeleteDriver".to_owned(),
             Action::VerifyDriverAbsent { .. } => "VerifyDriverAbsent".to_owned(),
             Action::InspectPendingDriver { .. } => "InspectPendingDriver".to_owned(),
+            Action::EnsureOwnedObjects => "EnsureOwnedObjects".to_owned(),
             Action::Submit { .. } => "Submit".to_owned(),
             Action::AdvanceEpoch { observed, run } => format!("AdvanceEpoch({observed}, {run})"),
             Action::WriteStatus => "WriteStatus".to_owned(),
@@ -1232,4 +1233,129 @@ fn a_driver_pending_without_a_reason_on_the_pod_has_its_events_read_after_a_whil
     observed.driver_warning = Some(None);
     let none = decide_at(&spec, Some(&status), &observed, 6);
     assert_eq!(kinds(&none.actions), ["Requeue(15s)"]);
+}
+
+fn executor(name: &str, state: ExecutorState, submission: &str) -> ObservedExecutor {
+    ObservedExecutor {
+        name: name.into(),
+        submission_id: Some(submission.into()),
+        state,
+        exit_code: (state == ExecutorState::Failed).then_some(137),
+        reason: (state == ExecutorState::Failed).then(|| "OOMKilled".into()),
+        message: None,
+    }
+}
+
+#[test]
+fn executors_of_the_current_run_are_tracked_with_counts_and_an_event_per_change() {
+    let spec = spec(json!({}));
+    let mut status = run_status(&spec, State::Running);
+    status.spark_application_id = "spark-abc".into();
+    let current = format!("{UID}-1");
+    let mut observed = synced(Some(driver(running(true))));
+    observed.executors = vec![
+        executor("pi-exec-1", ExecutorState::Running, &current),
+        executor("pi-exec-2", ExecutorState::Failed, &current),
+        // A previous run's executor is not this run's.
+        executor("pi-exec-old", ExecutorState::Running, &format!("{UID}-0")),
+    ];
+    let first = decide_at(&spec, Some(&status), &observed, 10);
+    let states: Vec<_> = first.status.executor_state.iter().collect();
+    assert_eq!(
+        states,
+        [
+            (&"pi-exec-1".to_owned(), &ExecutorState::Running),
+            (&"pi-exec-2".to_owned(), &ExecutorState::Failed)
+        ]
+    );
+    let counts = first.status.executor_counts.unwrap();
+    assert_eq!((counts.running, counts.failed), (1, 1));
+    assert_eq!(
+        kinds(&first.actions),
+        [
+            "WriteStatus",
+            "Event(SparkExecutorRunning)",
+            "Event(SparkExecutorFailed)"
+        ]
+    );
+    let failed_note = first
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::RecordEvent {
+                reason, message, ..
+            } if *reason == reasons::EXECUTOR_FAILED => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        failed_note.contains("ExitCode: 137, Reason: OOMKilled"),
+        "{failed_note}"
+    );
+    assert!(
+        failed_note.contains("0 pending, 1 running, 0 completed, 1 failed"),
+        "{failed_note}"
+    );
+
+    // The driver deleted its executors when it finished: they keep their last known state.
+    let mut gone = synced(Some(driver(DriverPhase::Succeeded)));
+    gone.executors.clear();
+    let done = decide_at(&spec, Some(&first.status), &gone, 12);
+    assert_eq!(done.status.executor_state, first.status.executor_state);
+    assert_eq!(done.status.executor_counts, first.status.executor_counts);
+    assert!(
+        !kinds(&done.actions).iter().any(|k| k.contains("Executor")),
+        "{:?}",
+        done.actions
+    );
+}
+
+#[test]
+fn suspend_deletes_the_driver_then_resume_submits_a_new_run() {
+    let suspended_spec = spec(json!({"suspend": true}));
+    let mut status = run_status(&suspended_spec, State::Running);
+    status.spark_application_id = "spark-abc".into();
+    // Set while running: SUSPENDING.
+    let first = decide_at(
+        &suspended_spec,
+        Some(&status),
+        &synced(Some(driver(running(true)))),
+        10,
+    );
+    assert_eq!(first.status.app_state.state, State::Suspending);
+    assert!(kinds(&first.actions).contains(&"Event(SparkApplicationSuspending)".to_owned()));
+    // The driver is deleted; while it goes the app stays SUSPENDING.
+    let deleting = decide_at(
+        &suspended_spec,
+        Some(&first.status),
+        &synced(Some(driver(running(true)))),
+        11,
+    );
+    assert_eq!(kinds(&deleting.actions), ["DeleteDriver", "Requeue(2s)"]);
+    // Gone: SUSPENDED, the run's status cleared.
+    let gone = decide_at(&suspended_spec, Some(&first.status), &synced(None), 12);
+    assert_eq!(gone.status.app_state.state, State::Suspended);
+    assert!(gone.status.driver_info.pod_name.is_empty());
+    assert!(kinds(&gone.actions).contains(&"Event(SparkApplicationSuspended)".to_owned()));
+    // Nothing happens while suspend stays set.
+    let still = decide_at(&suspended_spec, Some(&gone.status), &synced(None), 100);
+    assert!(kinds(&still.actions).is_empty(), "{:?}", still.actions);
+    // Cleared: RESUMING, then a new submission id is persisted and sent.
+    let resumed_spec = spec(json!({"suspend": false}));
+    let resuming = decide_at(&resumed_spec, Some(&gone.status), &synced(None), 101);
+    assert_eq!(resuming.status.app_state.state, State::Resuming);
+    assert_eq!(resuming.status.execution_attempts, 0);
+    let prepared = decide_at(&resumed_spec, Some(&resuming.status), &synced(None), 101);
+    assert!(prepared.status.submission_pending);
+    assert_eq!(prepared.status.submission_id, format!("{UID}-2"));
+    let sent = decide_at(&resumed_spec, Some(&prepared.status), &synced(None), 101);
+    assert!(
+        kinds(&sent.actions).contains(&"Submit".to_owned()),
+        "{:?}",
+        sent.actions
+    );
+    // Terminal applications are not suspended.
+    let done = run_status(&suspended_spec, State::Completed);
+    let kept = decide_at(&suspended_spec, Some(&done), &synced(None), 5);
+    assert_eq!(kept.status.app_state.state, State::Completed);
 }

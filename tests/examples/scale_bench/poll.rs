@@ -265,6 +265,11 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
                         }
                     }
                 }
+                Action::EnsureOwnedObjects => {
+                    // The benchmark's operator makes no UI objects.
+                    observed.ui = Some(Ok(Default::default()));
+                    again = true;
+                }
                 Action::InspectPendingDriver { .. } => {
                     // The polling operator reports no stuck drivers: it reads no events, so it
                     // takes the answer "no Warning event" and looks again in a later round.
