@@ -114,6 +114,7 @@ fn request(id: &str, run_seconds: u64) -> SubmitRequest {
         spark_submit_args: args,
         driver_pod_template: Some(json!({
             "metadata": {"annotations": {"kubesim.io/run-seconds": run_seconds.to_string()}},
+            "spec": {"containers": []},
         })),
         executor_pod_template: None,
     }
@@ -146,7 +147,8 @@ async fn submit(
                     invariants::rest_answer(&error)
                         .map(|d| format!("submit {}: {d}", request.submission_id)),
                 );
-                tally.operation(&format!("submit_error_{}", error.kind()));
+                tally.operation(&format!("submit_error_{}", error_name(&error)));
+                tracing::debug!(%error, id = %request.submission_id, "submission failed");
                 if !error.retryable() {
                     return None;
                 }
@@ -243,7 +245,7 @@ pub async fn rest_traffic(
                                 invariants::rest_answer(&error)
                                     .map(|d| format!("status {id}: {d}")),
                             );
-                            tally.operation(&format!("status_error_{}", error.kind()));
+                            tally.operation(&format!("status_error_{}", error_name(&error)));
                             if !error.retryable() {
                                 return;
                             }
@@ -256,4 +258,14 @@ pub async fn rest_traffic(
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
+}
+
+/// The error's kind, with the envelope's code when the service refused.
+fn error_name(error: &submitter_client::SubmitError) -> String {
+    match error {
+        submitter_client::SubmitError::Rejected { code_text, .. } => {
+            format!("rejected_{}", code_text.to_lowercase())
+        }
+        other => other.kind().to_owned(),
+    }
 }
