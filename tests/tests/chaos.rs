@@ -10,11 +10,12 @@ use sandbox::chaos::{ChaosConfig, Report, run};
 const FIXED_SEED: u64 = 20261201;
 
 /// The fault window of each CI soak (both run at once; each then drains and sweeps).
-const WINDOW: Duration = Duration::from_secs(60);
+const WINDOW: Duration = Duration::from_secs(90);
 
 async fn soak(seed: u64) -> Report {
     let mut config = ChaosConfig::new(env!("CARGO_BIN_EXE_sandbox").into(), seed, WINDOW);
-    config.drain = Duration::from_secs(60);
+    config.drain = Duration::from_secs(45);
+    config.mean_gap = Duration::from_secs(2);
     // Two stacks share two cores: fewer applications at once.
     config.max_live_apps = 3;
     let report = run(config, &|line| eprintln!("[seed {seed}] {line}"))
