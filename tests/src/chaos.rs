@@ -151,6 +151,9 @@ impl Report {
     }
 }
 
+/// How long an `Always` application runs before the workload deletes it.
+const ALWAYS_LIFETIME: Duration = Duration::from_secs(20);
+
 /// What the fault loop owns: the processes it kills and what it must undo.
 struct Stack<'a> {
     sandbox: &'a Sandbox,
@@ -473,9 +476,10 @@ pub async fn run(
 
     let applications = {
         let mut stopped = stopped.clone();
-        let (sandbox, config, created) = (&sandbox, &config, &created);
+        let (sandbox, config, created, tally) = (&sandbox, &config, &created, tally.clone());
         async move {
             let mut rng = fastrand::Rng::with_seed(config.seed ^ 0x0a99_5eed);
+            let mut always: Vec<(String, Instant)> = Vec::new();
             for index in 0.. {
                 let pause = Duration::from_millis(rng.u64(1000..3000));
                 if tokio::time::timeout(pause, stopped.wait_for(|s| *s))
@@ -483,6 +487,22 @@ pub async fn run(
                     .is_ok()
                 {
                     break;
+                }
+                // A user stops an `Always` application, which never ends by itself, after a
+                // while: that frees its slot and deletes under faults too.
+                let (old, young): (Vec<_>, Vec<_>) = always
+                    .drain(..)
+                    .partition(|(_, at): &(String, Instant)| at.elapsed() > ALWAYS_LIFETIME);
+                always = young;
+                for (name, _) in old {
+                    let deleted = apps_api(sandbox)
+                        .delete(&name, &DeleteParams::default())
+                        .await;
+                    match deleted {
+                        Ok(_) => tally.operation("delete_always_app"),
+                        // Failed on purpose, maybe: the next round tries again.
+                        Err(_) => always.push((name, Instant::now())),
+                    }
                 }
                 let live = apps_api(sandbox)
                     .list(&ListParams::default())
@@ -506,12 +526,18 @@ pub async fn run(
                 for _ in 0..10 {
                     match workload::create_app(sandbox, &app, config.stage_millis).await {
                         Ok(()) => {
+                            if app.policy == "Always" {
+                                always.push((app.name.clone(), Instant::now()));
+                            }
                             if let Ok(mut created) = created.lock() {
                                 created.push(app.clone());
                             }
                             break;
                         }
                         Err(kube::Error::Api(e)) if e.code == 409 => {
+                            if app.policy == "Always" {
+                                always.push((app.name.clone(), Instant::now()));
+                            }
                             // Created by an attempt whose answer was lost.
                             if let Ok(mut created) = created.lock() {
                                 created.push(app.clone());
@@ -618,7 +644,12 @@ async fn final_checks(
     let mut states = BTreeMap::new();
     let pods: Api<Pod> = Api::namespaced(sandbox.client.clone(), NAMESPACE);
     for app in created {
-        let Ok(Some(current)) = apps_api(sandbox).get_opt(&app.name).await else {
+        let current = apps_api(sandbox).get_opt(&app.name).await;
+        if app.policy == "Always" && matches!(current, Ok(None)) {
+            states.insert(app.name.clone(), "Always: deleted".into());
+            continue;
+        }
+        let Ok(Some(current)) = current else {
             tally.check(
                 invariants::TERMINAL_AND_CONSISTENT,
                 Some(format!("{}: cannot be read at the end", app.name)),
