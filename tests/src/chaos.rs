@@ -693,8 +693,13 @@ async fn final_checks(
             }
         }
         tally.check(invariants::TERMINAL_AND_CONSISTENT, broken);
+        if let Some(recovery) = &status.recovery_status {
+            // Evidence that the faults reached the fencing: restarts under a new epoch.
+            tally.operations("fenced_restarts", recovery.epoch);
+        }
         if app.recovery && !always {
             let run = StagedRun::read(sandbox, &app.name);
+            tally.operations("fenced_commits_refused", run.fenced.len() as u64);
             tally.check(
                 invariants::NO_STALE_EPOCH_WRITE,
                 invariants::stale_epoch_writes(

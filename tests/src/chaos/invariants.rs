@@ -78,6 +78,11 @@ impl Tally {
         self.with(|c| *c.operations.entry(name.to_owned()).or_default() += 1);
     }
 
+    /// Adds `n` to an operation's count.
+    pub fn operations(&self, name: &str, n: u64) {
+        self.with(|c| *c.operations.entry(name.to_owned()).or_default() += n);
+    }
+
     /// Counts one evaluation of `invariant`; `broken` holds what broke it, if anything.
     pub fn check(&self, invariant: &'static str, broken: Option<String>) {
         let at_seconds = self.started.elapsed().as_secs_f64();
