@@ -257,6 +257,48 @@ mod tests {
         );
     }
 
+    fn rejected(status: u16, code: submission::api::ErrorCode) -> SubmitError {
+        SubmitError::Rejected {
+            status,
+            code: Some(code),
+            code_text: code.to_string(),
+            message: "m".into(),
+            submission_id: "s".into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn only_a_retryable_500_or_503_envelope_is_a_server_error_per_the_contract() {
+        use submission::api::ErrorCode;
+        assert_eq!(
+            rest_answer(&rejected(503, ErrorCode::SubmitterOverloaded)),
+            None
+        );
+        assert_eq!(
+            rest_answer(&rejected(500, ErrorCode::InternalServerError)),
+            None
+        );
+        assert_eq!(
+            rest_answer(&rejected(422, ErrorCode::InvalidPodTemplate)),
+            None
+        );
+        assert!(rest_answer(&rejected(502, ErrorCode::InternalServerError)).is_some());
+        assert!(rest_answer(&rejected(500, ErrorCode::Forbidden)).is_some());
+        let bare = SubmitError::UnexpectedResponse {
+            status: 500,
+            body: "<html>".into(),
+            retry_after: None,
+        };
+        assert!(rest_answer(&bare).is_some());
+        assert_eq!(
+            rest_answer(&SubmitError::TimedOut {
+                after: std::time::Duration::from_secs(1)
+            }),
+            None
+        );
+    }
+
     #[test]
     fn a_stage_published_twice_is_a_stale_epoch_write() {
         assert_eq!(
