@@ -284,6 +284,36 @@ impl Stack<'_> {
                     None => false,
                 }
             }
+            Fault::KillAgent { pick } => {
+                let with_agent: Vec<String> = drivers(sandbox)
+                    .await
+                    .into_iter()
+                    .filter(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                            && p.metadata.deletion_timestamp.is_none()
+                            && p.spec.as_ref().is_some_and(|s| {
+                                s.init_containers
+                                    .iter()
+                                    .flatten()
+                                    .any(|c| c.name == operator::recovery::AGENT_CONTAINER)
+                            })
+                    })
+                    .filter_map(|p| p.metadata.name)
+                    .collect();
+                match with_agent.get(pick % with_agent.len().max(1)) {
+                    Some(pod) => sandbox
+                        .cluster
+                        .kubelet
+                        .kill(
+                            NAMESPACE,
+                            pod,
+                            Some(operator::recovery::AGENT_CONTAINER),
+                            137,
+                        )
+                        .is_ok(),
+                    None => false,
+                }
+            }
             Fault::DropWatches => {
                 sandbox.cluster.store.drop_watches();
                 true

@@ -15,6 +15,9 @@ pub enum Fault {
     /// Kill the driver container of a running driver pod (`pick` chooses among them, sorted by
     /// name) with `exit_code`.
     KillDriver { pick: usize, exit_code: i32 },
+    /// Kill the recovery agent sidecar of a running driver pod (`pick` among those with one);
+    /// the kubelet restarts it, as it restarts a sidecar.
+    KillAgent { pick: usize },
     /// Close every open watch; clients resume from their resourceVersion.
     DropWatches,
     /// Forget the store's history: every watch and continue token gets 410 Gone.
@@ -42,6 +45,7 @@ impl Fault {
             Fault::KillOperator { .. } => "kill_operator",
             Fault::KillSubmitter { .. } => "kill_submitter",
             Fault::KillDriver { .. } => "kill_driver",
+            Fault::KillAgent { .. } => "kill_agent",
             Fault::DropWatches => "drop_watches",
             Fault::Compact => "compact_410",
             Fault::ApiErrors { code: 429, .. } => "api_429",
@@ -66,6 +70,7 @@ impl fmt::Display for Fault {
             Fault::KillDriver { pick, exit_code } => {
                 write!(f, "kill running driver #{pick} with exit code {exit_code}")
             }
+            Fault::KillAgent { pick } => write!(f, "kill the agent of running driver #{pick}"),
             Fault::DropWatches => write!(f, "drop every watch"),
             Fault::Compact => write!(f, "compact the store (410 Gone)"),
             Fault::ApiErrors {
@@ -130,9 +135,12 @@ fn draw(rng: &mut fastrand::Rng, shape: Shape) -> Fault {
                 instance: rng.usize(0..shape.submitters.max(1)),
                 down: seconds(rng, 1, 6),
             },
-            24..34 => Fault::KillDriver {
+            24..30 => Fault::KillDriver {
                 pick: rng.usize(0..64),
                 exit_code: if rng.bool() { 137 } else { 1 },
+            },
+            30..34 => Fault::KillAgent {
+                pick: rng.usize(0..64),
             },
             34..44 => Fault::DropWatches,
             44..52 => Fault::Compact,
