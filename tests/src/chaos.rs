@@ -115,6 +115,10 @@ impl RunChaosError {
 #[derive(Debug)]
 pub struct Report {
     pub seed: u64,
+    /// The fault window, the mean gap and the store: with the seed, what replays the schedule.
+    pub duration: Duration,
+    pub mean_gap: Duration,
+    pub redis: bool,
     pub schedule: Vec<(Duration, Fault)>,
     /// Faults applied, and those skipped (the replica was already down, no driver ran), by kind.
     pub faults: BTreeMap<String, u64>,
@@ -136,6 +140,13 @@ impl Report {
         }
         let mut report = json!({
             "seed": self.seed,
+            "replay": format!(
+                "sandbox chaos --seed {} --duration {}ms --mean-gap {}ms{}",
+                self.seed,
+                self.duration.as_millis(),
+                self.mean_gap.as_millis(),
+                if self.redis { " --redis" } else { "" }
+            ),
             "elapsedSeconds": self.elapsed.as_secs_f64(),
             "schedule": self.schedule.iter()
                 .map(|(at, fault)| format!("{:>8.3}s {fault}", at.as_secs_f64()))
@@ -166,6 +177,8 @@ struct Stack<'a> {
     /// Undo actions due at an instant.
     pending: Vec<(Instant, Undo)>,
     faults: BTreeMap<String, u64>,
+    /// Applications alive when Redis restarted empty.
+    store_lost: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -360,10 +373,24 @@ impl Stack<'_> {
                 }
                 cut
             }
-            Fault::RestartRedis => match self.redis.as_mut() {
-                Some(redis) => redis.restart().is_ok(),
-                None => false,
-            },
+            Fault::RestartRedis => {
+                // Redis restarts empty: the markers of every application alive now are lost,
+                // and their next epoch restarts from zero by design (docs/chaos.md).
+                if let Ok(list) = apps_api(sandbox).list(&ListParams::default()).await {
+                    self.store_lost
+                        .extend(list.items.into_iter().filter_map(|a| {
+                            let done = a
+                                .status
+                                .as_ref()
+                                .is_some_and(|s| s.app_state.state.is_terminal());
+                            if done { None } else { a.metadata.name }
+                        }));
+                }
+                match self.redis.as_mut() {
+                    Some(redis) => redis.restart().is_ok(),
+                    None => false,
+                }
+            }
             Fault::RotateCertificates => {
                 sandbox.rotate_server_certificate().is_ok()
                     && sandbox
@@ -459,6 +486,7 @@ pub async fn run(
         redis,
         pending: Vec::new(),
         faults: BTreeMap::new(),
+        store_lost: Default::default(),
     };
     for index in 0..config.submitters {
         stack
@@ -647,13 +675,16 @@ pub async fn run(
     };
     let (created, ()) = tokio::join!(drained, monitor);
 
-    let apps = final_checks(&sandbox, &created, &answers, &tally).await;
+    let apps = final_checks(&sandbox, &created, &answers, &tally, &stack.store_lost).await;
     log("applications checked; deleting them and waiting out the sweep".into());
     orphans(&sandbox, &tally, log).await;
     let faults = std::mem::take(&mut stack.faults);
     drop(stack);
     Ok(Report {
         seed: config.seed,
+        duration: config.duration,
+        mean_gap: config.mean_gap,
+        redis: config.redis,
         schedule,
         faults,
         apps,
@@ -670,6 +701,7 @@ async fn final_checks(
     created: &[CreatedApp],
     answers: &workload::Answers,
     tally: &Tally,
+    store_lost: &std::collections::BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut states = BTreeMap::new();
     let pods: Api<Pod> = Api::namespaced(sandbox.client.clone(), NAMESPACE);
@@ -727,7 +759,10 @@ async fn final_checks(
             // Evidence that the faults reached the fencing: restarts under a new epoch.
             tally.operations("fenced_restarts", recovery.epoch);
         }
-        if app.recovery && !always {
+        if app.recovery && !always && store_lost.contains(&app.name) {
+            // Its markers were lost with the store: a republish is the documented cost.
+            tally.operation("stale_check_skipped_store_restarted");
+        } else if app.recovery && !always {
             let run = StagedRun::read(sandbox, &app.name);
             tally.operations("fenced_commits_refused", run.fenced.len() as u64);
             tally.check(

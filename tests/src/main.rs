@@ -55,7 +55,7 @@ struct ChaosArgs {
     report: Option<std::path::PathBuf>,
 }
 
-/// `90s`, `3m`, `1h` or plain seconds.
+/// `500ms`, `90s`, `3m`, `1h` or plain seconds.
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let (number, unit) = text
         .find(|c: char| !c.is_ascii_digit())
@@ -63,20 +63,34 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let number: u64 = number
         .parse()
         .map_err(|_| format!("not a duration: {text}"))?;
-    let seconds = match unit {
-        "s" => number,
-        "m" => number * 60,
-        "h" => number * 3600,
-        _ => return Err(format!("unknown unit in {text}: use s, m or h")),
+    let millis = match unit {
+        "ms" => number,
+        "s" => number * 1000,
+        "m" => number * 60_000,
+        "h" => number * 3_600_000,
+        _ => return Err(format!("unknown unit in {text}: use ms, s, m or h")),
     };
-    Ok(std::time::Duration::from_secs(seconds))
+    Ok(std::time::Duration::from_millis(millis))
+}
+
+/// A duration as [`parse_duration`] reads it back exactly.
+fn show(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis % 1000 == 0 {
+        format!("{}s", millis / 1000)
+    } else {
+        format!("{millis}ms")
+    }
 }
 
 fn chaos(args: ChaosArgs) -> anyhow::Result<std::process::ExitCode> {
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    // Everything the schedule depends on, so the printed command replays it.
     println!(
-        "chaos seed {seed} (replay: sandbox chaos --seed {seed} --duration {}s)",
-        args.duration.as_secs()
+        "chaos seed {seed} (replay: sandbox chaos --seed {seed} --duration {} --mean-gap {}{})",
+        show(args.duration),
+        show(args.mean_gap),
+        if args.redis { " --redis" } else { "" }
     );
     let mut config = sandbox::chaos::ChaosConfig::new(
         std::env::current_exe().context("cannot find this binary")?,

@@ -1,6 +1,6 @@
 //! The chaos soak in CI: a short fault window from a fixed seed and from a random one (printed),
 //! run at once on one machine; every invariant must hold. A failure prints the seed and the
-//! schedule: `sandbox chaos --seed N --duration 60s` replays the same schedule.
+//! schedule: `sandbox chaos --seed N --duration 90s --mean-gap 2000ms` replays the same schedule.
 
 use std::time::Duration;
 
@@ -12,10 +12,13 @@ const FIXED_SEED: u64 = 20261201;
 /// The fault window of each CI soak (both run at once; each then drains and sweeps).
 const WINDOW: Duration = Duration::from_secs(90);
 
+/// The mean pause between two faults in CI.
+const MEAN_GAP: Duration = Duration::from_secs(2);
+
 async fn soak(seed: u64) -> Report {
     let mut config = ChaosConfig::new(env!("CARGO_BIN_EXE_sandbox").into(), seed, WINDOW);
     config.drain = Duration::from_secs(45);
-    config.mean_gap = Duration::from_secs(2);
+    config.mean_gap = MEAN_GAP;
     // Two stacks share two cores: fewer applications at once.
     config.max_live_apps = 3;
     let report = run(config, &|line| eprintln!("[seed {seed}] {line}"))
@@ -32,10 +35,11 @@ fn assert_held(report: &Report) {
     let violations = report.violations();
     assert!(
         violations.is_empty(),
-        "seed {} violated invariants (replay: sandbox chaos --seed {} --duration {}s): {violations:#?}",
+        "seed {} violated invariants (replay: sandbox chaos --seed {} --duration {}s --mean-gap {}ms): {violations:#?}",
         report.seed,
         report.seed,
-        WINDOW.as_secs()
+        WINDOW.as_secs(),
+        MEAN_GAP.as_millis()
     );
     let json = report.to_json();
     let checks = &json["checks"];
