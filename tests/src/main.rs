@@ -36,22 +36,22 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ChaosArgs {
     /// The seed of the fault schedule and the workload (random when absent; printed either way).
-    #[arg(long)]
+    #[arg(long, env = "SANDBOX_CHAOS_SEED")]
     seed: Option<u64>,
     /// How long faults are injected, e.g. `180s`, `3m`, `1h`.
-    #[arg(long, default_value = "180s", value_parser = parse_duration)]
+    #[arg(long, env = "SANDBOX_CHAOS_DURATION", default_value = "180s", value_parser = parse_duration)]
     duration: std::time::Duration,
     /// How long the applications get to end after the fault window.
-    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    #[arg(long, env = "SANDBOX_CHAOS_DRAIN", default_value = "90s", value_parser = parse_duration)]
     drain: std::time::Duration,
     /// Mean pause between two faults.
-    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, env = "SANDBOX_CHAOS_MEAN_GAP", default_value = "3s", value_parser = parse_duration)]
     mean_gap: std::time::Duration,
     /// Use the Redis store (a local redis-server, restarted as one of the faults).
-    #[arg(long)]
+    #[arg(long, env = "SANDBOX_CHAOS_REDIS")]
     redis: bool,
     /// Write the JSON report here (fault counts, operations, invariant checks, violations).
-    #[arg(long)]
+    #[arg(long, env = "SANDBOX_CHAOS_REPORT")]
     report: Option<std::path::PathBuf>,
 }
 
@@ -76,7 +76,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// A duration as [`parse_duration`] reads it back exactly.
 fn show(duration: std::time::Duration) -> String {
     let millis = duration.as_millis();
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         format!("{}s", millis / 1000)
     } else {
         format!("{millis}ms")
