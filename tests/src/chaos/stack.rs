@@ -257,6 +257,8 @@ impl Balancer {
                 let mut next = 0usize;
                 loop {
                     let Ok((inbound, _)) = listener.accept().await else {
+                        // Out of descriptors, say: pause rather than spin.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
                     let live: Vec<u16> = backends
