@@ -191,6 +191,7 @@ pub fn build_submission(
     let mut spec = with_defaults(&app.spec);
     // What kubeflow's monitoring setup writes into the application before submitting it.
     crate::monitoring::apply(&mut spec, name, namespace);
+    crate::batch::apply(&mut spec, name);
     let epoch = if recovery::requested(&spec) {
         let settings = recovery.ok_or(BuildArgsError::RecoveryDisabled)?;
         let status = app

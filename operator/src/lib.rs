@@ -53,6 +53,9 @@ pub mod controller;
 /// Executor pods: their watch's index by application, and what `decide` reads of them.
 pub mod executors;
 
+/// `spec.batchScheduler`: scheduler names, PodGroups, YuniKorn task groups (pure).
+pub mod batch;
+
 /// `spec.monitoring`: the JMX exporter agent, metrics configuration and its ConfigMap (pure).
 pub mod monitoring;
 

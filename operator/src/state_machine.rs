@@ -67,8 +67,9 @@ pub mod reasons {
     pub const SUSPENDING: &str = "SparkApplicationSuspending";
     pub const SUSPENDED: &str = "SparkApplicationSuspended";
     pub const RESUMING: &str = "SparkApplicationResuming";
-    /// Ours (Warning): the UI Service or an Ingress could not be made as the spec asks.
-    pub const UI_FAILED: &str = "SparkUIFailed";
+    /// Ours (Warning): an object the spec asks for (the UI Service, an Ingress, a PodGroup)
+    /// cannot be made; the run fails.
+    pub const OWNED_OBJECTS_FAILED: &str = "SparkApplicationObjectsFailed";
     pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
     pub const EXECUTOR_RUNNING: &str = "SparkExecutorRunning";
     pub const EXECUTOR_COMPLETED: &str = "SparkExecutorCompleted";
@@ -1112,7 +1113,8 @@ impl Draft<'_> {
         let wanted = settings.ui_service
             || !self.spec.driver_ingress_options.is_empty()
             || self.spec.driver_pod_disruption_budget == Some(true)
-            || self.spec.monitoring.is_some();
+            || self.spec.monitoring.is_some()
+            || self.spec.batch_scheduler.is_some();
         let current = self.status.submission_id.clone();
         if !wanted || current.is_empty() || self.status.ui_submission_id == current {
             return;
@@ -1133,12 +1135,17 @@ impl Draft<'_> {
                 self.status.ui_submission_id = current;
             }
             Some(Err(message)) => {
+                // Running without what the spec asks (a PodGroup, a UI Service) would be a
+                // silent difference: the run fails, saying why.
                 self.status.ui_submission_id = current;
                 self.event(
                     EventType::Warning,
-                    reasons::UI_FAILED,
-                    format!("the Spark UI objects cannot be made: {message}"),
+                    reasons::OWNED_OBJECTS_FAILED,
+                    message.clone(),
                 );
+                self.delete_owned_driver();
+                self.fail_run(FailureReason::UnsupportedSpec, message.clone());
+                self.status.app_state.state = State::Failing;
             }
         }
     }

@@ -5,8 +5,8 @@
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
 //! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
 //! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects (batch scheduler PodGroups) are not built yet. The UI Service, Ingresses and the driver
-//! PodDisruptionBudget are (`crate::ui`), and the monitoring ConfigMap (`crate::monitoring`).
+//! objects are built by the operator: the UI Service, Ingresses and the driver PodDisruptionBudget
+//! (`crate::ui`), the monitoring ConfigMap (`crate::monitoring`) and PodGroups (`crate::batch`).
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -49,20 +49,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             "spec.deps.packages",
             "Maven packages are resolved on the submitting machine; put the jars in the image or at a URL and use deps.jars",
             true,
-        );
-    }
-    if spec.batch_scheduler.is_some() {
-        push(
-            "spec.batchScheduler",
-            "batch schedulers are not supported yet; pods use the default scheduler",
-            false,
-        );
-    }
-    if spec.batch_scheduler_options.is_some() {
-        push(
-            "spec.batchSchedulerOptions",
-            "batch schedulers are not supported yet",
-            false,
         );
     }
     if spec.spark_config_map.is_some() {
@@ -176,16 +162,6 @@ mod tests {
                 true,
             ),
             (
-                json!({"batchScheduler": "volcano"}),
-                "spec.batchScheduler",
-                false,
-            ),
-            (
-                json!({"batchSchedulerOptions": {"queue": "q"}}),
-                "spec.batchSchedulerOptions",
-                false,
-            ),
-            (
                 json!({"sparkConfigMap": "conf"}),
                 "spec.sparkConfigMap",
                 false,
@@ -213,9 +189,9 @@ mod tests {
 
     #[test]
     fn message_names_every_field() {
-        let found = unsupported_fields(&spec(json!({"mode": "client", "batchScheduler": "x"})));
+        let found = unsupported_fields(&spec(json!({"mode": "client", "sparkConfigMap": "x"})));
         let text = message(&found);
         assert!(text.contains("spec.mode ("), "{text}");
-        assert!(text.contains("; spec.batchScheduler ("), "{text}");
+        assert!(text.contains("; spec.sparkConfigMap ("), "{text}");
     }
 }

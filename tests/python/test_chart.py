@@ -247,7 +247,8 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
     "pods: get list watch delete; events.k8s.io/events: create patch; events: list; services: get create; "
     "networking.k8s.io/ingresses: create; configmaps: get create update patch") | {
-    ("policy", "poddisruptionbudgets", "create")}
+    ("policy", "poddisruptionbudgets", "create"),
+    ("scheduling.volcano.sh", "podgroups", "create"), ("scheduling.x-k8s.io", "podgroups", "create")}
 
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():

@@ -53,6 +53,9 @@ pub mod memory_store;
 /// The drivers' `spark` service account and its Role, as the chart grants them.
 pub mod driver_account;
 
+/// `sandbox chaos`: the stack under a seeded fault schedule, with invariants checked.
+pub mod chaos;
+
 /// Agent ports spread by pod name while kubesim's pods share one loopback (sandbox only).
 pub mod agent_ports;
 
@@ -65,7 +68,8 @@ pub const OPERATOR_IDENTITY: &str = "spark-operator.spark.svc";
 /// Where the sandbox's applications live.
 pub const NAMESPACE: &str = "default";
 
-const POLICY: &str = r#"
+/// The submitter's policy in the sandbox: the operator's identity may submit anywhere.
+pub const POLICY: &str = r#"
 clients:
   - identity: spark-operator.spark.svc
     namespaces: ["*"]
@@ -449,6 +453,20 @@ impl Sandbox {
             ("operator.crt", &issued.cert),
             ("operator.key", &issued.key),
         ] {
+            let path = self.dir().join(name);
+            let aside = self.dir().join(format!("{name}.new"));
+            std::fs::write(&aside, text)
+                .and_then(|()| std::fs::rename(&aside, &path))
+                .map_err(|source| StartSandboxError::WriteFile { path, source })?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the submitter's server certificate files with a newly issued one, as
+    /// cert-manager rotates a Secret (each file written aside, then renamed over the old one).
+    pub fn rotate_server_certificate(&self) -> Result<(), StartSandboxError> {
+        let issued = self.ca.server().map_err(StartSandboxError::Certificates)?;
+        for (name, text) in [("server.crt", &issued.cert), ("server.key", &issued.key)] {
             let path = self.dir().join(name);
             let aside = self.dir().join(format!("{name}.new"));
             std::fs::write(&aside, text)

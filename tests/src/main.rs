@@ -19,6 +19,9 @@ enum Command {
     /// Run a recovery-enabled application on an embedded kubesim, kill its driver mid-run and
     /// show the fenced restart resume from the next stage; the last line is a JSON summary.
     Demo(sandbox::demo::DemoArgs),
+    /// Run the chaos soak: the stack under a seeded fault schedule and a random workload, with
+    /// the invariants checked (docs/chaos.md); exits 1 when one was violated.
+    Chaos(ChaosArgs),
     /// The recovery agent sidecar, as `operator agent` runs it (the agent image of the sandbox);
     /// `agent probe` is its startup probe.
     Agent(operator::agent::AgentCommand),
@@ -30,9 +33,106 @@ enum Command {
     },
 }
 
+#[derive(Debug, clap::Args)]
+struct ChaosArgs {
+    /// The seed of the fault schedule and the workload (random when absent; printed either way).
+    #[arg(long, env = "SANDBOX_CHAOS_SEED")]
+    seed: Option<u64>,
+    /// How long faults are injected, e.g. `180s`, `3m`, `1h`.
+    #[arg(long, env = "SANDBOX_CHAOS_DURATION", default_value = "180s", value_parser = parse_duration)]
+    duration: std::time::Duration,
+    /// How long the applications get to end after the fault window.
+    #[arg(long, env = "SANDBOX_CHAOS_DRAIN", default_value = "90s", value_parser = parse_duration)]
+    drain: std::time::Duration,
+    /// Mean pause between two faults.
+    #[arg(long, env = "SANDBOX_CHAOS_MEAN_GAP", default_value = "3s", value_parser = parse_duration)]
+    mean_gap: std::time::Duration,
+    /// Use the Redis store (a local redis-server, restarted as one of the faults).
+    #[arg(long, env = "SANDBOX_CHAOS_REDIS")]
+    redis: bool,
+    /// Write the JSON report here (fault counts, operations, invariant checks, violations).
+    #[arg(long, env = "SANDBOX_CHAOS_REPORT")]
+    report: Option<std::path::PathBuf>,
+}
+
+/// `500ms`, `90s`, `3m`, `1h` or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, "s"), |at| text.split_at(at));
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {text}"))?;
+    let millis = match unit {
+        "ms" => number,
+        "s" => number * 1000,
+        "m" => number * 60_000,
+        "h" => number * 3_600_000,
+        _ => return Err(format!("unknown unit in {text}: use ms, s, m or h")),
+    };
+    Ok(std::time::Duration::from_millis(millis))
+}
+
+/// A duration as [`parse_duration`] reads it back exactly.
+fn show(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        format!("{}s", millis / 1000)
+    } else {
+        format!("{millis}ms")
+    }
+}
+
+fn chaos(args: ChaosArgs) -> anyhow::Result<std::process::ExitCode> {
+    let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    // Everything the schedule depends on, so the printed command replays it.
+    println!(
+        "chaos seed {seed} (replay: sandbox chaos --seed {seed} --duration {} --mean-gap {}{})",
+        show(args.duration),
+        show(args.mean_gap),
+        if args.redis { " --redis" } else { "" }
+    );
+    let mut config = sandbox::chaos::ChaosConfig::new(
+        std::env::current_exe().context("cannot find this binary")?,
+        seed,
+        args.duration,
+    );
+    config.drain = args.drain;
+    config.mean_gap = args.mean_gap;
+    config.redis = args.redis;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
+    let report = runtime
+        .block_on(sandbox::chaos::run(config, &|line| println!("{line}")))
+        .context("the chaos soak could not run")?;
+    let json =
+        serde_json::to_string_pretty(&report.to_json()).context("cannot encode the report")?;
+    if let Some(path) = &args.report {
+        std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    println!("{json}");
+    let violations = report.violations();
+    for v in &violations {
+        println!(
+            "VIOLATION {} at {:.1}s: {}",
+            v.invariant, v.at_seconds, v.detail
+        );
+    }
+    // The stack's runtimes are shut down without waiting, as their processes would be killed.
+    runtime.shutdown_background();
+    Ok(if violations.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
+}
+
 fn main() -> anyhow::Result<std::process::ExitCode> {
     match Cli::parse().command {
         Command::StagedDriver { .. } => return Ok(sandbox::staged_driver::main()),
+        Command::Chaos(args) => {
+            init_tracing("warn");
+            return chaos(args);
+        }
         Command::Demo(args) => {
             // Standard output carries the narration; logs go to standard error.
             init_tracing("warn");

@@ -774,3 +774,86 @@ async fn monitoring_runs_the_jmx_exporter_with_its_config_map_port_and_annotatio
     );
     assert!(properties.contains("default.watched"), "{properties}");
 }
+
+/// A minimal copy of a PodGroup CRD (`<plural>.<group>`, namespaced, schemaless), as the test's
+/// stand-in for a batch scheduler's installation.
+async fn install_pod_group_crd(env: &Env, group: &str, version: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("podgroups.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup",
+                      "listKind": "PodGroupList"},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(env.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_schedulers_get_their_pod_groups_and_a_missing_crd_fails_the_application() {
+    use kube::api::{ApiResource, DynamicObject};
+
+    let env = Env::start().await;
+    install_pod_group_crd(&env, "scheduling.volcano.sh", "v1beta1").await;
+    let _operator = env.operator().await;
+    env.create_app(
+        "grouped",
+        json!({"batchScheduler": "volcano",
+               "batchSchedulerOptions": {"queue": "analytics"}}),
+    )
+    .await;
+    // No coscheduling CRD in this cluster.
+    env.create_app("ungroupable", json!({"batchScheduler": "kube-scheduler"}))
+        .await;
+    let app = env.wait_for_state("grouped", State::Completed).await;
+    assert!(
+        app.status
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "UnsupportedFields")
+    );
+    let resource = ApiResource {
+        group: "scheduling.volcano.sh".into(),
+        version: "v1beta1".into(),
+        api_version: "scheduling.volcano.sh/v1beta1".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    };
+    let groups: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &resource);
+    let group = groups.get("spark-grouped-pg").await.unwrap();
+    assert_eq!(group.data["spec"]["queue"], "analytics");
+    assert_eq!(group.data["spec"]["minMember"], 1);
+    assert_eq!(
+        group.metadata.owner_references.unwrap()[0].uid,
+        app.metadata.uid.unwrap()
+    );
+    let driver = env.driver_pods("grouped").await.remove(0);
+    assert_eq!(
+        driver.metadata.annotations.unwrap()["scheduling.k8s.io/group-name"],
+        "spark-grouped-pg"
+    );
+    assert_eq!(
+        driver.spec.unwrap().scheduler_name.as_deref(),
+        Some("volcano")
+    );
+
+    let failed = env.wait_for_state("ungroupable", State::Failed).await;
+    let message = failed.status.unwrap().app_state.error_message;
+    assert!(
+        message.contains("podgroups.scheduling.x-k8s.io"),
+        "{message}"
+    );
+}

@@ -425,4 +425,14 @@ async fn slow_real_spark_pyspark_pi_runs_in_real_pods_as_a_spark_application() {
         ApplicationStateType::Completed,
         "{status:?}"
     );
+    // The executor the driver started is in the status, as its pod last showed it (the driver
+    // deletes its executors when it finishes).
+    assert_eq!(status.executor_state.len(), 1, "{status:?}");
+    assert_eq!(
+        status
+            .executor_counts
+            .map(|c| c.pending + c.running + c.completed + c.failed),
+        Some(1),
+        "{status:?}"
+    );
 }

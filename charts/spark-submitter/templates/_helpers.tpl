@@ -268,6 +268,9 @@ seccompProfile:
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create"]
+- apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["create"]
 {{- if eq .Values.operator.recovery.store "kubernetes" }}
 - apiGroups: [""]
   resources: ["configmaps"]

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use ::kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use ::kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions,
+};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -252,6 +254,36 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             {
                 Ok(_) => {}
                 Err(error) if is_conflict(&error) => {}
+                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+            }
+        }
+        if let Some(group) = crate::batch::pod_group(app) {
+            let resource = ApiResource {
+                group: group.group.to_owned(),
+                version: group.version.to_owned(),
+                api_version: format!("{}/{}", group.group, group.version),
+                kind: group.kind.to_owned(),
+                plural: group.plural.to_owned(),
+            };
+            let name = group.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            let groups: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace(app), &resource);
+            let object: DynamicObject = serde_json::from_value(group.object.clone())
+                .expect("a PodGroup built from plain fields always decodes");
+            match groups.create(&PostParams::default(), &object).await {
+                Ok(_) => {}
+                Err(error) if is_conflict(&error) => {}
+                // The type is not served: its CRD is not installed.
+                Err(error) if is_not_found(&error) => {
+                    return Ok(Err(format!(
+                        "spec.batchScheduler {:?} needs the CRD {}, which is not installed in the cluster; the application is not run ungrouped",
+                        app.spec.batch_scheduler.as_deref().unwrap_or(""),
+                        group.crd_name()
+                    )));
+                }
                 Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
             }
         }
