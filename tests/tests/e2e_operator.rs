@@ -491,13 +491,26 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
         .create(&PostParams::default(), &account)
         .await
         .unwrap();
+    // The chart's `ss.operator.rules` (charts/spark-submitter/templates/_helpers.tpl) without a
+    // recovery store.
     let rules = json!([
         {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"],
-         "verbs": ["get", "list", "watch", "delete"]},
+         "verbs": ["get", "list", "watch", "create", "delete"]},
         {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications/status"],
          "verbs": ["update"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["scheduledsparkapplications"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["sparkoperator.k8s.io"],
+         "resources": ["scheduledsparkapplications/status"], "verbs": ["update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+         "resources": ["podgroups"], "verbs": ["create"]},
     ]);
     for ns in ["team-a", "team-b"] {
         let role: Role =
