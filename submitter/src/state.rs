@@ -30,7 +30,13 @@ pub struct AppState {
     pub caches: Option<WatchCaches>,
     /// Where retention records live: the submitter's own namespace.
     pub record_namespace: Arc<str>,
+    /// How long a submission waits for the caches to show an object the API server says
+    /// exists, before reading the objects live (only the number of requests depends on it).
+    pub cache_catch_up: Duration,
 }
+
+/// Default of [`AppState::cache_catch_up`].
+pub const DEFAULT_CACHE_CATCH_UP: Duration = Duration::from_secs(1);
 
 impl AppState {
     /// The state for `client`; records go to the client's default namespace (in a cluster, the
@@ -44,6 +50,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             spark_user: Arc::from(DEFAULT_SPARK_USER),
             caches: None,
+            cache_catch_up: DEFAULT_CACHE_CATCH_UP,
         }
     }
 
@@ -62,6 +69,12 @@ impl AppState {
     /// The same state keeping retention records in `namespace`.
     pub fn with_record_namespace(mut self, namespace: &str) -> AppState {
         self.record_namespace = Arc::from(namespace);
+        self
+    }
+
+    /// The same state waiting up to `bound` for lagging caches (see [`AppState::cache_catch_up`]).
+    pub fn with_cache_catch_up(mut self, bound: Duration) -> AppState {
+        self.cache_catch_up = bound;
         self
     }
 
