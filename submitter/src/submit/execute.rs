@@ -31,13 +31,13 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject};
+use kube::core::Request;
 use serde_json::{Value, json};
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::caches::{PROPERTIES_KEY, WatchCaches};
-use crate::kube_api::{CallError, KubeApi};
+use crate::kube_api::{CallError, Head, KubeApi};
 use submission::plan::{
     self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify, classify_meta,
 };
@@ -186,21 +186,23 @@ pub struct DriverPod {
 /// Kubernetes' timestamp format (`metav1.Time`).
 const TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
+/// A timestamp as the typed cache renders it, so answers from either path agree.
+fn normalised_time(text: &str) -> String {
+    text.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map_or_else(
+            || text.to_owned(),
+            |at| at.strftime(TIME_FORMAT).to_string(),
+        )
+}
+
 impl DriverPod {
     /// From the pod as JSON (an API server's answer).
     pub fn of_value(pod: &Value) -> DriverPod {
         let created_at = pod
             .pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str)
-            .map(|text| {
-                // Normalised as the typed cache would render it, so both paths agree.
-                text.parse::<k8s_openapi::jiff::Timestamp>()
-                    .ok()
-                    .map_or_else(
-                        || text.to_owned(),
-                        |at| at.strftime(TIME_FORMAT).to_string(),
-                    )
-            });
+            .map(normalised_time);
         DriverPod {
             uid: text(pod, "/metadata/uid").to_owned(),
             created_at,
@@ -209,6 +211,20 @@ impl DriverPod {
                 .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+        }
+    }
+
+    /// From the few fields read of an API server's answer.
+    pub fn of_head(head: Head) -> DriverPod {
+        let Head {
+            uid,
+            creation_timestamp,
+            mut labels,
+        } = head;
+        DriverPod {
+            uid,
+            created_at: creation_timestamp.map(|text| normalised_time(&text)),
+            spark_app_id: labels.remove(submission::meta::labels::SPARK_APP_ID),
         }
     }
 
@@ -312,7 +328,7 @@ impl Submission<'_> {
         name_of(&self.objects[0])
     }
 
-    fn api_of(&self, index: usize) -> Result<Api<DynamicObject>, SubmitDriverError> {
+    fn api_of(&self, index: usize) -> Result<Request, SubmitDriverError> {
         let object = &self.objects[index];
         self.api.api_for(object, self.namespace).ok_or_else(|| {
             SubmitDriverError::UnsupportedObject {
@@ -563,11 +579,10 @@ impl Submission<'_> {
     /// POSTs the driver pod; records it (or an ambiguous failure) for the rollback.
     async fn create_pod(&self, ledger: &mut Ledger) -> Result<DriverPod, Stop> {
         match self.create(0, None).await {
-            Ok(created) => {
-                let pod = DriverPod::of_value(&created);
+            Ok(pod) => {
                 ledger.pod = Some(pod.uid.clone());
                 ledger.pod_ambiguous = false;
-                info!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
+                debug!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
                 Ok(pod)
             }
             Err(Stop::Failed(error)) => {
@@ -583,9 +598,7 @@ impl Submission<'_> {
         match step {
             BeforePod::Create { index } => {
                 let created = self.create(index, None).await?;
-                ledger
-                    .config_maps
-                    .push((index, text(&created, "/metadata/uid").to_owned()));
+                ledger.config_maps.push((index, created.uid));
                 Ok(())
             }
             BeforePod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
@@ -622,17 +635,26 @@ impl Submission<'_> {
         }
     }
 
-    /// POSTs object `index` (with `owner` as its `ownerReferences`). An ambiguous failure is
-    /// checked with a GET: if our object is there, the create happened.
-    async fn create(&self, index: usize, owner: Option<Value>) -> Result<Value, Stop> {
+    /// POSTs object `index` (with `owner` as its `ownerReferences`); what the answer says of
+    /// it. An ambiguous failure is checked with a GET: if our object is there, the create
+    /// happened.
+    async fn create(&self, index: usize, owner: Option<Value>) -> Result<DriverPod, Stop> {
         let api = self.api_of(index).map_err(Stop::Failed)?;
-        let mut object = self.objects[index].clone();
-        if let (Some(owner), Some(metadata)) = (owner, object.get_mut("metadata")) {
-            metadata["ownerReferences"] = owner;
-        }
-        let name = name_of(&object);
-        match self.api.create(&api, &object, false).await {
-            Ok(created) => Ok(created),
+        let owned;
+        let object = match owner {
+            None => &self.objects[index],
+            Some(owner) => {
+                let mut object = self.objects[index].clone();
+                if let Some(metadata) = object.get_mut("metadata") {
+                    metadata["ownerReferences"] = owner;
+                }
+                owned = object;
+                &owned
+            }
+        };
+        let name = name_of(object);
+        match self.api.create_head(&api, object).await {
+            Ok(created) => Ok(DriverPod::of_head(created)),
             Err(error) if error.is_already_exists() => Err(Stop::Stale(Some(index))),
             Err(error) if error.is_definite() => {
                 let (kind, name) = self.describe(index);
@@ -649,9 +671,9 @@ impl Submission<'_> {
                         Found::Ours { .. }
                     ) =>
                 {
-                    warn!(submission_id = %self.submission_id, kind = kind_of(&object), name,
+                    warn!(submission_id = %self.submission_id, kind = kind_of(object), name,
                         error = %error, "create answered with an error but took effect");
-                    Ok(found)
+                    Ok(DriverPod::of_value(&found))
                 }
                 Ok(Some(_)) => Err(Stop::Stale(None)),
                 Ok(None) | Err(_) => {
