@@ -950,6 +950,13 @@ impl Kubelet {
             if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
                 continue;
             }
+            // Nothing is due and nothing came from outside: stepping would change nothing.
+            if !e.delete_requested
+                && !e.has_process
+                && e.machine.quiet_until().is_some_and(|until| now < until)
+            {
+                continue;
+            }
             if e.delete_requested && healthy {
                 e.machine.begin_delete();
             }
