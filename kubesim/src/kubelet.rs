@@ -706,7 +706,8 @@ impl Kubelet {
         let name = meta::name(&ev.object);
         let mut st = lock(&self.state);
         for e in st.pods.values_mut() {
-            if e.ns == ev.namespace && e.root.is_some() && volumes::uses(&e.pod, &ev.plural, name) {
+            // Only real-process pods have volumes on disk; the cheap test first.
+            if e.root.is_some() && e.ns == ev.namespace && volumes::uses(&e.pod, &ev.plural, name) {
                 e.volumes_stale = true;
             }
         }
