@@ -78,11 +78,18 @@ impl CallError {
     }
 }
 
-/// The client and the per-call timeout.
+/// Requests the service has in flight to the API server at once on requests' behalf. The
+/// Kubernetes client opens a connection per concurrent request, each with its buffers on both
+/// sides; bounded, a thousand concurrent submissions cost the API server this many connections
+/// (the watches have their own), and the calls beyond wait their turn within their timeout.
+pub const MAX_API_CALLS: usize = 32;
+
+/// The client, the per-call timeout and the bound on calls in flight.
 #[derive(Clone)]
 pub struct KubeApi {
     client: kube::Client,
     call_timeout: Duration,
+    calls: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -105,6 +112,7 @@ impl KubeApi {
         KubeApi {
             client,
             call_timeout,
+            calls: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_API_CALLS)),
         }
     }
 
@@ -136,12 +144,18 @@ impl KubeApi {
         )))
     }
 
-    /// Runs one request under the call timeout.
+    /// Runs one request under the call timeout, waiting for a free slot first (the wait counts
+    /// towards the timeout).
     pub async fn call<T>(
         &self,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, CallError> {
-        match tokio::time::timeout(self.call_timeout, request).await {
+        let bounded = async {
+            // Never closed: the semaphore lives as long as `self`.
+            let _slot = self.calls.acquire().await;
+            request.await
+        };
+        match tokio::time::timeout(self.call_timeout, bounded).await {
             Ok(result) => result.map_err(|source| CallError::Request { source }),
             Err(_) => Err(CallError::TimedOut {
                 after: self.call_timeout,

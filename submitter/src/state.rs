@@ -33,7 +33,14 @@ pub struct AppState {
     /// How long a submission waits for the caches to show an object the API server says
     /// exists, before reading the objects live (only the number of requests depends on it).
     pub cache_catch_up: Duration,
+    /// Submissions doing their work (building, talking to the API server) at once; admitted
+    /// requests beyond wait their turn, holding only their connection and their body.
+    pub work: Arc<tokio::sync::Semaphore>,
 }
+
+/// Default of [`AppState::work`]'s permits: what is built and in flight stays this many
+/// submissions' worth of memory, however many clients are connected.
+pub const DEFAULT_MAX_WORK: usize = 64;
 
 /// Default of [`AppState::cache_catch_up`].
 pub const DEFAULT_CACHE_CATCH_UP: Duration = Duration::from_secs(1);
@@ -51,6 +58,7 @@ impl AppState {
             spark_user: Arc::from(DEFAULT_SPARK_USER),
             caches: None,
             cache_catch_up: DEFAULT_CACHE_CATCH_UP,
+            work: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_WORK)),
         }
     }
 

@@ -277,6 +277,8 @@ pub async fn submit(
     request: &SubmitRequest,
 ) -> Result<Outcome, SubmitFailure> {
     let dry_run = dry_run_flag(query)?;
+    // Never closed: the semaphore lives as long as the state.
+    let _turn = state.work.acquire().await;
     let id = request.submission_id.as_str();
     let now = SystemTime::now();
     let (built, conf) = build(request, now_ms(now), &state.spark_user).map_err(|source| {

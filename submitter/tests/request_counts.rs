@@ -323,3 +323,39 @@ async fn an_id_bound_to_another_driver_in_the_caches_is_refused_without_a_reques
     assert_eq!(answer.body["error_code"], "SUBMISSION_ID_CONFLICT");
     assert_eq!(s.requests(), vec![], "answered from the caches");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_submissions_keep_the_api_server_calls_in_flight_bounded() {
+    let config = ServiceConfig {
+        max_concurrency: 256,
+        ..ServiceConfig::default()
+    };
+    let t = TestApp::start_with(config, Duration::from_secs(30)).await;
+    // Creates take a while, so that the calls of concurrent submissions overlap.
+    t.cluster
+        .control
+        .add_latency(kubesim::control::LatencyRule {
+            verb: Some("create".into()),
+            resource: None,
+            millis: 20,
+        });
+    t.cluster.control.reset_counts();
+    let bodies: Vec<Value> = (0..200)
+        .map(|i| request(&format!("bounded-{i}"), &[]))
+        .collect();
+    let answers = futures::future::join_all(
+        bodies
+            .iter()
+            .map(|body| send(&t.app, submit_request(body, "", TESTER))),
+    )
+    .await;
+    for answer in &answers {
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    }
+    let peak = t.cluster.control.peak_in_flight();
+    assert!(
+        peak <= submitter::kube_api::MAX_API_CALLS,
+        "{peak} requests at once"
+    );
+    assert!(peak > 1, "the submissions overlapped");
+}
