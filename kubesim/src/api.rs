@@ -478,6 +478,7 @@ async fn object_request(
         watch: verb == Verb::Watch,
     };
     let (fired, delay) = state.control.observe(&info);
+    let _serving = (verb != Verb::Watch).then(|| state.control.serving());
     if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
         state.control.record(
             JournalEntry {

@@ -272,6 +272,10 @@ impl Cluster {
         ));
         let mut plain_rx = rx;
         tokio::spawn(async move {
+            // TCP_NODELAY on every connection, as on the HTTPS listener.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
                     let _ = plain_rx.changed().await;

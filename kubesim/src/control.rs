@@ -210,6 +210,23 @@ pub struct Control {
     /// Authorization decisions by identity, keyed by the NUL-joined (user, verb, group,
     /// resource, namespace, allowed).
     authz: Mutex<std::collections::HashMap<String, u64>>,
+    /// Resource requests being served now (watches excluded), and the most there were at once
+    /// since the last reset: how many connections a client keeps busy.
+    in_flight: std::sync::atomic::AtomicUsize,
+    peak_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a request as in flight while it lives (see [`Control::serving`]).
+pub struct Serving<'a> {
+    control: &'a Control,
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.control
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Counts a request as held for its node while it lives (dropped when it is served or the
@@ -237,6 +254,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Control {
+    /// Marks a (non-watch) resource request as being served until the guard drops.
+    pub fn serving(&self) -> Serving<'_> {
+        use std::sync::atomic::Ordering;
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::AcqRel);
+        Serving { control: self }
+    }
+
+    /// The most resource requests (watches excluded) served at once since the last
+    /// [`Control::reset_counts`].
+    pub fn peak_in_flight(&self) -> usize {
+        self.peak_in_flight
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Counts a request and returns the fault that fires for it, if any.
     pub fn observe(&self, r: &RequestInfo) -> (Option<Fired>, Duration) {
         *lock(&self.counts)
@@ -319,6 +351,10 @@ impl Control {
 
     /// Resets the counters.
     pub fn reset_counts(&self) {
+        self.peak_in_flight.store(
+            self.in_flight.load(std::sync::atomic::Ordering::Acquire),
+            std::sync::atomic::Ordering::Release,
+        );
         lock(&self.counts).clear();
     }
 

@@ -706,7 +706,8 @@ impl Kubelet {
         let name = meta::name(&ev.object);
         let mut st = lock(&self.state);
         for e in st.pods.values_mut() {
-            if e.ns == ev.namespace && e.root.is_some() && volumes::uses(&e.pod, &ev.plural, name) {
+            // Only real-process pods have volumes on disk; the cheap test first.
+            if e.root.is_some() && e.ns == ev.namespace && volumes::uses(&e.pod, &ev.plural, name) {
                 e.volumes_stale = true;
             }
         }
@@ -948,6 +949,13 @@ impl Kubelet {
                 .iter()
                 .any(|n| n.name == e.node && !n.is_partitioned());
             if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
+                continue;
+            }
+            // Nothing is due and nothing came from outside: stepping would change nothing.
+            if !e.delete_requested
+                && !e.has_process
+                && e.machine.quiet_until().is_some_and(|until| now < until)
+            {
                 continue;
             }
             if e.delete_requested && healthy {

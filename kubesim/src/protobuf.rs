@@ -684,18 +684,33 @@ pub fn unknown_fields(obj: &mut Value, prune: bool) -> Option<Vec<String>> {
         .to_string();
     let (name, _) = message_for(&api_version, &kind)?;
     let mut found = Vec::new();
-    walk(name, obj, "", &mut found, prune, true);
+    walk(name, obj, Path::Root, &mut found, prune, true);
     Some(found)
 }
 
-/// The JSON names of a message's fields, inlined structs' fields included.
-fn json_fields(name: &str) -> Vec<(&'static str, &'static Type)> {
+/// The JSON fields of every message, by message name.
+type FieldTable = std::collections::HashMap<&'static str, Vec<(&'static str, &'static Type)>>;
+
+/// The JSON names of a message's fields, inlined structs' fields included; computed once per
+/// message (every write of a built-in type walks them).
+fn json_fields(name: &str) -> &'static [(&'static str, &'static Type)] {
+    static TABLE: std::sync::OnceLock<FieldTable> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        messages()
+            .keys()
+            .map(|name| (name.as_str(), collect_json_fields(name)))
+            .collect()
+    });
+    table.get(name).map_or(&[], Vec::as_slice)
+}
+
+fn collect_json_fields(name: &str) -> Vec<(&'static str, &'static Type)> {
     let mut out = Vec::new();
     if let Some(msg) = messages().get(name) {
         for f in &msg.fields {
             match (&f.json, &f.ty) {
                 (Some(j), ty) => out.push((j.as_str(), ty)),
-                (None, Type::Message(inner)) => out.extend(json_fields(inner)),
+                (None, Type::Message(inner)) => out.extend(collect_json_fields(inner)),
                 (None, _) => {}
             }
         }
@@ -703,7 +718,28 @@ fn json_fields(name: &str) -> Vec<(&'static str, &'static Type)> {
     out
 }
 
-fn walk(name: &str, v: &mut Value, path: &str, found: &mut Vec<String>, prune: bool, top: bool) {
+/// Where the walk is, rendered only when an unknown field is found there.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn render(&self) -> String {
+        match self {
+            Path::Root => String::new(),
+            Path::Key(parent, key) => match parent {
+                Path::Root => (*key).to_string(),
+                _ => format!("{}.{key}", parent.render()),
+            },
+            Path::Index(parent, i) => format!("{}[{i}]", parent.render()),
+        }
+    }
+}
+
+fn walk(name: &str, v: &mut Value, path: Path, found: &mut Vec<String>, prune: bool, top: bool) {
     if is_hand_converted(name) {
         return;
     }
@@ -711,47 +747,42 @@ fn walk(name: &str, v: &mut Value, path: &str, found: &mut Vec<String>, prune: b
         return;
     };
     let known = json_fields(name);
-    let keys: Vec<String> = obj.keys().cloned().collect();
-    for key in keys {
+    let mut unknown = Vec::new();
+    for (key, child) in obj.iter_mut() {
         if top && (key == "apiVersion" || key == "kind") {
             continue;
         }
-        let here = if path.is_empty() {
-            key.clone()
-        } else {
-            format!("{path}.{key}")
-        };
+        let here = Path::Key(&path, key);
         match known.iter().find(|(j, _)| *j == key) {
-            Some((_, ty)) => {
-                if let Some(child) = obj.get_mut(&key) {
-                    walk_type(ty, child, &here, found, prune);
-                }
-            }
+            Some((_, ty)) => walk_type(ty, child, here, found, prune),
             None => {
-                found.push(here);
-                if prune {
-                    obj.remove(&key);
-                }
+                found.push(here.render());
+                unknown.push(key.clone());
             }
+        }
+    }
+    if prune {
+        for key in unknown {
+            obj.remove(&key);
         }
     }
 }
 
-fn walk_type(ty: &Type, v: &mut Value, path: &str, found: &mut Vec<String>, prune: bool) {
+fn walk_type(ty: &Type, v: &mut Value, path: Path, found: &mut Vec<String>, prune: bool) {
     match ty {
         Type::Scalar(_) => {}
         Type::Message(name) => walk(name, v, path, found, prune, false),
         Type::Repeated(inner) | Type::Wrapped(inner) => {
             if let Some(items) = v.as_array_mut() {
                 for (i, x) in items.iter_mut().enumerate() {
-                    walk_type(inner, x, &format!("{path}[{i}]"), found, prune);
+                    walk_type(inner, x, Path::Index(&path, i), found, prune);
                 }
             }
         }
         Type::Map(_, val) => {
             if let Some(m) = v.as_object_mut() {
                 for (k, x) in m.iter_mut() {
-                    walk_type(val, x, &format!("{path}.{k}"), found, prune);
+                    walk_type(val, x, Path::Key(&path, k), found, prune);
                 }
             }
         }

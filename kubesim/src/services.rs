@@ -107,16 +107,73 @@ impl ServiceEntry {
 }
 
 /// Every Service with its backends, as last computed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceTable {
-    /// By (namespace, name).
-    pub services: BTreeMap<(String, String), ServiceEntry>,
+    /// By (namespace, name), in shards by a hash of the key: publishing a new table copies
+    /// the shards' pointers, and a change copies only its shard, so the cost of a change does
+    /// not grow with the number of Services.
+    shards: Vec<Arc<Shard>>,
+}
+
+/// One shard of a [`ServiceTable`].
+type Shard = BTreeMap<(String, String), Arc<ServiceEntry>>;
+
+/// Shards of a [`ServiceTable`].
+const SHARDS: usize = 64;
+
+impl Default for ServiceTable {
+    fn default() -> Self {
+        ServiceTable {
+            shards: std::iter::repeat_with(|| Arc::new(Shard::new()))
+                .take(SHARDS)
+                .collect(),
+        }
+    }
 }
 
 impl ServiceTable {
-    /// The hosts-file records of every Service.
+    fn shard(key: &(String, String)) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        (h.finish() % SHARDS as u64) as usize
+    }
+
+    /// Every Service, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &ServiceEntry> {
+        self.shards
+            .iter()
+            .flat_map(|s| s.values().map(|e| e.as_ref()))
+    }
+
+    /// The Service `key` (namespace, name).
+    pub fn get(&self, key: &(String, String)) -> Option<&ServiceEntry> {
+        self.shards[Self::shard(key)].get(key).map(|e| e.as_ref())
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &(String, String)> {
+        self.shards.iter().flat_map(|s| s.keys())
+    }
+
+    fn insert(&mut self, key: (String, String), entry: ServiceEntry) {
+        let shard = Self::shard(&key);
+        Arc::make_mut(&mut self.shards[shard]).insert(key, Arc::new(entry));
+    }
+
+    fn remove(&mut self, key: &(String, String)) -> bool {
+        let shard = Self::shard(key);
+        if !self.shards[shard].contains_key(key) {
+            return false;
+        }
+        Arc::make_mut(&mut self.shards[shard]).remove(key);
+        true
+    }
+
+    /// The hosts-file records of every Service, by namespace and name.
     pub fn records(&self) -> Vec<ServiceRecord> {
-        self.services.values().map(ServiceEntry::record).collect()
+        let mut entries: Vec<&ServiceEntry> = self.entries().collect();
+        entries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        entries.into_iter().map(ServiceEntry::record).collect()
     }
 }
 
@@ -469,6 +526,10 @@ pub fn start(store: Arc<Store>) -> watch::Receiver<Arc<ServiceTable>> {
         slice_rt,
         services: HashMap::new(),
         pods: HashMap::new(),
+        pods_by_label: HashMap::new(),
+        services_by_anchor: HashMap::new(),
+        anchors: HashMap::new(),
+        selector_labels: HashMap::new(),
         endpoints: HashMap::new(),
         written: HashMap::new(),
         table: ServiceTable::default(),
@@ -480,6 +541,9 @@ pub fn start(store: Arc<Store>) -> watch::Receiver<Arc<ServiceTable>> {
 
 type Key = (String, String);
 
+/// A label as (namespace, key, value): what the indexes are keyed by.
+type LabelKey = (String, String, String);
+
 struct Controller {
     store: Arc<Store>,
     ep_rt: Arc<ResourceType>,
@@ -487,12 +551,59 @@ struct Controller {
     services: HashMap<Key, Arc<Value>>,
     /// Pods by namespace, then name.
     pods: HashMap<String, BTreeMap<String, Arc<Value>>>,
+    /// Pod names by each of their labels: the candidates of a selector are the pods carrying
+    /// its first label (its anchor), so a Service's endpoints cost the pods it may select, not
+    /// the namespace's.
+    pods_by_label: HashMap<LabelKey, BTreeSet<String>>,
+    /// Service names by the anchor of their selector: a pod's change concerns the Services
+    /// anchored on one of its labels (before or after the change), not every Service. Any
+    /// label of a selector would do (a selected pod carries them all); the anchor is the one
+    /// fewest Services share (see [`Controller::anchor_of`]), e.g. a Spark driver Service's
+    /// `spark-app-selector`, not the `spark-role` or `spark-app-name` every driver has.
+    services_by_anchor: HashMap<LabelKey, BTreeSet<String>>,
+    /// Each Service's anchor, and how many Services' selectors hold each label.
+    anchors: HashMap<Key, LabelKey>,
+    selector_labels: HashMap<LabelKey, usize>,
     /// Endpoints objects of Services without a selector.
     endpoints: HashMap<Key, Arc<Value>>,
     /// What this controller last wrote per Service: (Endpoints, EndpointSlice).
     written: HashMap<Key, (Value, Value)>,
     table: ServiceTable,
     tx: watch::Sender<Arc<ServiceTable>>,
+}
+
+/// A Service's non-empty selector.
+fn selector_of(svc: &Value) -> Option<&serde_json::Map<String, Value>> {
+    svc.pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|s| !s.is_empty())
+}
+
+/// The labels of a selector, as index keys (a non-string value selects nothing).
+fn selector_keys(ns: &str, selector: &serde_json::Map<String, Value>) -> Vec<LabelKey> {
+    selector
+        .iter()
+        .filter_map(|(k, v)| Some((ns.to_string(), k.clone(), v.as_str()?.to_string())))
+        .collect()
+}
+
+/// The labels of an object, as index keys.
+fn label_keys(ns: &str, obj: &Value) -> Vec<LabelKey> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((ns.to_string(), k.clone(), v.as_str()?.to_string())))
+        .collect()
+}
+
+fn index_remove(index: &mut HashMap<LabelKey, BTreeSet<String>>, key: &LabelKey, name: &str) {
+    if let Some(names) = index.get_mut(key) {
+        names.remove(name);
+        if names.is_empty() {
+            index.remove(key);
+        }
+    }
 }
 
 impl Controller {
@@ -510,8 +621,13 @@ impl Controller {
             };
             self.services.clear();
             self.pods.clear();
+            self.pods_by_label.clear();
+            self.services_by_anchor.clear();
+            self.anchors.clear();
+            self.selector_labels.clear();
             self.endpoints.clear();
-            let mut dirty: BTreeSet<String> = BTreeSet::new();
+            // Everything known so far is looked at again, gone Services included.
+            let mut dirty: BTreeSet<Key> = self.table.keys().cloned().collect();
             for ev in &sub.replay {
                 self.observe(ev.kind, &ev.plural, &ev.namespace, &ev.object, &mut dirty);
             }
@@ -520,7 +636,7 @@ impl Controller {
             loop {
                 let first = live.recv().await;
                 let mut batch = vec![first];
-                // Take whatever else is queued, so a burst costs one pass per namespace.
+                // Take whatever else is queued, so a burst costs one pass per Service.
                 while let Ok(ev) = live.try_recv() {
                     batch.push(Ok(ev));
                 }
@@ -547,30 +663,81 @@ impl Controller {
         }
     }
 
+    /// Takes in one event; marks the Services whose entry it may change.
     fn observe(
         &mut self,
         kind: EventType,
         plural: &str,
         ns: &str,
         obj: &Arc<Value>,
-        dirty: &mut BTreeSet<String>,
+        dirty: &mut BTreeSet<Key>,
     ) {
         let key = (ns.to_string(), meta::name(obj).to_string());
         let deleted = kind == EventType::Deleted;
         match plural {
             "services" => {
-                if deleted {
-                    self.services.remove(&key);
+                let old = if deleted {
+                    self.services.remove(&key)
                 } else {
-                    self.services.insert(key, obj.clone());
+                    self.services.insert(key.clone(), obj.clone())
+                };
+                if let Some(old) = old.as_deref().and_then(selector_of) {
+                    for label in selector_keys(ns, old) {
+                        if let Some(n) = self.selector_labels.get_mut(&label) {
+                            *n -= 1;
+                            if *n == 0 {
+                                self.selector_labels.remove(&label);
+                            }
+                        }
+                    }
                 }
+                if let Some(a) = self.anchors.remove(&key) {
+                    index_remove(&mut self.services_by_anchor, &a, &key.1);
+                }
+                if !deleted && let Some(selector) = selector_of(obj) {
+                    let labels = selector_keys(ns, selector);
+                    for label in &labels {
+                        *self.selector_labels.entry(label.clone()).or_default() += 1;
+                    }
+                    if let Some(a) = self.anchor_of(labels) {
+                        self.services_by_anchor
+                            .entry(a.clone())
+                            .or_default()
+                            .insert(key.1.clone());
+                        self.anchors.insert(key.clone(), a);
+                    }
+                }
+                dirty.insert(key);
             }
             "pods" => {
                 let pods = self.pods.entry(ns.to_string()).or_default();
-                if deleted {
-                    pods.remove(&key.1);
+                let old = if deleted {
+                    pods.remove(&key.1)
                 } else {
-                    pods.insert(key.1, obj.clone());
+                    pods.insert(key.1.clone(), obj.clone())
+                };
+                let old_labels = old
+                    .as_deref()
+                    .map(|o| label_keys(ns, o))
+                    .unwrap_or_default();
+                let new_labels = if deleted {
+                    Vec::new()
+                } else {
+                    label_keys(ns, obj)
+                };
+                for label in old_labels.iter().chain(&new_labels) {
+                    for svc in self.services_by_anchor.get(label).into_iter().flatten() {
+                        dirty.insert((ns.to_string(), svc.clone()));
+                    }
+                }
+                for label in &old_labels {
+                    index_remove(&mut self.pods_by_label, label, &key.1);
+                }
+                for label in new_labels {
+                    self.pods_by_label
+                        .entry(label)
+                        .or_default()
+                        .insert(key.1.clone());
                 }
             }
             _ => {
@@ -578,62 +745,33 @@ impl Controller {
                 if deleted {
                     self.endpoints.remove(&key);
                 } else {
-                    self.endpoints.insert(key, obj.clone());
+                    self.endpoints.insert(key.clone(), obj.clone());
                 }
+                dirty.insert(key);
             }
         }
-        dirty.insert(ns.to_string());
     }
 
-    fn sync(&mut self, dirty: &mut BTreeSet<String>) {
+    /// The label a Service is indexed under: of its selector's labels, the one the fewest
+    /// Services' selectors hold, then the one the fewest pods carry.
+    fn anchor_of(&self, labels: Vec<LabelKey>) -> Option<LabelKey> {
+        labels.into_iter().min_by_key(|label| {
+            (
+                self.selector_labels.get(label).copied().unwrap_or(0),
+                self.pods_by_label.get(label).map_or(0, BTreeSet::len),
+            )
+        })
+    }
+
+    /// Recomputes the entries of the dirty Services.
+    fn sync(&mut self, dirty: &mut BTreeSet<Key>) {
         if dirty.is_empty() {
             return;
         }
         let mut changed = false;
-        for ns in std::mem::take(dirty) {
-            let owned: Vec<Arc<Value>> = self
-                .pods
-                .get(&ns)
-                .map(|m| m.values().cloned().collect())
-                .unwrap_or_default();
-            let pods: Vec<&Value> = owned.iter().map(|p| p.as_ref()).collect();
-            let mut keys: Vec<Key> = self
-                .services
-                .keys()
-                .filter(|k| k.0 == ns)
-                .cloned()
-                .collect();
-            keys.sort();
-            let mut seen = BTreeSet::new();
-            for key in keys {
-                let Some(svc) = self.services.get(&key).cloned() else {
-                    continue;
-                };
-                let entry =
-                    service_entry(&svc, &pods, self.endpoints.get(&key).map(|e| e.as_ref()));
-                let selector = svc
-                    .pointer("/spec/selector")
-                    .and_then(Value::as_object)
-                    .is_some_and(|s| !s.is_empty());
-                if selector {
-                    self.write(&key, &svc, &entry);
-                }
-                if self.table.services.get(&key) != Some(&entry) {
-                    self.table.services.insert(key.clone(), entry);
-                    changed = true;
-                }
-                seen.insert(key);
-            }
-            let gone: Vec<Key> = self
-                .table
-                .services
-                .keys()
-                .filter(|k| k.0 == ns && !seen.contains(*k))
-                .cloned()
-                .collect();
-            for key in gone {
-                self.table.services.remove(&key);
-                changed = true;
+        for key in std::mem::take(dirty) {
+            let Some(svc) = self.services.get(&key).cloned() else {
+                changed |= self.table.remove(&key);
                 if self.written.remove(&key).is_some() {
                     // The slice goes with its owner (garbage collector); the Endpoints object
                     // has no owner and is removed by its controller, as here.
@@ -648,6 +786,31 @@ impl Controller {
                         }
                     }
                 }
+                continue;
+            };
+            let selector = selector_of(&svc);
+            // The pods carrying the selector's rarest label: a superset of those it selects.
+            let rarest = selector.and_then(|selector| {
+                selector_keys(&key.0, selector)
+                    .iter()
+                    .map(|label| self.pods_by_label.get(label))
+                    .min_by_key(|names| names.map_or(0, BTreeSet::len))
+            });
+            let in_ns = self.pods.get(&key.0);
+            let candidates: Vec<Arc<Value>> = rarest
+                .flatten()
+                .into_iter()
+                .flatten()
+                .filter_map(|name| in_ns.and_then(|pods| pods.get(name)).cloned())
+                .collect();
+            let pods: Vec<&Value> = candidates.iter().map(|p| p.as_ref()).collect();
+            let entry = service_entry(&svc, &pods, self.endpoints.get(&key).map(|e| e.as_ref()));
+            if selector.is_some() {
+                self.write(&key, &svc, &entry);
+            }
+            if self.table.get(&key) != Some(&entry) {
+                self.table.insert(key, entry);
+                changed = true;
             }
         }
         if changed {

@@ -785,7 +785,7 @@ impl Inner {
         }
         {
             // Server-owned metadata is never taken from the client.
-            let cur_md = current.get("metadata").cloned().unwrap_or(json!({}));
+            let cur_md = current.get("metadata").unwrap_or(&Value::Null);
             let md = metadata_mut(&mut proposed);
             for key in [
                 "uid",
@@ -828,11 +828,7 @@ impl Inner {
         if opts.dry_run {
             return Ok(proposed);
         }
-        let mut cmp_current = current.clone();
-        metadata_mut(&mut cmp_current).remove("resourceVersion");
-        let mut cmp_proposed = proposed.clone();
-        metadata_mut(&mut cmp_proposed).remove("resourceVersion");
-        if cmp_current == cmp_proposed {
+        if same_but_resource_version(&current, &proposed) {
             // A no-op write produces no event and keeps the resourceVersion, as in Kubernetes.
             return Ok(current);
         }
@@ -1047,6 +1043,32 @@ fn tracks_generation(rt: &ResourceType) -> bool {
                 | ("apps", "deployments" | "replicasets")
                 | ("policy", "poddisruptionbudgets")
         )
+}
+
+/// Whether two objects are equal but for `metadata.resourceVersion` (compared in place: a write
+/// would otherwise copy both objects just to ask).
+fn same_but_resource_version(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let without_rv = |m: &'_ serde_json::Map<String, Value>| {
+        m.len() - usize::from(m.contains_key("resourceVersion"))
+    };
+    a.len() == b.len()
+        && a.iter().all(|(key, av)| match (key.as_str(), b.get(key)) {
+            (_, None) => false,
+            ("metadata", Some(bv)) => match (av.as_object(), bv.as_object()) {
+                (Some(am), Some(bm)) => {
+                    without_rv(am) == without_rv(bm)
+                        && am
+                            .iter()
+                            .filter(|(k, _)| *k != "resourceVersion")
+                            .all(|(k, v)| bm.get(k) == Some(v))
+                }
+                _ => av == bv,
+            },
+            (_, Some(bv)) => av == bv,
+        })
 }
 
 fn spec_changed(current: &Value, proposed: &Value) -> bool {

@@ -451,6 +451,9 @@ pub async fn serve_probes(
         .map_err(|source| RunError::ListenProbes { addr, source })?;
     info!(addr = %bound, "serving probes");
     Ok((bound, async move {
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         if let Err(error) = axum::serve(listener, probe_router(health, metrics)).await {
             warn!(error = %error, "probe server stopped");
         }

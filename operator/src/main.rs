@@ -231,7 +231,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .await
             .context("cannot find a Kubernetes configuration")?,
     };
-    let client = kube::Client::try_from(config).context("cannot make the Kubernetes client")?;
+    let client = submitter_client::kube_connect::client(config)
+        .context("cannot make the Kubernetes client")?;
     let metrics = Arc::new(Metrics::new());
     let mut submitter = ClientConfig::new(args.submitter_url);
     submitter.ca = args.ca;

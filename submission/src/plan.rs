@@ -18,11 +18,17 @@
 //!   reused as they are (ConfigMaps are immutable in data and the same id builds the same ones).
 //! - Pod present with our id (a repeat): a duplicate; whatever is missing is created owned by the
 //!   existing pod and ownerless ones get it as owner (a crash between steps leaves such gaps).
+//! - In every plan the mounted objects (ConfigMaps) get the pod as owner last, after every other
+//!   dependent exists: a mounted object missing or stale is created without owner and adopted at
+//!   the end. So "every ConfigMap of the driver is owned by its pod" proves the driver complete,
+//!   and a watch cache of pods and ConfigMaps alone can tell a complete duplicate
+//!   ([`observe_uncached`]) without reading the Service or NetworkPolicy.
 //! - An object of ours owned by a pod that is not the current one belongs to an earlier
 //!   incarnation of the driver and is being garbage collected: it is deleted (uid precondition)
 //!   and created again rather than raced with the collector.
 //! - Pod of ours that is being deleted (a rollback or a user's delete): nothing now, retry later.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::builder::conf_keys;
@@ -50,6 +56,54 @@ pub enum Found {
     Foreign {
         submission_id: Option<String>,
     },
+}
+
+/// Classifies a cached object (typed metadata; `properties`: the spark-conf ConfigMap's
+/// `spark.properties`, or what the cache kept of it) against `submission_id`: the same rule as
+/// [`classify`].
+pub fn classify_meta(
+    metadata: &ObjectMeta,
+    properties: Option<&str>,
+    submission_id: &str,
+) -> Found {
+    let theirs = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::SUBMISSION_ID))
+        .map(String::as_str);
+    if theirs != Some(submission_id) {
+        return Found::Foreign {
+            submission_id: theirs.map(str::to_owned),
+        };
+    }
+    let owner_refs = metadata.owner_references.as_deref().unwrap_or_default();
+    let owning_pod = owner_refs
+        .iter()
+        .find(|owner| owner.kind == "Pod")
+        .map(|owner| owner.name.clone());
+    Found::Ours {
+        uid: metadata.uid.clone().unwrap_or_default(),
+        owners: owner_refs.iter().map(|owner| owner.uid.clone()).collect(),
+        terminating: metadata.deletion_timestamp.is_some(),
+        driver_pod: properties.and_then(driver_pod_in).or(owning_pod),
+    }
+}
+
+/// The driver pod named in spark properties text.
+fn driver_pod_in(properties: &str) -> Option<String> {
+    properties.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key == conf_keys::DRIVER_POD_NAME).then(|| value.to_owned())
+    })
+}
+
+/// The line of `spark.properties` that names the driver pod, all a cache needs to keep of it
+/// for [`classify_meta`].
+pub fn driver_pod_line(properties: &str) -> Option<&str> {
+    properties.lines().find(|line| {
+        line.split_once('=')
+            .is_some_and(|(key, _)| key == conf_keys::DRIVER_POD_NAME)
+    })
 }
 
 /// Classifies an object read from the API server against `submission_id`.
@@ -99,12 +153,7 @@ fn driver_pod_of(object: &Value) -> Option<String> {
         .get("data")
         .and_then(|data| data.get(PROPERTIES_KEY))
         .and_then(Value::as_str)
-        .and_then(|properties| {
-            properties.lines().find_map(|line| {
-                let (key, value) = line.split_once('=')?;
-                (key == conf_keys::DRIVER_POD_NAME).then(|| value.to_owned())
-            })
-        });
+        .and_then(driver_pod_in);
     named.or_else(|| {
         object
             .pointer("/metadata/ownerReferences")?
@@ -133,6 +182,9 @@ pub enum WithPod {
     DeleteStale { index: usize, uid: String },
     /// POST the object with the driver pod as owner.
     CreateOwned { index: usize },
+    /// POST a mounted object without owner; a later `AttachOwner` adopts it (see the module
+    /// documentation: mounted objects are adopted last).
+    CreateUnowned { index: usize },
     /// Merge-patch `metadata.ownerReferences` to the driver pod.
     AttachOwner { index: usize },
 }
@@ -189,6 +241,45 @@ pub fn needed_before_pod(object: &Value) -> bool {
     object.get("kind").and_then(Value::as_str) == Some("ConfigMap")
 }
 
+/// Completes an observation made from watch caches that hold the pod and the mounted
+/// dependents but not the other kinds (`cached[i]` is `None` for those): `None` when the
+/// caches cannot tell, and the objects must be read from the API server.
+///
+/// - Pod absent: the others are taken as absent. A first attempt then creates them, and the
+///   API server's `AlreadyExists` corrects a wrong guess (the executor observes again).
+/// - Pod ours and every cached dependent owned by it: the driver is complete (mounted objects
+///   are adopted last, see the module documentation), so the others exist, owned by the pod.
+/// - Pod ours otherwise (a creation under way or interrupted): the caches cannot tell.
+/// - Pod foreign or terminating: the others do not matter, `decide` refuses; a refusal from a
+///   cache is confirmed against the API server by the caller.
+pub fn observe_uncached(pod: &Found, cached: &[Option<Found>]) -> Option<Vec<Found>> {
+    let guess = match pod {
+        Found::Absent
+        | Found::Foreign { .. }
+        | Found::Ours {
+            terminating: true, ..
+        } => Found::Absent,
+        Found::Ours { uid, .. } => {
+            let owned = |found: &Found| matches!(found, Found::Ours { owners, .. } if owners.iter().any(|o| o == uid));
+            if !cached.iter().flatten().all(owned) {
+                return None;
+            }
+            Found::Ours {
+                uid: String::new(),
+                owners: vec![uid.clone()],
+                terminating: false,
+                driver_pod: None,
+            }
+        }
+    };
+    Some(
+        cached
+            .iter()
+            .map(|found| found.clone().unwrap_or_else(|| guess.clone()))
+            .collect(),
+    )
+}
+
 /// An object of ours, or none: what is left once foreign objects have been refused.
 enum Mine<'a> {
     Absent,
@@ -237,24 +328,37 @@ pub fn decide(pod_name: &str, pod: &Found, dependents: &[Dependent]) -> Result<P
         return Ok(create(&before, &after));
     };
     let mut effects = Vec::new();
-    // Mounted objects first: the existing pod may be waiting on them.
-    for (index, _, found) in before.iter().chain(&after) {
+    let mut adopt = Vec::new();
+    // Mounted objects first: the existing pod may be waiting on them. They are created without
+    // owner and adopted last, after every other dependent exists.
+    for (index, mounted, found) in before.iter().chain(&after) {
         let index = *index;
-        match found {
-            Mine::Absent => effects.push(WithPod::CreateOwned { index }),
-            Mine::Ours { owners: [], .. } => {
-                effects.push(WithPod::AttachOwner { index });
+        let create = if *mounted {
+            WithPod::CreateUnowned { index }
+        } else {
+            WithPod::CreateOwned { index }
+        };
+        let owned = match found {
+            Mine::Absent => {
+                effects.push(create);
+                false
             }
-            Mine::Ours { owners, .. } if owners.iter().any(|o| o == pod_uid) => {}
+            Mine::Ours { owners: [], .. } => false,
+            Mine::Ours { owners, .. } if owners.iter().any(|o| o == pod_uid) => true,
             Mine::Ours { uid, .. } => {
                 effects.push(WithPod::DeleteStale {
                     index,
                     uid: (*uid).to_owned(),
                 });
-                effects.push(WithPod::CreateOwned { index });
+                effects.push(create);
+                false
             }
+        };
+        if !owned && (*mounted || matches!(found, Mine::Ours { owners: [], .. })) {
+            adopt.push(WithPod::AttachOwner { index });
         }
     }
+    effects.extend(adopt);
     Ok(Plan::Repair {
         pod_uid: pod_uid.to_owned(),
         effects,
@@ -568,7 +672,7 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_after_a_crash_repairs_mounted_objects_first() {
+    fn duplicate_after_a_crash_repairs_mounted_objects_first_and_adopts_them_last() {
         let found = [
             ours("p", &[]),
             Found::Absent,
@@ -581,9 +685,10 @@ mod tests {
             Ok(Plan::Repair {
                 pod_uid: "p".into(),
                 effects: vec![
-                    WithPod::AttachOwner { index: 3 },
-                    WithPod::CreateOwned { index: 4 },
+                    WithPod::CreateUnowned { index: 4 },
                     WithPod::CreateOwned { index: 1 },
+                    WithPod::AttachOwner { index: 3 },
+                    WithPod::AttachOwner { index: 4 },
                 ]
             })
         );
@@ -634,6 +739,138 @@ mod tests {
     }
 
     #[test]
+    fn mounted_objects_are_adopted_only_after_every_other_dependent_exists() {
+        // Exhaustive over Absent / ours-unowned / ours-owned-by-pod / ours-of-an-earlier-pod.
+        let states = [
+            Found::Absent,
+            ours("x", &[]),
+            ours("x", &["p"]),
+            ours("x", &["old"]),
+        ];
+        for pod_state in [Found::Absent, ours("p", &[])] {
+            for code in 0..256 {
+                let mut found = vec![pod_state.clone()];
+                let mut c = code;
+                for _ in 0..4 {
+                    found.push(states[c % 4].clone());
+                    c /= 4;
+                }
+                let steps: Vec<WithPod> = match decide_all(&found).unwrap() {
+                    Plan::Create { after, .. } => after,
+                    Plan::Repair { effects, .. } => effects,
+                };
+                let mounted = |index: usize| needed_before_pod(&objects()[index]);
+                let last_write = steps.iter().rposition(|step| {
+                    matches!(
+                        step,
+                        WithPod::CreateOwned { .. }
+                            | WithPod::CreateUnowned { .. }
+                            | WithPod::DeleteStale { .. }
+                    )
+                });
+                for (at, step) in steps.iter().enumerate() {
+                    match step {
+                        WithPod::CreateOwned { index } => {
+                            assert!(!mounted(*index), "{found:?}: {steps:?}");
+                        }
+                        WithPod::AttachOwner { index } if mounted(*index) => {
+                            assert!(last_write.is_none_or(|w| w < at), "{found:?}: {steps:?}");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn typed_metadata_classifies_like_the_json_object() {
+        let objects = [
+            json!({"metadata": {"uid": "u", "annotations": {annotations::SUBMISSION_ID: ID},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pi-driver", "uid": "p"}],
+                "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            json!({"metadata": {"uid": "u", "annotations": {annotations::SUBMISSION_ID: ID}},
+                "data": {"spark.properties": "a=b\nspark.kubernetes.driver.pod.name=named\n"}}),
+            json!({"metadata": {"annotations": {annotations::SUBMISSION_ID: "x"}}}),
+            json!({"metadata": {"name": "n"}}),
+        ];
+        for object in objects {
+            let metadata: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
+            let properties = object
+                .pointer("/data/spark.properties")
+                .and_then(Value::as_str);
+            assert_eq!(
+                classify_meta(&metadata, properties, ID),
+                classify(Some(&object), ID),
+                "{object}"
+            );
+            // What a cache keeps of the properties is enough.
+            assert_eq!(
+                classify_meta(&metadata, properties.and_then(driver_pod_line), ID),
+                classify(Some(&object), ID),
+                "{object}"
+            );
+        }
+    }
+
+    #[test]
+    fn caches_of_pods_and_config_maps_tell_a_complete_driver_or_say_they_cannot() {
+        let owned = ours("c", &["p"]);
+        let unowned = ours("c", &[]);
+        let pod = ours("p", &[]);
+        let guessed_owned = Found::Ours {
+            uid: String::new(),
+            owners: vec!["p".into()],
+            terminating: false,
+            driver_pod: None,
+        };
+        // (pod, cached dependents: None for a kind the caches do not hold, expected)
+        type Case = (Found, Vec<Option<Found>>, Option<Vec<Found>>);
+        let cases: Vec<Case> = vec![
+            (
+                Found::Absent,
+                vec![None, Some(Found::Absent)],
+                Some(vec![Found::Absent, Found::Absent]),
+            ),
+            (
+                Found::Absent,
+                vec![None, Some(unowned.clone())],
+                Some(vec![Found::Absent, unowned.clone()]),
+            ),
+            (
+                pod.clone(),
+                vec![None, Some(owned.clone())],
+                Some(vec![guessed_owned, owned.clone()]),
+            ),
+            (pod.clone(), vec![None, Some(unowned)], None),
+            (pod.clone(), vec![None, Some(Found::Absent)], None),
+            (pod, vec![None, Some(ours("c", &["old"]))], None),
+        ];
+        for (pod, cached, expected) in cases {
+            assert_eq!(
+                observe_uncached(&pod, &cached),
+                expected,
+                "{pod:?} {cached:?}"
+            );
+        }
+        // A complete driver so observed needs nothing.
+        let observed = observe_uncached(
+            &ours("p", &[]),
+            &[None, None, Some(owned.clone()), Some(owned)],
+        )
+        .unwrap();
+        let mut found = vec![ours("p", &[])];
+        found.extend(observed);
+        assert_eq!(
+            decide_all(&found),
+            Ok(Plan::Repair {
+                pod_uid: "p".into(),
+                effects: vec![]
+            })
+        );
+    }
+
+    #[test]
     fn terminating_pod_of_ours_waits() {
         let mut found = vec![Found::Absent; 5];
         found[0] = Found::Ours {
@@ -674,7 +911,9 @@ mod tests {
                     Plan::Repair { effects, .. } => effects
                         .iter()
                         .filter_map(|step| match step {
-                            WithPod::CreateOwned { index } => Some((*index, false)),
+                            WithPod::CreateOwned { index } | WithPod::CreateUnowned { index } => {
+                                Some((*index, false))
+                            }
                             _ => None,
                         })
                         .collect(),

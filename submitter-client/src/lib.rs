@@ -22,6 +22,9 @@ pub mod pem;
 /// A client certificate re-read when its files change (rotation without a restart).
 pub mod reload;
 
+/// The Kubernetes API client of the submitter and the operator (TCP_NODELAY on).
+pub mod kube_connect;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -43,6 +43,9 @@ pub struct WatchCaches {
     /// Whether each watch is failing now, for readiness.
     pub pods_health: Arc<WatchHealth>,
     pub config_maps_health: Arc<WatchHealth>,
+    /// Bumped after every event either cache applied: a submission that learnt from the API
+    /// server that an object exists waits on it for the cache to show it ([`WatchCaches::wait_until`]).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// How long after its last error a watch counts as failing when nothing has arrived since. The
@@ -191,6 +194,20 @@ fn trim_pod(pod: &mut Pod) {
     }
 }
 
+/// What the cache keeps of a (non-record) ConfigMap's data: the line of `spark.properties`
+/// naming the driver pod, if any.
+fn trim_data(
+    data: Option<std::collections::BTreeMap<String, String>>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let mut data = data?;
+    let properties = data.remove(PROPERTIES_KEY)?;
+    let line = submission::plan::driver_pod_line(&properties)?;
+    Some([(PROPERTIES_KEY.to_owned(), line.to_owned())].into())
+}
+
+/// The spark-conf ConfigMap's data key holding the driver's properties.
+pub const PROPERTIES_KEY: &str = "spark.properties";
+
 impl WatchCaches {
     /// Starts both watches as background tasks; they retry every error with backoff.
     pub fn start(client: &kube::Client) -> WatchCaches {
@@ -204,8 +221,11 @@ impl WatchCaches {
             .reflect(writer);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
         let pods_health = Arc::new(WatchHealth::default());
+        let (changes, _) = tokio::sync::watch::channel(0u64);
+        let changed = changes.clone();
         tokio::spawn(drive(stream, "pods", pods_health.clone(), move |event| {
             index.apply_event(event);
+            changed.send_modify(|n| *n = n.wrapping_add(1));
             if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
                 && sender.receiver_count() > 0
                 && driver_succeeded(pod)
@@ -218,11 +238,13 @@ impl WatchCaches {
         let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
         let stream = watcher(Api::<ConfigMap>::all(client.clone()), selector)
             .default_backoff()
-            // The sweeper needs metadata only; spark.properties and templates stay out of memory.
-            // Retention records keep their few short fields: the status look-ups read them.
+            // The sweeper needs metadata only; spark.properties and templates stay out of memory
+            // but for the line naming the driver pod, which tells which driver a submission id
+            // is bound to (`plan::classify_meta`). Retention records keep their few short
+            // fields: the status look-ups read them.
             .modify(|cm: &mut ConfigMap| {
                 if !record::is_record(cm) {
-                    cm.data = None;
+                    cm.data = trim_data(cm.data.take());
                 }
                 cm.binary_data = None;
                 cm.metadata.managed_fields = None;
@@ -230,11 +252,15 @@ impl WatchCaches {
             .reflect(writer);
         let index = record_index.clone();
         let config_maps_health = Arc::new(WatchHealth::default());
+        let changed = changes.clone();
         tokio::spawn(drive(
             stream,
             "configmaps",
             config_maps_health.clone(),
-            move |event| index.apply_event(event),
+            move |event| {
+                index.apply_event(event);
+                changed.send_modify(|n| *n = n.wrapping_add(1));
+            },
         ));
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
         let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
@@ -255,7 +281,35 @@ impl WatchCaches {
             succeeded,
             pods_health,
             config_maps_health,
+            changes,
         }
+    }
+
+    /// Waits until `done` holds of the caches, re-checking after every event, until `deadline`;
+    /// whether it came to hold.
+    pub async fn wait_until(
+        &self,
+        deadline: tokio::time::Instant,
+        mut done: impl FnMut(&WatchCaches) -> bool,
+    ) -> bool {
+        // Subscribed before the first check: an event between the check and the wait is seen.
+        let mut changes = self.changes.subscribe();
+        loop {
+            if done(self) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // The deadline passed, or the watches stopped.
+                Ok(Err(_)) | Err(_) => return done(self),
+            }
+        }
+    }
+
+    /// A cached ConfigMap of ours by namespace and name (data trimmed, see [`trim_data`]).
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.config_maps
+            .get(&ObjectRef::new(name).within(namespace))
     }
 
     /// The watches failing at `now`, by resource (empty: both fine).

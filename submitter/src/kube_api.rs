@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, GetParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
+use kube::core::Request;
 use serde_json::{Value, json};
 use thiserror::Error;
 
@@ -77,11 +78,18 @@ impl CallError {
     }
 }
 
-/// The client and the per-call timeout.
+/// Requests the service has in flight to the API server at once on requests' behalf. The
+/// Kubernetes client opens a connection per concurrent request, each with its buffers on both
+/// sides; bounded, a thousand concurrent submissions cost the API server this many connections
+/// (the watches have their own), and the calls beyond wait their turn within their timeout.
+pub const MAX_API_CALLS: usize = 32;
+
+/// The client, the per-call timeout and the bound on calls in flight.
 #[derive(Clone)]
 pub struct KubeApi {
     client: kube::Client,
     call_timeout: Duration,
+    calls: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -104,6 +112,7 @@ impl KubeApi {
         KubeApi {
             client,
             call_timeout,
+            calls: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_API_CALLS)),
         }
     }
 
@@ -111,8 +120,10 @@ impl KubeApi {
         &self.client
     }
 
-    /// The dynamic API of a kind the submitter creates, in `namespace`; `None` for any other.
-    pub fn api_for(&self, object: &Value, namespace: &str) -> Option<Api<DynamicObject>> {
+    /// The requests of a kind the submitter creates, in `namespace`; `None` for any other.
+    /// Requests are built and answered as raw JSON: the built objects are JSON already, and
+    /// what is read back is a few fields (see [`Head`]), not a whole `DynamicObject`.
+    pub fn api_for(&self, object: &Value, namespace: &str) -> Option<Request> {
         let kind = text(object, "/kind");
         let plural = match kind {
             "Pod" => "pods",
@@ -123,22 +134,28 @@ impl KubeApi {
             _ => return None,
         };
         let api_version = text(object, "/apiVersion");
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let resource =
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-        Some(Api::namespaced_with(
-            self.client.clone(),
-            namespace,
-            &resource,
-        ))
+        let base = if api_version.contains('/') {
+            format!("/apis/{api_version}")
+        } else {
+            format!("/api/{api_version}")
+        };
+        Some(Request::new(format!(
+            "{base}/namespaces/{namespace}/{plural}"
+        )))
     }
 
-    /// Runs one request under the call timeout.
+    /// Runs one request under the call timeout, waiting for a free slot first (the wait counts
+    /// towards the timeout).
     pub async fn call<T>(
         &self,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, CallError> {
-        match tokio::time::timeout(self.call_timeout, request).await {
+        let bounded = async {
+            // Never closed: the semaphore lives as long as `self`.
+            let _slot = self.calls.acquire().await;
+            request.await
+        };
+        match tokio::time::timeout(self.call_timeout, bounded).await {
             Ok(result) => result.map_err(|source| CallError::Request { source }),
             Err(_) => Err(CallError::TimedOut {
                 after: self.call_timeout,
@@ -146,57 +163,64 @@ impl KubeApi {
         }
     }
 
-    pub async fn get(
+    /// Sends a built request under the call timeout; the answer's body as `T`.
+    async fn send<T: serde::de::DeserializeOwned>(
         &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-    ) -> Result<Option<Value>, CallError> {
-        let found = self.call(api.get_opt(name)).await?;
-        Ok(found.map(to_value))
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<T, CallError> {
+        let request = request.map_err(|source| CallError::Request {
+            source: kube::Error::BuildRequest(source),
+        })?;
+        self.call(self.client.request::<T>(request)).await
     }
 
+    pub async fn get(&self, api: &Request, name: &str) -> Result<Option<Value>, CallError> {
+        match self.send(api.get(name, &GetParams::default())).await {
+            Ok(object) => Ok(Some(object)),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// POSTs `object`; the API server's answer whole (what a dry run shows).
     pub async fn create(
         &self,
-        api: &Api<DynamicObject>,
+        api: &Request,
         object: &Value,
         dry_run: bool,
     ) -> Result<Value, CallError> {
-        let object: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|source| CallError::Request {
-                source: kube::Error::SerdeError(source),
-            })?;
-        let params = PostParams {
-            dry_run,
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-        };
-        Ok(to_value(self.call(api.create(&params, &object)).await?))
+        self.send(api.create(&post_params(dry_run), to_vec(object)?))
+            .await
+    }
+
+    /// POSTs `object`; of the answer only what a submission reads ([`Head`]).
+    pub async fn create_head(&self, api: &Request, object: &Value) -> Result<Head, CallError> {
+        let answer: HeadOf = self
+            .send(api.create(&post_params(false), to_vec(object)?))
+            .await?;
+        Ok(answer.metadata)
     }
 
     /// Merge-patches `metadata.ownerReferences` only (ConfigMaps are immutable in data).
     pub async fn patch_owner(
         &self,
-        api: &Api<DynamicObject>,
+        api: &Request,
         name: &str,
         owner: &Value,
-    ) -> Result<Value, CallError> {
+    ) -> Result<(), CallError> {
         let patch = json!({"metadata": {"ownerReferences": owner}});
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        Ok(to_value(
-            self.call(api.patch(name, &params, &Patch::Merge(&patch)))
-                .await?,
-        ))
+        let _: serde::de::IgnoredAny = self
+            .send(api.patch(name, &params, &Patch::Merge(&patch)))
+            .await?;
+        Ok(())
     }
 
     /// Deletes `name` if it still has `uid`; gone already is success.
-    pub async fn delete(
-        &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-        uid: &str,
-    ) -> Result<(), CallError> {
+    pub async fn delete(&self, api: &Request, name: &str, uid: &str) -> Result<(), CallError> {
         let params = DeleteParams {
             // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
             grace_period_seconds: Some(0),
@@ -207,7 +231,9 @@ impl KubeApi {
             }),
             ..DeleteParams::default()
         };
-        match self.call(api.delete(name, &params)).await {
+        let answer: Result<serde::de::IgnoredAny, CallError> =
+            self.send(api.delete(name, &params)).await;
+        match answer {
             Ok(_) => Ok(()),
             Err(error) if error.is_not_found() => Ok(()),
             Err(error) => Err(error),
@@ -258,6 +284,33 @@ impl KubeApi {
     }
 }
 
-fn to_value(object: DynamicObject) -> Value {
-    serde_json::to_value(object).expect("a DynamicObject read from JSON serialises back to JSON")
+fn post_params(dry_run: bool) -> PostParams {
+    PostParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    }
+}
+
+fn to_vec(object: &Value) -> Result<Vec<u8>, CallError> {
+    serde_json::to_vec(object).map_err(|source| CallError::Request {
+        source: kube::Error::SerdeError(source),
+    })
+}
+
+/// What a submission reads of an object the API server answered with: its uid, and for the
+/// driver pod its creation time and Spark app id label.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Head {
+    #[serde(default)]
+    pub uid: String,
+    pub creation_timestamp: Option<String>,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(serde::Deserialize)]
+struct HeadOf {
+    #[serde(default)]
+    metadata: Head,
 }

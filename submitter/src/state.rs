@@ -33,7 +33,20 @@ pub struct AppState {
     pub record_namespace: Arc<str>,
     /// Each client identity's budget (none unless [`AppState::with_fairness`]).
     pub fairness: Budgets,
+    /// How long a submission waits for the caches to show an object the API server says
+    /// exists, before reading the objects live (only the number of requests depends on it).
+    pub cache_catch_up: Duration,
+    /// Submissions doing their work (building, talking to the API server) at once; admitted
+    /// requests beyond wait their turn, holding only their connection and their body.
+    pub work: Arc<tokio::sync::Semaphore>,
 }
+
+/// Default of [`AppState::work`]'s permits: what is built and in flight stays this many
+/// submissions' worth of memory, however many clients are connected.
+pub const DEFAULT_MAX_WORK: usize = 64;
+
+/// Default of [`AppState::cache_catch_up`].
+pub const DEFAULT_CACHE_CATCH_UP: Duration = Duration::from_secs(1);
 
 impl AppState {
     /// The state for `client`; records go to the client's default namespace (in a cluster, the
@@ -48,6 +61,8 @@ impl AppState {
             spark_user: Arc::from(DEFAULT_SPARK_USER),
             caches: None,
             fairness: Budgets::default(),
+            cache_catch_up: DEFAULT_CACHE_CATCH_UP,
+            work: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_WORK)),
         }
     }
 
@@ -72,6 +87,12 @@ impl AppState {
     /// The same state keeping retention records in `namespace`.
     pub fn with_record_namespace(mut self, namespace: &str) -> AppState {
         self.record_namespace = Arc::from(namespace);
+        self
+    }
+
+    /// The same state waiting up to `bound` for lagging caches (see [`AppState::cache_catch_up`]).
+    pub fn with_cache_catch_up(mut self, bound: Duration) -> AppState {
+        self.cache_catch_up = bound;
         self
     }
 

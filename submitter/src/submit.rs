@@ -99,7 +99,7 @@ pub enum Outcome {
     DryRun(Value),
 }
 
-/// The contract's answer for a driver pod as the API server returned it.
+/// The contract's answer for a driver pod as the API server (or the watch cache) has it.
 fn driver_answer(
     id: &str,
     built: &DriverObjects,
@@ -107,12 +107,6 @@ fn driver_answer(
     duplicate: bool,
 ) -> Outcome {
     let pod = &submitted.pod;
-    let text = |pointer: &str| pod.pointer(pointer).and_then(Value::as_str);
-    let label = |key: &str| {
-        pod.pointer("/metadata/labels")
-            .and_then(|labels| labels.get(key))
-            .and_then(Value::as_str)
-    };
     let body = SubmitResponse {
         submission_id: id.to_owned(),
         app_name: built.identity.app_name.clone(),
@@ -122,11 +116,13 @@ fn driver_answer(
             "driver pod created".into()
         },
         // The API server always sets it; the fallback only keeps the field well-formed.
-        submitted_at: text("/metadata/creationTimestamp").map_or_else(now_rfc3339, str::to_owned),
-        spark_app_id: label(submission::meta::labels::SPARK_APP_ID)
-            .map_or_else(|| built.identity.app_id.clone(), str::to_owned),
+        submitted_at: pod.created_at.clone().unwrap_or_else(now_rfc3339),
+        spark_app_id: pod
+            .spark_app_id
+            .clone()
+            .unwrap_or_else(|| built.identity.app_id.clone()),
         driver_pod_name: built.identity.driver_pod_name.clone(),
-        driver_pod_uid: submitted.pod_uid().to_owned(),
+        driver_pod_uid: pod.uid.clone(),
         namespace: built.identity.namespace.clone(),
         duplicate_submission: duplicate,
     };
@@ -280,6 +276,8 @@ pub async fn submit(
     request: &SubmitRequest,
 ) -> Result<Outcome, SubmitFailure> {
     let dry_run = dry_run_flag(query)?;
+    // Never closed: the semaphore lives as long as the state.
+    let _turn = state.work.acquire().await;
     let id = request.submission_id.as_str();
     let now = SystemTime::now();
     let (built, conf) = build(request, now_ms(now), &state.spark_user).map_err(|source| {
@@ -326,6 +324,8 @@ pub async fn submit(
             objects: &built.objects,
             namespace,
             submission_id: id,
+            caches: None,
+            catch_up: state.cache_catch_up,
         };
         return match submission.dry_run().await {
             Ok(list) => Ok(Outcome::DryRun(list)),
@@ -346,6 +346,26 @@ pub async fn submit(
             "submission answered from its retention record"
         );
         return Ok(retained_answer(id, &built, &record));
+    }
+    // A complete driver of this submission in the synced caches: a duplicate answered without
+    // a request to the API server and without a creation task.
+    let complete = Submission {
+        api: &state.kube,
+        objects: &built.objects,
+        namespace,
+        submission_id: id,
+        caches: state.synced_caches(),
+        catch_up: state.cache_catch_up,
+    }
+    .complete_in_cache();
+    if let Some(submitted) = complete {
+        state.metrics.duplicate();
+        info!(
+            duplicate = true,
+            uid = submitted.pod_uid(),
+            "submission answered from the watch cache"
+        );
+        return Ok(driver_answer(id, &built, &submitted, true));
     }
     create(state, &built, id)
         .await
@@ -412,12 +432,16 @@ async fn create(
         let objects = built.objects.clone();
         let namespace = built.identity.namespace.clone();
         let submission_id = id.to_owned();
+        let caches = state.synced_caches().cloned();
+        let catch_up = state.cache_catch_up;
         async move {
             let outcome = Submission {
                 api: &kube,
                 objects: &objects,
                 namespace: &namespace,
                 submission_id: &submission_id,
+                caches: caches.as_ref(),
+                catch_up,
             }
             .run()
             .await;
@@ -453,9 +477,10 @@ async fn create(
 }
 
 /// The driver, other than the one `built` names, that carries `id` in another namespace or in a
-/// retention record: from the caches, and unless they already show this very driver (a repeat),
-/// from one labelled LIST of pods (all namespaces) and one of records. The window left: two
-/// first submissions of one id racing in two namespaces, each before the other's pod exists.
+/// retention record: from the synced caches when there are some (no request), else from one
+/// labelled LIST of pods (all namespaces) and one of records. The window left: two first
+/// submissions of one id racing in two namespaces, each before the other's pod exists (or, with
+/// caches, before the other's pod reaches them, milliseconds later).
 async fn bound_elsewhere(
     state: &AppState,
     built: &DriverObjects,
@@ -477,12 +502,7 @@ async fn bound_elsewhere(
         if let Some(bound) = records.iter().find_map(|r| other(&r.namespace, &r.pod)) {
             return Ok(Some(bound));
         }
-        if cached_pods
-            .iter()
-            .any(|(ns, pod)| (ns.as_str(), pod.as_str()) == ours)
-        {
-            return Ok(None);
-        }
+        return Ok(None);
     }
     let Ok(parsed) = id.parse::<SubmissionId>() else {
         return Ok(None);

@@ -172,9 +172,17 @@ impl Encoding {
                 }
             }
         }
-        let mut v =
-            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-        v.push(b'\n');
+        // Written by hand: `type` first, as the API server writes it (clients that read the
+        // tag first decode the object directly instead of buffering it), and the object
+        // serialised in place rather than copied into a wrapper first.
+        let mut v = Vec::with_capacity(4096);
+        v.extend_from_slice(b"{\"type\":\"");
+        v.extend_from_slice(kind.as_bytes());
+        v.extend_from_slice(b"\",\"object\":");
+        if serde_json::to_writer(&mut v, object).is_err() {
+            return Bytes::new();
+        }
+        v.extend_from_slice(b"}\n");
         Bytes::from(v)
     }
 }

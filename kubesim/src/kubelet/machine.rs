@@ -476,6 +476,45 @@ impl Machine {
         self.changed = true;
     }
 
+    /// Until when [`Machine::step`] cannot change anything by itself, as long as nothing
+    /// happens from outside (a process exit, a probe report, a deletion, a kill): `None` when a
+    /// step may change something now. A pod whose scripted containers all run (forever, or
+    /// until a known time) is quiet until the first of them is due; the kubelet skips it until
+    /// then, so a tick costs the pods that are moving, not every pod on the node.
+    pub fn quiet_until(&self) -> Option<SystemTime> {
+        if self.changed || self.deleting || self.finished || !self.admitted {
+            return None;
+        }
+        if self.never_start && !self.mounted {
+            return Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u32::MAX.into()));
+        }
+        if !self.mounted || !self.initialized || self.init_failed {
+            return None;
+        }
+        let mut due: Option<SystemTime> = None;
+        for (_, c) in self.all() {
+            match (&c.state, c.behaviour, c.kind) {
+                (State::Terminated(t), _, Kind::Init) if t.exit_code == 0 => {}
+                (
+                    State::Running {
+                        until,
+                        started: true,
+                        stopping: None,
+                        ..
+                    },
+                    Behaviour::Scripted { .. },
+                    _,
+                ) => {
+                    if let Some(t) = until {
+                        due = Some(due.map_or(*t, |d| d.min(*t)));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(due.unwrap_or(SystemTime::UNIX_EPOCH + Duration::from_secs(u32::MAX.into())))
+    }
+
     /// Whether nothing will ever happen again (terminal phase, or deletion complete).
     pub fn is_finished(&self) -> bool {
         self.finished
@@ -1146,6 +1185,60 @@ mod tests {
             t += 10;
         }
         (m.phase("u"), t)
+    }
+
+    #[test]
+    fn a_quiet_machine_changes_nothing_when_stepped() {
+        let cases = [
+            pod(
+                json!({RUN_SECONDS: "-1"}),
+                "Never",
+                json!([]),
+                json!([c("a")]),
+            ),
+            pod(
+                json!({RUN_SECONDS: "0.2"}),
+                "Never",
+                json!([]),
+                json!([c("a"), c("b")]),
+            ),
+            pod(
+                json!({RUN_SECONDS: "0.1"}),
+                "Always",
+                json!([]),
+                json!([c("a")]),
+            ),
+            pod(
+                json!({RUN_SECONDS: "0.1", "kubesim.io/run-seconds.s": "-1"}),
+                "Never",
+                json!([c("i"), sidecar("s")]),
+                json!([c("a")]),
+            ),
+            pod(
+                json!({NEVER_START: "true"}),
+                "Never",
+                json!([]),
+                json!([c("a")]),
+            ),
+        ];
+        for p in cases {
+            let mut m = scripted(&p);
+            let mut quiet_steps = 0;
+            for t in (0..=1_000).step_by(10) {
+                let now = at(t);
+                m.take_changed();
+                let quiet = m.quiet_until().is_some_and(|until| now < until);
+                let before = format!("{:?}", m.container_statuses("u"));
+                let actions = m.step(now, true);
+                if quiet {
+                    quiet_steps += 1;
+                    assert!(actions.is_empty(), "{p}");
+                    assert!(!m.is_changed(), "{p} at {t} ms");
+                    assert_eq!(format!("{:?}", m.container_statuses("u")), before, "{p}");
+                }
+            }
+            assert!(quiet_steps > 0, "{p} is quiet at some point");
+        }
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn reconcile(
     listeners: &mut HashMap<SocketAddr, Listener>,
 ) {
     let mut wanted: HashMap<SocketAddr, Vec<SocketAddr>> = HashMap::new();
-    for entry in table.services.values() {
+    for entry in table.entries() {
         let Some(ip) = entry.cluster_ip else { continue };
         for port in entry.ports.iter().filter(|p| p.protocol == "TCP") {
             let targets: Vec<SocketAddr> = entry

@@ -333,3 +333,35 @@ fn create_drops_status_of_types_with_a_status_subresource() {
         .unwrap();
     assert_eq!(o["status"], json!({"loadBalancer": {}}));
 }
+
+#[test]
+fn objects_equal_but_for_their_resource_version_are_the_same_write() {
+    let a = json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}});
+    let cases = [
+        (
+            json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "v"}}),
+            true,
+        ),
+        (json!({"metadata": {"name": "a"}, "data": {"k": "v"}}), true),
+        (
+            json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "w"}}),
+            false,
+        ),
+        (
+            json!({"metadata": {"name": "b", "resourceVersion": "1"}, "data": {"k": "v"}}),
+            false,
+        ),
+        (
+            json!({"metadata": {"name": "a", "resourceVersion": "1", "labels": {}}, "data": {"k": "v"}}),
+            false,
+        ),
+        (
+            json!({"metadata": {"name": "a", "resourceVersion": "1"}}),
+            false,
+        ),
+    ];
+    for (b, same) in cases {
+        assert_eq!(same_but_resource_version(&a, &b), same, "{b}");
+        assert_eq!(same_but_resource_version(&b, &a), same, "{b}");
+    }
+}

@@ -168,7 +168,7 @@ async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, Serve
             .await
             .map_err(|e| configure(Box::new(e)))?,
     };
-    kube::Client::try_from(config).map_err(|e| configure(Box::new(e)))
+    submitter_client::kube_connect::client(config).map_err(|e| configure(Box::new(e)))
 }
 
 /// Runs the service until SIGTERM or Ctrl-C.

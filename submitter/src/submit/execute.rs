@@ -1,5 +1,15 @@
-//! The I/O shell of a submission: observe (GET every built object), decide ([`plan::decide`]),
-//! execute the effects in order, and on failure roll back what this attempt created.
+//! The I/O shell of a submission: observe, decide ([`plan::decide`]), execute the effects in
+//! order, and on failure roll back what this attempt created.
+//!
+//! Observation costs no request when the service's watch caches have synced: the pod and the
+//! ConfigMaps come from them, and what they do not hold (Service, NetworkPolicy) follows from
+//! [`plan::observe_uncached`]: absent when the pod is, present when every ConfigMap is owned by
+//! the pod. A fresh submission then makes only its writes (Spark's creates plus the owner patch
+//! of each ConfigMap), and a complete duplicate none ([`Submission::complete_in_cache`]). The
+//! caches may lag: the API server's `AlreadyExists` on a create says so, and the next round
+//! waits (bounded) for the caches to show that object, else reads every object with a GET. A
+//! refusal is never made on a cache's word: it is confirmed by reading the objects live.
+//! Without caches (or before they sync) every round GETs every built object.
 //!
 //! Fencing: every create is a POST (a duplicate fails with `AlreadyExists`, it never merges);
 //! every delete carries a uid precondition. When the cluster turns out to differ from what was
@@ -17,14 +27,20 @@
 //! period if no pod comes. Nothing is rolled back when the pod existed already (a repeat, or
 //! another replica won the race): a running driver may use those objects.
 
+use std::time::Duration;
+
 use futures::future::join_all;
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::Request;
 use serde_json::{Value, json};
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use crate::kube_api::{CallError, KubeApi};
-use submission::plan::{self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify};
+use crate::caches::{PROPERTIES_KEY, WatchCaches};
+use crate::kube_api::{CallError, Head, KubeApi};
+use submission::plan::{
+    self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify, classify_meta,
+};
 
 /// Extra rounds of observe → decide → execute, beyond one per object, before giving up on a
 /// cluster that keeps changing. A replica racing another on the same submission can lose one
@@ -148,13 +164,86 @@ pub struct Failure {
 pub struct Submitted {
     /// This attempt created the pod (201); otherwise it existed (200, duplicate).
     pub created: bool,
-    /// The pod as the API server returned it.
-    pub pod: Value,
+    pub pod: DriverPod,
 }
 
 impl Submitted {
     pub fn pod_uid(&self) -> &str {
-        text(&self.pod, "/metadata/uid")
+        &self.pod.uid
+    }
+}
+
+/// What the answer tells of the driver pod, as the API server or the watch cache has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DriverPod {
+    pub uid: String,
+    /// `metadata.creationTimestamp`, RFC 3339 in seconds as Kubernetes writes it.
+    pub created_at: Option<String>,
+    /// The `spark-app-selector` label.
+    pub spark_app_id: Option<String>,
+}
+
+/// Kubernetes' timestamp format (`metav1.Time`).
+const TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+
+/// A timestamp as the typed cache renders it, so answers from either path agree.
+fn normalised_time(text: &str) -> String {
+    text.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map_or_else(
+            || text.to_owned(),
+            |at| at.strftime(TIME_FORMAT).to_string(),
+        )
+}
+
+impl DriverPod {
+    /// From the pod as JSON (an API server's answer).
+    pub fn of_value(pod: &Value) -> DriverPod {
+        let created_at = pod
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .map(normalised_time);
+        DriverPod {
+            uid: text(pod, "/metadata/uid").to_owned(),
+            created_at,
+            spark_app_id: pod
+                .pointer("/metadata/labels")
+                .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+
+    /// From the few fields read of an API server's answer.
+    pub fn of_head(head: Head) -> DriverPod {
+        let Head {
+            uid,
+            creation_timestamp,
+            mut labels,
+        } = head;
+        DriverPod {
+            uid,
+            created_at: creation_timestamp.map(|text| normalised_time(&text)),
+            spark_app_id: labels.remove(submission::meta::labels::SPARK_APP_ID),
+        }
+    }
+
+    /// From a cached pod.
+    pub fn of_pod(pod: &Pod) -> DriverPod {
+        DriverPod {
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            created_at: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|at| at.0.strftime(TIME_FORMAT).to_string()),
+            spark_app_id: pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
+                .cloned(),
+        }
     }
 }
 
@@ -195,9 +284,28 @@ struct Ledger {
 
 /// Why a round stopped.
 enum Stop {
-    /// The cluster differs from the observation: observe again.
-    Stale,
+    /// The cluster differs from the observation: observe again. With the index of the built
+    /// object whose create answered `AlreadyExists`, if that was how it showed.
+    Stale(Option<usize>),
     Failed(SubmitDriverError),
+}
+
+/// Where a round's observation comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The synced watch caches (no request); what they cannot tell is read live.
+    Cache,
+    /// A GET of every built object.
+    Live,
+}
+
+/// What a round observed.
+struct Observed {
+    /// Each built object's classification (0 is the pod).
+    found: Vec<Found>,
+    /// The driver pod, when it exists.
+    pod: Option<DriverPod>,
+    source: Source,
 }
 
 /// One submission's objects and where they go.
@@ -207,6 +315,12 @@ pub struct Submission<'a> {
     pub objects: &'a [Value],
     pub namespace: &'a str,
     pub submission_id: &'a str,
+    /// Synced watch caches of our pods and ConfigMaps: observation without requests. `None`:
+    /// every round reads the objects live.
+    pub caches: Option<&'a WatchCaches>,
+    /// How long to wait for the caches to show an object the API server said exists, before
+    /// reading the objects live instead. Only the number of requests depends on it.
+    pub catch_up: Duration,
 }
 
 impl Submission<'_> {
@@ -214,7 +328,7 @@ impl Submission<'_> {
         name_of(&self.objects[0])
     }
 
-    fn api_of(&self, index: usize) -> Result<Api<DynamicObject>, SubmitDriverError> {
+    fn api_of(&self, index: usize) -> Result<Request, SubmitDriverError> {
         let object = &self.objects[index];
         self.api.api_for(object, self.namespace).ok_or_else(|| {
             SubmitDriverError::UnsupportedObject {
@@ -230,7 +344,7 @@ impl Submission<'_> {
     }
 
     /// GETs every built object, concurrently.
-    async fn observe(&self) -> Result<Vec<Option<Value>>, SubmitDriverError> {
+    async fn read_all(&self) -> Result<Vec<Option<Value>>, SubmitDriverError> {
         let reads = (0..self.objects.len()).map(|index| async move {
             let api = self.api_of(index)?;
             self.api
@@ -244,13 +358,69 @@ impl Submission<'_> {
         join_all(reads).await.into_iter().collect()
     }
 
-    /// The pure decision over what was observed, its refusal as this module's error.
-    fn decide(&self, observed: &[Option<Value>]) -> Result<Plan, SubmitDriverError> {
-        let found = |index: usize| classify(observed[index].as_ref(), self.submission_id);
-        let dependents: Vec<Dependent> = (1..self.objects.len())
-            .map(|index| Dependent::of(&self.objects[index], found(index)))
+    /// Observes every built object live.
+    async fn observe_live(&self) -> Result<Observed, SubmitDriverError> {
+        let read = self.read_all().await?;
+        Ok(Observed {
+            found: read
+                .iter()
+                .map(|object| classify(object.as_ref(), self.submission_id))
+                .collect(),
+            pod: read[0].as_ref().map(DriverPod::of_value),
+            source: Source::Live,
+        })
+    }
+
+    /// Observes from the watch caches, or `None` where they cannot tell (see
+    /// [`plan::observe_uncached`]).
+    fn observe_cached(&self, caches: &WatchCaches) -> Option<Observed> {
+        let pod = caches.pod(self.namespace, self.pod_name());
+        let pod_found = pod.as_ref().map_or(Found::Absent, |pod| {
+            classify_meta(&pod.metadata, None, self.submission_id)
+        });
+        let cached: Vec<Option<Found>> = self.objects[1..]
+            .iter()
+            .map(|object| {
+                (kind_of(object) == "ConfigMap").then(|| {
+                    caches
+                        .config_map(self.namespace, name_of(object))
+                        .map_or(Found::Absent, |cm| {
+                            let properties = cm
+                                .data
+                                .as_ref()
+                                .and_then(|data| data.get(PROPERTIES_KEY))
+                                .map(String::as_str);
+                            classify_meta(&cm.metadata, properties, self.submission_id)
+                        })
+                })
+            })
             .collect();
-        plan::decide(self.pod_name(), &found(0), &dependents)
+        let dependents = plan::observe_uncached(&pod_found, &cached)?;
+        let mut found = Vec::with_capacity(self.objects.len());
+        found.push(pod_found);
+        found.extend(dependents);
+        Some(Observed {
+            found,
+            pod: pod.map(|pod| DriverPod::of_pod(&pod)),
+            source: Source::Cache,
+        })
+    }
+
+    async fn observe(&self, source: Source) -> Result<Observed, SubmitDriverError> {
+        if let (Source::Cache, Some(caches)) = (source, self.caches)
+            && let Some(observed) = self.observe_cached(caches)
+        {
+            return Ok(observed);
+        }
+        self.observe_live().await
+    }
+
+    /// The pure decision over what was observed, its refusal as this module's error.
+    fn decide(&self, found: &[Found]) -> Result<Plan, SubmitDriverError> {
+        let dependents: Vec<Dependent> = (1..self.objects.len())
+            .map(|index| Dependent::of(&self.objects[index], found[index].clone()))
+            .collect();
+        plan::decide(self.pod_name(), &found[0], &dependents)
             .map_err(|refusal| self.refusal(refusal))
     }
 
@@ -277,16 +447,42 @@ impl Submission<'_> {
         }
     }
 
+    /// A complete duplicate, told by the watch caches alone: the answer without any request.
+    /// `None` when the caches do not show a complete driver of this submission.
+    pub fn complete_in_cache(&self) -> Option<Submitted> {
+        let observed = self.observe_cached(self.caches?)?;
+        match self.decide(&observed.found) {
+            Ok(Plan::Repair { effects, .. }) if effects.is_empty() => Some(Submitted {
+                created: false,
+                pod: observed.pod?,
+            }),
+            _ => None,
+        }
+    }
+
     /// Creates the driver, or finds it and repairs it. See the module documentation.
     pub async fn run(&self) -> Result<Submitted, Failure> {
         let mut ledger = Ledger::default();
         let rounds = self.objects.len() + EXTRA_ROUNDS;
+        let mut source = if self.caches.is_some() {
+            Source::Cache
+        } else {
+            Source::Live
+        };
         for round in 0..rounds {
-            let result = self.round(&mut ledger).await;
+            let result = self.round(&mut ledger, source).await;
             match result {
                 Ok(submitted) => return Ok(submitted),
-                Err(Stop::Stale) => {
-                    info!(submission_id = %self.submission_id, round, "cluster changed under the submission; observing again");
+                Err(Stop::Stale(exists)) => {
+                    // An object the caches did not show exists: once they show it, they can be
+                    // asked again; else (or for any other surprise) the next round reads live.
+                    source = match (self.caches, exists) {
+                        (Some(caches), Some(index)) if self.catch_up(caches, index).await => {
+                            Source::Cache
+                        }
+                        _ => Source::Live,
+                    };
+                    info!(submission_id = %self.submission_id, round, ?source, "cluster changed under the submission; observing again");
                 }
                 Err(Stop::Failed(error)) => {
                     let rolled_back = self.rollback(&ledger).await;
@@ -301,10 +497,62 @@ impl Submission<'_> {
         })
     }
 
-    async fn round(&self, ledger: &mut Ledger) -> Result<Submitted, Stop> {
-        let mut observed = self.observe().await.map_err(Stop::Failed)?;
-        let plan = self.decide(&observed).map_err(Stop::Failed)?;
-        let (pod, steps) = match (plan, observed.swap_remove(0)) {
+    /// Waits (bounded) until the caches show built object `index`, which the API server said
+    /// exists, and can tell the rest: every cached ConfigMap owned by a pod shows with that
+    /// very pod (the two watches are not ordered with each other), and the observation is
+    /// complete ([`plan::observe_uncached`]; a creation under way elsewhere is waited for).
+    /// Whether they came to.
+    async fn catch_up(&self, caches: &WatchCaches, index: usize) -> bool {
+        let deadline = tokio::time::Instant::now() + self.catch_up;
+        let namespace = self.namespace;
+        let shows = |c: &WatchCaches, object: &Value| match kind_of(object) {
+            "Pod" => c.pod(namespace, name_of(object)).is_some(),
+            "ConfigMap" => c.config_map(namespace, name_of(object)).is_some(),
+            _ => false,
+        };
+        let owners_shown = |c: &WatchCaches| {
+            self.objects
+                .iter()
+                .filter(|object| kind_of(object) == "ConfigMap")
+                .filter_map(|object| c.config_map(namespace, name_of(object)))
+                .all(|cm| {
+                    cm.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .filter(|owner| owner.kind == "Pod")
+                        .all(|owner| {
+                            c.pod(namespace, &owner.name).is_some_and(|pod| {
+                                pod.metadata.uid.as_deref() == Some(owner.uid.as_str())
+                            })
+                        })
+                })
+        };
+        if !matches!(kind_of(&self.objects[index]), "Pod" | "ConfigMap") {
+            // Not a kind the caches hold: nothing to wait for.
+            return false;
+        }
+        caches
+            .wait_until(deadline, |c| {
+                shows(c, &self.objects[index])
+                    && owners_shown(c)
+                    && self.observe_cached(c).is_some()
+            })
+            .await
+    }
+
+    async fn round(&self, ledger: &mut Ledger, source: Source) -> Result<Submitted, Stop> {
+        let mut observed = self.observe(source).await.map_err(Stop::Failed)?;
+        let plan = match self.decide(&observed.found) {
+            Ok(plan) => plan,
+            // A refusal is never made on a cache's word: confirmed by the API server.
+            Err(_) if observed.source == Source::Cache => {
+                observed = self.observe_live().await.map_err(Stop::Failed)?;
+                self.decide(&observed.found).map_err(Stop::Failed)?
+            }
+            Err(error) => return Err(Stop::Failed(error)),
+        };
+        let (pod, steps) = match (plan, observed.pod) {
             (Plan::Repair { pod_uid, effects }, Some(pod)) => {
                 if ledger.pod.as_deref() != Some(pod_uid.as_str()) {
                     ledger.pod_not_ours_to_remove = true;
@@ -318,30 +566,30 @@ impl Submission<'_> {
                 (self.create_pod(ledger).await?, after)
             }
             // A repair is only decided for a pod that was observed.
-            (Plan::Repair { .. }, None) => return Err(Stop::Stale),
+            (Plan::Repair { .. }, None) => return Err(Stop::Stale(None)),
         };
-        let owner = owner_references(name_of(&pod), text(&pod, "/metadata/uid"));
+        let owner = owner_references(self.pod_name(), &pod.uid);
         for step in steps {
             self.complete(step, &owner).await?;
         }
-        let created = ledger.pod.as_deref() == Some(text(&pod, "/metadata/uid"));
+        let created = ledger.pod.as_deref() == Some(pod.uid.as_str());
         Ok(Submitted { created, pod })
     }
 
     /// POSTs the driver pod; records it (or an ambiguous failure) for the rollback.
-    async fn create_pod(&self, ledger: &mut Ledger) -> Result<Value, Stop> {
+    async fn create_pod(&self, ledger: &mut Ledger) -> Result<DriverPod, Stop> {
         match self.create(0, None).await {
-            Ok(created) => {
-                ledger.pod = Some(text(&created, "/metadata/uid").to_owned());
+            Ok(pod) => {
+                ledger.pod = Some(pod.uid.clone());
                 ledger.pod_ambiguous = false;
-                info!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
-                Ok(created)
+                debug!(submission_id = %self.submission_id, pod = %self.pod_name(), "created driver pod");
+                Ok(pod)
             }
             Err(Stop::Failed(error)) => {
                 ledger.pod_ambiguous = error.call_error().is_some_and(|e| !e.is_definite());
                 Err(Stop::Failed(error))
             }
-            Err(Stop::Stale) => Err(Stop::Stale),
+            Err(stale) => Err(stale),
         }
     }
 
@@ -350,9 +598,7 @@ impl Submission<'_> {
         match step {
             BeforePod::Create { index } => {
                 let created = self.create(index, None).await?;
-                ledger
-                    .config_maps
-                    .push((index, text(&created, "/metadata/uid").to_owned()));
+                ledger.config_maps.push((index, created.uid));
                 Ok(())
             }
             BeforePod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
@@ -365,6 +611,7 @@ impl Submission<'_> {
             WithPod::CreateOwned { index } => {
                 self.create(index, Some(owner.clone())).await.map(drop)
             }
+            WithPod::CreateUnowned { index } => self.create(index, None).await.map(drop),
             WithPod::AttachOwner { index } => self.attach_owner(index, owner).await,
             WithPod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
         }
@@ -376,7 +623,7 @@ impl Submission<'_> {
         let name = name_of(&self.objects[index]);
         match self.api.delete(&api, name, uid).await {
             Ok(()) => Ok(()),
-            Err(error) if error.is_conflict() => Err(Stop::Stale),
+            Err(error) if error.is_conflict() => Err(Stop::Stale(None)),
             Err(source) => {
                 let (kind, name) = self.describe(index);
                 Err(Stop::Failed(SubmitDriverError::DeleteStaleObject {
@@ -388,18 +635,27 @@ impl Submission<'_> {
         }
     }
 
-    /// POSTs object `index` (with `owner` as its `ownerReferences`). An ambiguous failure is
-    /// checked with a GET: if our object is there, the create happened.
-    async fn create(&self, index: usize, owner: Option<Value>) -> Result<Value, Stop> {
+    /// POSTs object `index` (with `owner` as its `ownerReferences`); what the answer says of
+    /// it. An ambiguous failure is checked with a GET: if our object is there, the create
+    /// happened.
+    async fn create(&self, index: usize, owner: Option<Value>) -> Result<DriverPod, Stop> {
         let api = self.api_of(index).map_err(Stop::Failed)?;
-        let mut object = self.objects[index].clone();
-        if let (Some(owner), Some(metadata)) = (owner, object.get_mut("metadata")) {
-            metadata["ownerReferences"] = owner;
-        }
-        let name = name_of(&object);
-        match self.api.create(&api, &object, false).await {
-            Ok(created) => Ok(created),
-            Err(error) if error.is_already_exists() => Err(Stop::Stale),
+        let owned;
+        let object = match owner {
+            None => &self.objects[index],
+            Some(owner) => {
+                let mut object = self.objects[index].clone();
+                if let Some(metadata) = object.get_mut("metadata") {
+                    metadata["ownerReferences"] = owner;
+                }
+                owned = object;
+                &owned
+            }
+        };
+        let name = name_of(object);
+        match self.api.create_head(&api, object).await {
+            Ok(created) => Ok(DriverPod::of_head(created)),
+            Err(error) if error.is_already_exists() => Err(Stop::Stale(Some(index))),
             Err(error) if error.is_definite() => {
                 let (kind, name) = self.describe(index);
                 Err(Stop::Failed(SubmitDriverError::CreateObject {
@@ -415,11 +671,11 @@ impl Submission<'_> {
                         Found::Ours { .. }
                     ) =>
                 {
-                    warn!(submission_id = %self.submission_id, kind = kind_of(&object), name,
+                    warn!(submission_id = %self.submission_id, kind = kind_of(object), name,
                         error = %error, "create answered with an error but took effect");
-                    Ok(found)
+                    Ok(DriverPod::of_value(&found))
                 }
-                Ok(Some(_)) => Err(Stop::Stale),
+                Ok(Some(_)) => Err(Stop::Stale(None)),
                 Ok(None) | Err(_) => {
                     let (kind, name) = self.describe(index);
                     Err(Stop::Failed(SubmitDriverError::CreateObject {
@@ -439,7 +695,7 @@ impl Submission<'_> {
         match self.api.patch_owner(&api, name, owner).await {
             Ok(_) => Ok(()),
             // Gone since observed (swept, or deleted by hand): the next round creates it owned.
-            Err(error) if error.is_not_found() => Err(Stop::Stale),
+            Err(error) if error.is_not_found() => Err(Stop::Stale(None)),
             Err(error) if error.is_definite() => {
                 let (kind, name) = self.describe(index);
                 Err(Stop::Failed(SubmitDriverError::AttachOwner {
@@ -515,8 +771,12 @@ impl Submission<'_> {
     /// and with the owners attached, as a `v1` List in Spark's order. Objects of ours that
     /// exist already are shown as they are; nothing is written.
     pub async fn dry_run(&self) -> Result<Value, SubmitDriverError> {
-        let observed = self.observe().await?;
-        self.decide(&observed)?;
+        let observed = self.read_all().await?;
+        let found: Vec<Found> = observed
+            .iter()
+            .map(|object| classify(object.as_ref(), self.submission_id))
+            .collect();
+        self.decide(&found)?;
         let mut answers: Vec<Option<Value>> = observed;
         let order = {
             let (before, after): (Vec<usize>, Vec<usize>) =
