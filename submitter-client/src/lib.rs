@@ -434,6 +434,17 @@ impl SubmitterClient {
         Ok(response)
     }
 
+    /// A dry run (`?dryRun=true`): the objects a submission would create, validated by the API
+    /// server and returned as a `v1` `List`; nothing is created. Retried like [`Self::submit`].
+    pub async fn dry_run(&self, request: &SubmitRequest) -> Result<serde_json::Value, SubmitError> {
+        let body = Bytes::from(serde_json::to_vec(request).map_err(SubmitError::EncodeRequest)?);
+        let uri = format!("{}?dryRun=true", self.submit_url());
+        self.with_retries("dry_run", || {
+            self.call(Method::POST, &uri, Some(body.clone()), &[StatusCode::OK])
+        })
+        .await
+    }
+
     /// The driver's state by `namespace` and pod name.
     pub async fn driver_status(
         &self,
