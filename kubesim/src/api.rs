@@ -196,10 +196,15 @@ async fn serve(
     if let Some(rest) = path.strip_prefix("/sim/v1") {
         return sim::handle(&state, &method, rest, &body).await;
     }
-    let user = match state.auth.authenticate(
-        headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
-        secure.as_ref().map(|s| &s.0),
-    ) {
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    // A partition cuts a node's processes off before the API server sees their requests.
+    if let Some(node) = state.auth.origin_node(authorization) {
+        wait_while_partitioned(&state, &node).await;
+    }
+    let user = match state
+        .auth
+        .authenticate(authorization, secure.as_ref().map(|s| &s.0))
+    {
         Ok(u) => u,
         Err(e) => return error_response(&e),
     };
@@ -207,7 +212,9 @@ async fn serve(
         Ok(u) => u,
         Err(e) => return error_response(&e),
     };
-    wait_while_partitioned(&state, &user).await;
+    if let Some(node) = &user.node {
+        wait_while_partitioned(&state, node).await;
+    }
     if let Err(e) = authorize(&state, &user, &method, &path, &query) {
         return error_response(&e);
     }
@@ -380,10 +387,7 @@ fn authorize(
 /// while the partition lasts, as when the network drops their packets, and are served once the
 /// node heals, as TCP would deliver them then. Clients see what they see in a real partition:
 /// their own timeouts, not an error status they might retry on.
-async fn wait_while_partitioned(state: &AppState, user: &UserInfo) {
-    let Some(node) = user.node.as_deref() else {
-        return;
-    };
+async fn wait_while_partitioned(state: &AppState, node: &str) {
     if !state.kubelet.is_partitioned(node) {
         return;
     }
@@ -646,13 +650,9 @@ async fn execute(
         Verb::Delete => {
             let opts = delete_opts(q, &body)?;
             let out = store.delete(rt, ns, &name, &opts)?;
+            let (group, plural) = store.storage_key(rt);
             let still_there = store
-                .get_raw(
-                    &rt.group,
-                    &rt.plural,
-                    if rt.namespaced { ns } else { "" },
-                    &name,
-                )
+                .get_raw(&group, &plural, if rt.namespaced { ns } else { "" }, &name)
                 .is_some_and(|o| meta::uid(&o) == meta::uid(&out));
             if still_there || opts.dry_run || returns_deleted_object(rt) {
                 Ok(json_response(StatusCode::OK, &out))
@@ -1029,10 +1029,6 @@ fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
             "reportingComponent",
             "source",
             "type",
-            "regarding.name",
-            "regarding.namespace",
-            "regarding.kind",
-            "regarding.uid",
         ]),
         ("", "secrets") => v.push("type"),
         ("", "namespaces") => v.push("status.phase"),

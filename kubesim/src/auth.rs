@@ -39,6 +39,15 @@ pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// The lifetime of a TokenRequest that names none.
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+/// The lifetime the kubelet asks for a pod's projected token (an hour and 7 s: the API
+/// server's marker for "a kubelet's default token").
+pub const KUBELET_EXPIRATION_SECONDS: i64 = 3607;
+/// How long a token asked for with [`KUBELET_EXPIRATION_SECONDS`] really lives: the API server
+/// (`--service-account-extend-token-expiration`, on by default) extends pod-bound kubelet
+/// tokens for the API server's own audience to a year and marks the requested expiry as
+/// `kubernetes.io/warnafter`, so clients that never reread the file keep working while the
+/// kubelet still rotates the token hourly.
+pub const EXTENDED_EXPIRATION_SECONDS: i64 = 365 * 24 * 3600;
 
 /// An authenticated identity.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -237,11 +246,20 @@ impl Authenticator {
             .ok_or_else(|| IssueError::ServiceAccountNotFound {
                 name: spec.service_account.clone(),
             })?;
-        let exp = now + spec.expiration_seconds;
         let audiences = if spec.audiences.is_empty() {
             vec![ISSUER.to_string()]
         } else {
             spec.audiences.clone()
+        };
+        let extended = spec.bound_pod.is_some()
+            && spec.expiration_seconds == KUBELET_EXPIRATION_SECONDS
+            && audiences.iter().all(|a| a == ISSUER);
+        // What the answer says (the requested lifetime) and what the token carries.
+        let reported_exp = now + spec.expiration_seconds;
+        let exp = if extended {
+            now + EXTENDED_EXPIRATION_SECONDS
+        } else {
+            reported_exp
         };
         let mut k8s = json!({
             "namespace": spec.namespace,
@@ -252,6 +270,9 @@ impl Authenticator {
             if let Some(node) = &pod.node {
                 k8s["node"] = json!({"name": node});
             }
+        }
+        if extended {
+            k8s["warnafter"] = json!(reported_exp);
         }
         let claims = json!({
             "aud": audiences,
@@ -269,7 +290,7 @@ impl Authenticator {
         let sig = ring::hmac::sign(&self.key, signing_input.as_bytes());
         Ok(IssuedToken {
             token: format!("{signing_input}.{}", b64url(sig.as_ref())),
-            expiration_timestamp: meta::format_unix(exp),
+            expiration_timestamp: meta::format_unix(reported_exp),
         })
     }
 
@@ -314,6 +335,18 @@ impl Authenticator {
             }
             Some(Secure { client: None }) => UserInfo::anonymous(),
         })
+    }
+
+    /// The node a request comes from, by its credentials alone: a node token's node, or the
+    /// node a pod-bound service-account token was issued for (its signed claims, whether or
+    /// not the pod still exists). What a network partition decides on, before the API server
+    /// could authenticate anything: a zombie's request is lost in the partition, not refused.
+    pub fn origin_node(&self, authorization: Option<&[u8]>) -> Option<String> {
+        let value = authorization?;
+        if let Some(node) = crate::node_token::node_of_authorization(value) {
+            return Some(node.to_string());
+        }
+        self.verified(bearer(value)?)?.node.clone()
     }
 
     /// Checks a service-account token for one of `audiences` (a TokenReview); `None` when it
@@ -603,6 +636,68 @@ mod tests {
                 .map_err(|e| e.code),
             Err(401)
         );
+    }
+
+    #[test]
+    fn a_kubelets_pod_token_outlives_the_hour_it_reports() {
+        let (store, _) = store_with_sa();
+        let rt = |p: &str| store.registry().find("", "v1", p).expect("type");
+        let pod = store
+            .create(
+                &rt("pods"),
+                "ns",
+                json!({"metadata": {"name": "p"}, "spec": {"serviceAccountName": "sa",
+                       "containers": [{"name": "c", "image": "i"}]}}),
+                &WriteOpts::default(),
+            )
+            .expect("pod");
+        let auth = Authenticator::new(store.clone());
+        let now = now_unix();
+        let bound = |seconds| TokenSpec {
+            expiration_seconds: seconds,
+            bound_pod: Some(BoundPod {
+                name: "p".into(),
+                uid: meta::uid(&pod).to_string(),
+                node: Some("n1".into()),
+            }),
+            ..spec()
+        };
+        let api = [ISSUER.to_string()];
+        let kubelet = auth
+            .issue_at(&bound(KUBELET_EXPIRATION_SECONDS), now)
+            .expect("issued");
+        // The answer reports what was asked; the token itself outlives it, as the API
+        // server's extension makes it.
+        assert_eq!(
+            kubelet.expiration_timestamp,
+            meta::format_unix(now + KUBELET_EXPIRATION_SECONDS)
+        );
+        let later = now + 7 * 24 * 3600;
+        let user = auth
+            .review_at(&kubelet.token, &api, later)
+            .expect("still valid");
+        assert_eq!(user.node.as_deref(), None, "the pod is not scheduled");
+        assert!(
+            auth.review_at(&kubelet.token, &api, now + EXTENDED_EXPIRATION_SECONDS)
+                .is_none()
+        );
+        let claims = auth.verified(&kubelet.token).expect("ours");
+        assert_eq!(claims.node.as_deref(), Some("n1"));
+        // Any other lifetime is what it says.
+        let plain = auth.issue_at(&bound(3600), now).expect("issued");
+        assert!(auth.review_at(&plain.token, &api, now + 3600).is_none());
+        // A pod-bound token names its node before anything else is checked (partitions).
+        let header = format!("Bearer {}", kubelet.token);
+        assert_eq!(
+            auth.origin_node(Some(header.as_bytes())).as_deref(),
+            Some("n1")
+        );
+        assert_eq!(
+            auth.origin_node(Some(b"Bearer kubesim-node/n2/ns/p"))
+                .as_deref(),
+            Some("n2")
+        );
+        assert_eq!(auth.origin_node(Some(b"Bearer nonsense")), None);
     }
 
     #[test]

@@ -251,6 +251,7 @@ impl Cluster {
                 services: Some(services),
                 ca_pem: Some(pki.ca_pem()),
                 spark,
+                tokens: Some(auth.clone()),
             },
         );
         let control = Arc::new(Control::default());

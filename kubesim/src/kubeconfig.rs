@@ -49,6 +49,8 @@ pub enum Credentials<'a> {
     },
     /// A bearer token (a service-account token).
     Token(&'a str),
+    /// None: requests are `system:anonymous` (a pod whose token is not mounted).
+    Anonymous,
 }
 
 /// A kubeconfig for an HTTPS `server` whose certificate `ca_pem` signed, authenticating with
@@ -70,6 +72,7 @@ pub fn render_https(
         ),
         // A JSON string is a valid YAML double-quoted scalar, so any token survives quoting.
         Credentials::Token(t) => format!("\n    token: {}", serde_json::Value::from(t)),
+        Credentials::Anonymous => " {}".to_string(),
     };
     format!(
         "apiVersion: v1
@@ -135,6 +138,9 @@ mod tests {
         let v: serde_json::Value = yaml_serde::from_str(&text).expect("yaml");
         assert_eq!(v["users"][0]["user"]["token"], "a.b.c");
         assert_eq!(v["contexts"][0]["context"]["namespace"], "ns");
+        let text = super::render_https("https://h", "CA", super::Credentials::Anonymous, "ns");
+        let v: serde_json::Value = yaml_serde::from_str(&text).expect("yaml");
+        assert_eq!(v["users"][0]["user"], serde_json::json!({}));
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub use machine::{EXIT_CODE, NEVER_START, RUN_SECONDS};
 pub use phase::{Phase, pod_phase};
 
 use crate::api_error::ApiError;
+use crate::auth::{Authenticator, BoundPod, IssueError, TokenSpec};
 use crate::net::addr::NODE_IP;
 use crate::net::names::{PodHosts, hosts_file, resolv_conf, service_env};
 use crate::net::ns::FileView;
@@ -80,6 +81,10 @@ pub struct KubeletConfig {
     /// The Spark image, run from the local Spark distribution; `None`: Spark images are
     /// scripted like any unmapped image.
     pub spark: Option<Arc<SparkImage>>,
+    /// Issues pods' service-account tokens (bound to the pod, for its `serviceAccountName`).
+    /// `None` (a kubelet without an API server), and pods on the host's network, get the
+    /// node token instead.
+    pub tokens: Option<Arc<Authenticator>>,
 }
 
 impl Default for KubeletConfig {
@@ -94,6 +99,7 @@ impl Default for KubeletConfig {
             services: None,
             ca_pem: None,
             spark: None,
+            tokens: None,
         }
     }
 }
@@ -206,6 +212,8 @@ struct PodEntry {
     has_process: bool,
     /// The pod folder, once materialised (real-process pods only).
     root: Option<PathBuf>,
+    /// The service-account token its processes present, once issued.
+    token: Option<PodToken>,
     materialise_failed: bool,
     delete_requested: bool,
     delete_sent: bool,
@@ -395,7 +403,7 @@ pub const POD_KUBECONFIG: &str = ".kubesim/kubeconfig";
 fn write_pod_kubeconfig(
     root: &std::path::Path,
     url: &str,
-    token: &str,
+    token: Option<&str>,
     ca_pem: Option<&str>,
     namespace: &str,
 ) -> std::io::Result<PathBuf> {
@@ -406,9 +414,13 @@ fn write_pod_kubeconfig(
     let tmp = path.with_extension("tmp");
     let text = match ca_pem {
         Some(ca) if url.starts_with("https://") => {
-            kubeconfig::render_https(url, ca, kubeconfig::Credentials::Token(token), namespace)
+            let credentials = match token {
+                Some(t) => kubeconfig::Credentials::Token(t),
+                None => kubeconfig::Credentials::Anonymous,
+            };
+            kubeconfig::render_https(url, ca, credentials, namespace)
         }
-        _ => kubeconfig::render_with_token(url, Some(token)),
+        _ => kubeconfig::render_with_token(url, token),
     };
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, &path)?;
@@ -801,6 +813,7 @@ impl Kubelet {
             mount_event_sent: false,
             has_process,
             root: None,
+            token: None,
             materialise_failed: false,
             delete_requested: meta::is_deleting(pod),
             delete_sent: false,
@@ -1111,6 +1124,21 @@ impl Kubelet {
             let Some(dir) = self.pod_dir(&e.ns, &e.name) else {
                 return false;
             };
+            // The token volume is mounted with the others: without a token (its service
+            // account gone) the pod does not start, as on a kubelet.
+            let token = match self.pod_token(e) {
+                Ok(t) => t,
+                Err(err) => {
+                    if !e.materialise_failed {
+                        e.materialise_failed = true;
+                        let msg = format!(
+                            "MountVolume.SetUp failed for volume \"{TOKEN_VOLUME}\" : failed to fetch token: {err}"
+                        );
+                        self.record_event(e, "Warning", "FailedMount", &msg, None);
+                    }
+                    return false;
+                }
+            };
             let lookup = |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name);
             let addrs = env::PodAddrs {
                 pod_ip: &e.ip,
@@ -1119,7 +1147,10 @@ impl Kubelet {
             let made = self
                 .clear_pod_dir(orphans, &e.ns, &e.name, &dir)
                 .and_then(|()| volumes::materialise(&e.pod, &dir, &lookup, addrs))
-                .and_then(|root| self.write_pod_world(e, &dir).map(|()| root));
+                .and_then(|root| {
+                    self.write_pod_world(e, &dir, token.as_deref())
+                        .map(|()| root)
+                });
             let root = match made {
                 Ok(root) => root,
                 Err(err) => {
@@ -1257,7 +1288,12 @@ impl Kubelet {
 
     /// Writes the files a pod's processes see at their real paths (`/etc/hosts`,
     /// `/etc/resolv.conf`, `/etc/hostname`, the service-account volume) under `<dir>/world/`.
-    fn write_pod_world(&self, e: &PodEntry, dir: &std::path::Path) -> std::io::Result<()> {
+    fn write_pod_world(
+        &self,
+        e: &PodEntry,
+        dir: &std::path::Path,
+        token: Option<&str>,
+    ) -> std::io::Result<()> {
         if self.config.network.is_none() {
             return Ok(());
         }
@@ -1273,22 +1309,23 @@ impl Kubelet {
         std::fs::write(world.join("hosts"), hosts_file(&hosts, &records))?;
         std::fs::write(world.join("resolv.conf"), resolv_conf(&e.ns))?;
         std::fs::write(world.join("hostname"), format!("{}\n", hosts.hostname))?;
-        if let Some(files) = self.service_account_files(e) {
-            atomic::write(&world.join("secrets/kubernetes.io/serviceaccount"), &files)?;
+        // Mounted over the host's `/var/run/secrets` even when empty, so a pod without a
+        // token never sees the host's.
+        std::fs::create_dir_all(world.join("secrets"))?;
+        if let Some(token) = token {
+            atomic::write(
+                &world.join(SERVICE_ACCOUNT_VOLUME),
+                &self.service_account_files(e, token),
+            )?;
         }
         Ok(())
     }
 
-    /// The service-account volume's files, `None` when the pod or its service account turns
-    /// automounting off.
-    fn service_account_files(&self, e: &PodEntry) -> Option<atomic::Files> {
-        let sa = e
-            .pod
-            .pointer("/spec/serviceAccountName")
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        let automount = e
-            .pod
+    /// Whether the pod gets its service-account token: not when the pod, or else its service
+    /// account, turns automounting off.
+    fn automounts(&self, e: &PodEntry) -> bool {
+        let sa = service_account_name(&e.pod);
+        e.pod
             .pointer("/spec/automountServiceAccountToken")
             .and_then(Value::as_bool)
             .or_else(|| {
@@ -1297,20 +1334,88 @@ impl Kubelet {
                     .get("automountServiceAccountToken")?
                     .as_bool()
             })
-            .unwrap_or(true);
-        if !automount {
-            return None;
-        }
+            .unwrap_or(true)
+    }
+
+    /// The service-account volume's files: `token`, `namespace` and, with a CA, `ca.crt`.
+    fn service_account_files(&self, e: &PodEntry, token: &str) -> atomic::Files {
         let mut files = atomic::Files::new();
-        files.insert(
-            "token".into(),
-            service_account_token(&e.node, &e.ns, &e.name).into_bytes(),
-        );
+        files.insert("token".into(), token.as_bytes().to_vec());
         files.insert("namespace".into(), e.ns.clone().into_bytes());
         if let Some(ca) = &self.config.ca_pem {
             files.insert("ca.crt".into(), ca.clone().into_bytes());
         }
-        Some(files)
+        files
+    }
+
+    /// What the pod's processes authenticate with; `None`: nothing (the token is not mounted).
+    ///
+    /// With their own network: a service-account token for the pod's `serviceAccountName`,
+    /// bound to the pod (it dies with the pod) and naming its node (a partition cuts its
+    /// requests off), issued on first use and renewed by [`Self::renew_token`]. On the host's
+    /// network (kept for compatibility), or without an authenticator: the node token, which
+    /// stays privileged.
+    fn pod_token(&self, e: &mut PodEntry) -> Result<Option<String>, IssueError> {
+        let Some(auth) = self.service_account_tokens() else {
+            return Ok(Some(node_token::for_pod(&e.node, &e.ns, &e.name)));
+        };
+        if !self.automounts(e) {
+            return Ok(None);
+        }
+        if let Some(t) = &e.token {
+            return Ok(Some(t.token.clone()));
+        }
+        let t = issue_pod_token(auth, e, SystemTime::now())?;
+        let token = t.token.clone();
+        e.token = Some(t);
+        Ok(Some(token))
+    }
+
+    /// The authenticator, when pods get service-account tokens (their own network).
+    fn service_account_tokens(&self) -> Option<&Authenticator> {
+        self.config
+            .tokens
+            .as_deref()
+            .filter(|_| self.config.network.is_some())
+    }
+
+    /// Renews a pod's token when it is due, as the kubelet's token manager does: the new token
+    /// replaces the old in the service-account volume (one rename, so readers see one or the
+    /// other) and in the pod's kubeconfig. A failed renewal keeps the old token (it stays
+    /// valid far beyond its renewal time) and is tried again a minute later.
+    fn renew_token(&self, e: &mut PodEntry, dir: &std::path::Path, now: SystemTime) {
+        let (Some(auth), Some(current)) = (self.service_account_tokens(), &e.token) else {
+            return;
+        };
+        if now < current.refresh_at {
+            return;
+        }
+        let renewed = match issue_pod_token(auth, e, now) {
+            Ok(t) => t,
+            Err(err) => {
+                tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not renew the service-account token");
+                if let Some(t) = e.token.as_mut() {
+                    t.refresh_at = now + TOKEN_RETRY;
+                }
+                return;
+            }
+        };
+        let files = self.service_account_files(e, &renewed.token);
+        if let Err(err) = atomic::write(&dir.join("world").join(SERVICE_ACCOUNT_VOLUME), &files) {
+            tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not write the renewed token");
+        }
+        if let (Some(url), Some(root)) = (self.in_cluster_url(), &e.root)
+            && let Err(err) = write_pod_kubeconfig(
+                root,
+                &url,
+                Some(&renewed.token),
+                self.config.ca_pem.as_deref(),
+                &e.ns,
+            )
+        {
+            tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "could not write the renewed kubeconfig");
+        }
+        e.token = Some(renewed);
     }
 
     /// Keeps what running pods see up to date: hosts files when Services change, mounted
@@ -1329,10 +1434,12 @@ impl Kubelet {
         if hosts_changed {
             st.hosts_version = table;
         }
+        let now = SystemTime::now();
         for e in st.pods.values_mut() {
             let Some(dir) = e.root.as_ref().and_then(|r| r.parent()).map(PathBuf::from) else {
                 continue;
             };
+            self.renew_token(e, &dir, now);
             if let Some(records) = &records {
                 let text = hosts_file(&PodHosts::of(&e.pod, &e.ip), records);
                 // In place: the file is bind-mounted, so it must stay the same file.
@@ -1496,16 +1603,32 @@ impl Kubelet {
             links,
             &self.store.all_of("", "services"),
         ));
-        // An image with a file system of its own (the Spark image) is a real image: its
-        // clients find the API server as in a cluster (the service-account files and
-        // KUBERNETES_SERVICE_HOST), with no kubeconfig of kubesim's to lean on.
-        let real_image = !run.files.is_empty();
-        if let Some(url) = self.in_cluster_url().filter(|_| !real_image) {
-            let token = service_account_token(&e.node, &e.ns, &e.name);
-            match write_pod_kubeconfig(&root, &url, &token, self.config.ca_pem.as_deref(), &e.ns) {
-                // The image's env may name another kubeconfig; it wins, as it would over any
-                // default. Only one entry per name, so the container's env replaces the winner.
-                Ok(path) if !run.env.contains_key(KUBECONFIG) => {
+        if let Some(url) = self.in_cluster_url() {
+            let token = match self.pod_token(e) {
+                Ok(t) => t,
+                Err(err) => {
+                    return fail(
+                        e,
+                        StartFailure::Config(format!(
+                            "cannot fetch the service-account token: {err}"
+                        )),
+                    );
+                }
+            };
+            let written = write_pod_kubeconfig(
+                &root,
+                &url,
+                token.as_deref(),
+                self.config.ca_pem.as_deref(),
+                &e.ns,
+            );
+            match written {
+                // With their own network, processes find the API server as in a cluster (the
+                // service-account files and KUBERNETES_SERVICE_*); the kubeconfig stays in the
+                // pod folder for tools that take one. On the host's network they are pointed
+                // at it, unless the image's env names another kubeconfig (it wins, as it would
+                // over any default; the container's env replaces the winner).
+                Ok(path) if self.config.network.is_none() && !run.env.contains_key(KUBECONFIG) => {
                     base.push((KUBECONFIG.into(), path.display().to_string()));
                 }
                 Ok(_) => {}
@@ -1662,12 +1785,60 @@ fn ensure_mount_point(path: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
-/// The token a pod's processes present (the service-account token file and their kubeconfig).
-///
-/// Hook: until kubesim issues service-account tokens (RBAC), this is the node token, which
-/// names the node so a node partition cuts the pod's processes off.
-fn service_account_token(node: &str, ns: &str, pod: &str) -> String {
-    node_token::for_pod(node, ns, pod)
+/// Where the service-account volume lives below a pod's `world/` folder (and so below
+/// `/var/run/secrets` in its containers).
+const SERVICE_ACCOUNT_VOLUME: &str = "secrets/kubernetes.io/serviceaccount";
+
+/// The name events give the service-account token volume (a real pod's is
+/// `kube-api-access-<random>`, added by admission).
+const TOKEN_VOLUME: &str = "kube-api-access";
+
+/// How long a failed token renewal waits before the next try.
+const TOKEN_RETRY: Duration = Duration::from_secs(60);
+
+/// A pod's service-account token and when the kubelet renews it.
+struct PodToken {
+    token: String,
+    refresh_at: SystemTime,
+}
+
+/// The pod's service account (`default` when it names none).
+fn service_account_name(pod: &Value) -> &str {
+    pod.pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+}
+
+/// Issues the pod's token as the kubelet asks for it: the API server's audience, an hour and
+/// 7 s, bound to the pod and its node.
+fn issue_pod_token(
+    auth: &Authenticator,
+    e: &PodEntry,
+    now: SystemTime,
+) -> Result<PodToken, IssueError> {
+    let issued = auth.issue(&TokenSpec {
+        namespace: e.ns.clone(),
+        service_account: service_account_name(&e.pod).to_string(),
+        audiences: Vec::new(),
+        expiration_seconds: crate::auth::KUBELET_EXPIRATION_SECONDS,
+        bound_pod: Some(BoundPod {
+            name: e.name.clone(),
+            uid: e.uid.clone(),
+            node: Some(e.node.clone()),
+        }),
+    })?;
+    let lifetime = Duration::from_secs(crate::auth::KUBELET_EXPIRATION_SECONDS.unsigned_abs());
+    Ok(PodToken {
+        token: issued.token,
+        refresh_at: now + token_refresh_after(lifetime),
+    })
+}
+
+/// How long after issuing the kubelet renews a token of `lifetime`: at 80% of it, and at least
+/// daily (the kubelet's token manager).
+fn token_refresh_after(lifetime: Duration) -> Duration {
+    (lifetime / 5 * 4).min(Duration::from_secs(24 * 3600))
 }
 
 /// Rewrites `path` keeping its inode (a bind mount holds the inode, not the name).

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cluster;
 pub mod control;
 pub mod demo;
+pub mod events;
 pub mod gc;
 pub mod kubeconfig;
 pub mod kubelet;

@@ -42,7 +42,36 @@ pub enum NameRule {
     Path,
 }
 
+/// A type served as a view of another type's objects: stored once, in the other type's form,
+/// and converted on the way in and out (`events.k8s.io/v1` Events are core/v1 Events, as in the
+/// API server).
+#[derive(Debug)]
+pub struct View {
+    /// The stored type: group, version, plural.
+    pub storage: (&'static str, &'static str, &'static str),
+    /// A view object in its stored form.
+    pub to_storage: fn(Value) -> Value,
+    /// A stored object as the view serves it.
+    pub from_storage: fn(Value) -> Value,
+    /// What a create through the view must satisfy beyond the stored type's own rules (on the
+    /// stored form).
+    pub validate_create: fn(&Value) -> Vec<crate::api_error::Cause>,
+}
+
+/// `events.k8s.io/v1` Events, served from the core/v1 ones.
+static EVENTS_V1: View = View {
+    storage: ("", "v1", "events"),
+    to_storage: crate::events::to_core,
+    from_storage: crate::events::to_events_v1,
+    validate_create: crate::events::validate_create_v1,
+};
+
 impl ResourceType {
+    /// The view this type is, if its objects are another type's (see [`View`]).
+    pub fn view(&self) -> Option<&'static View> {
+        (self.group == "events.k8s.io" && self.plural == "events").then_some(&EVENTS_V1)
+    }
+
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

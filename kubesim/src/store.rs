@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 use crate::admission;
 use crate::api_error::ApiError;
 use crate::meta::{self, metadata_mut};
-use crate::resources::{Registry, ResourceType};
+use crate::resources::{Registry, ResourceType, View};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,10 +195,21 @@ impl Store {
     /// Reads one object.
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
         let inner = self.lock();
+        let (stored, view) = inner.storage(rt)?;
         inner
-            .object(rt, ns, name)
+            .object(&stored, ns, name)
             .cloned()
+            .map(|o| as_viewed(view, o))
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+    }
+
+    /// The (group, plural) under which `rt`'s objects are stored, and in which their watch
+    /// events come: its own, or for a view the stored type's.
+    pub fn storage_key(&self, rt: &ResourceType) -> (String, String) {
+        match rt.view() {
+            Some(v) => (v.storage.0.to_string(), v.storage.2.to_string()),
+            None => type_key(rt),
+        }
     }
 
     /// Reads one object by group/plural without a type handle (controllers).
@@ -266,8 +277,9 @@ impl Store {
             }
             None => None,
         };
+        let (stored, view) = inner.storage(rt)?;
         let empty = BTreeMap::new();
-        let all = inner.objects.get(&type_key(rt)).unwrap_or(&empty);
+        let all = inner.objects.get(&type_key(&stored)).unwrap_or(&empty);
         let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<Value>)>> = match &start {
             Some(k) => Box::new(all.range::<ObjKey, _>((
                 std::ops::Bound::Excluded(k.clone()),
@@ -287,7 +299,7 @@ impl Store {
                 continue;
             }
             last_key = Some(k.clone());
-            items.push(Value::clone(v));
+            items.push(as_viewed(view, Value::clone(v)));
         }
         let continue_token = (remaining > 0)
             .then(|| last_key.map(|k| encode_continue(inner.rv, &k)))
@@ -325,6 +337,13 @@ impl Store {
             ));
         }
         check_kind(rt, &obj)?;
+        // A view's object is kept in the stored type's form (messages still name the view).
+        let served = rt;
+        let (stored, view) = inner.storage(rt)?;
+        let rt: &ResourceType = &stored;
+        if let Some(v) = view {
+            obj = (v.to_storage)(obj);
+        }
         {
             let md = metadata_mut(&mut obj);
             let body_ns = md.get("namespace").and_then(Value::as_str).unwrap_or("");
@@ -345,6 +364,18 @@ impl Store {
             {
                 let generated = format!("{prefix}{}", meta::generated_suffix());
                 md.insert("name".into(), json!(generated));
+            }
+        }
+        if let Some(v) = view {
+            let causes = (v.validate_create)(&obj);
+            if !causes.is_empty() {
+                let name = meta::name(&obj).to_string();
+                return Err(ApiError::invalid(
+                    &served.group,
+                    &served.kind,
+                    &name,
+                    causes,
+                ));
             }
         }
         if rt.namespaced {
@@ -370,7 +401,11 @@ impl Store {
             inner.assign_cluster_ip(rt, ns, &name, &mut obj)?;
         }
         if inner.object(rt, ns, &name).is_some() {
-            return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+            return Err(ApiError::already_exists(
+                &served.group,
+                &served.plural,
+                &name,
+            ));
         }
         let rv = inner.rv + 1;
         {
@@ -390,13 +425,13 @@ impl Store {
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
         if opts.dry_run {
-            return Ok(obj);
+            return Ok(as_viewed(view, obj));
         }
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             inner.on_crd_write(rt, &obj);
         }
         inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj.clone());
-        Ok(obj)
+        Ok(as_viewed(view, obj))
     }
 
     /// Replaces an object (PUT), honouring a resourceVersion in the body as a precondition.
@@ -424,12 +459,24 @@ impl Store {
         f: impl FnOnce(&Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
+        let (stored, view) = inner.storage(rt)?;
         let current = inner
-            .object(rt, ns, name)
+            .object(&stored, ns, name)
             .cloned()
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-        let proposed = f(&current)?;
-        inner.write_update(&self.tx, rt, ns, name, current, proposed, part, opts)
+        let proposed = match view {
+            // The change is made to what the client sees, then stored.
+            Some(v) => {
+                let proposed = f(&(v.from_storage)(current.clone()))?;
+                if proposed.is_object() {
+                    check_kind(rt, &proposed)?;
+                }
+                (v.to_storage)(proposed)
+            }
+            None => f(&current)?,
+        };
+        let out = inner.write_update(&self.tx, &stored, ns, name, current, proposed, part, opts)?;
+        Ok(as_viewed(view, out))
     }
 
     /// Create-or-modify under one lock (server-side apply): `f` gets the current object, if any.
@@ -444,7 +491,8 @@ impl Store {
     ) -> Result<(Value, bool), ApiError> {
         let existing = {
             let inner = self.lock();
-            inner.object(rt, ns, name).cloned()
+            let (stored, _) = inner.storage(rt)?;
+            inner.object(&stored, ns, name).cloned()
         };
         match existing {
             None => {
@@ -473,7 +521,14 @@ impl Store {
         opts: &DeleteOpts,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
-        inner.delete(&self.tx, rt, ns, name, opts)
+        let (stored, view) = inner.storage(rt)?;
+        inner
+            .delete(&self.tx, &stored, ns, name, opts)
+            .map(|o| as_viewed(view, o))
+            .map_err(|e| match e.code {
+                404 => ApiError::not_found(&rt.group, &rt.plural, name),
+                _ => e,
+            })
     }
 
     /// Subscribes to changes of the types `scope` accepts.
@@ -540,6 +595,28 @@ impl Store {
 }
 
 impl Inner {
+    /// The type `rt`'s objects are stored as: itself, or for a view the stored type (with the
+    /// view, to convert what goes in and out).
+    fn storage<'a>(
+        &self,
+        rt: &'a ResourceType,
+    ) -> Result<(std::borrow::Cow<'a, ResourceType>, Option<&'static View>), ApiError> {
+        let Some(view) = rt.view() else {
+            return Ok((std::borrow::Cow::Borrowed(rt), None));
+        };
+        let (group, version, plural) = view.storage;
+        let stored = self.registry.find(group, version, plural).ok_or_else(|| {
+            ApiError::internal(format!(
+                "{} is stored as {plural}, which is not served",
+                rt.plural
+            ))
+        })?;
+        Ok((
+            std::borrow::Cow::Owned(ResourceType::clone(&stored)),
+            Some(view),
+        ))
+    }
+
     fn object(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Value> {
         let ns = if rt.namespaced { ns } else { "" };
         self.objects
@@ -1007,6 +1084,14 @@ fn check_kind(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// A stored object as `view` serves it (unchanged without one).
+fn as_viewed(view: Option<&'static View>, obj: Value) -> Value {
+    match view {
+        Some(v) => (v.from_storage)(obj),
+        None => obj,
+    }
 }
 
 fn type_key(rt: &ResourceType) -> TypeKey {

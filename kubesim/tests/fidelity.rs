@@ -6,7 +6,9 @@ mod fidelity {
     pub mod bad_input;
     pub mod controller;
     pub mod crud;
+    pub mod events;
     pub mod gc;
+    pub mod in_cluster;
     pub mod pods;
     pub mod rbac;
     pub mod spark_image;

@@ -12,6 +12,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,11 @@ from kubernetes.client.exceptions import ApiException
 from simutil import wait_for
 
 STARTUP_TIMEOUT_S = 30.0
+REPO = Path(__file__).resolve().parents[2]
+# The probe program the tiny chart's Deployment runs: a real process in each pod (its own network,
+# in-cluster config with its service account's token).
+REPLICA_PROGRAM = REPO / "kubesim" / "tests" / "fidelity" / "programs" / "replica.py"
+REPLICA_IMAGE = "kubesim.test/replica"
 # Upper bound for any one test (a hung request must not hang the suite); spark tests get more.
 DEFAULT_TEST_TIMEOUT_S = 60
 SPARK_TEST_TIMEOUT_S = 240
@@ -102,15 +108,19 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-def _start_kubesim(tmp: Path, https: bool):
+def _start_kubesim(tmp: Path, https: bool, images: dict | None = None):
     """Starts `kubesim serve` and yields a ready Kubesim: its kubeconfig written and its URL
-    printed (the kubeconfig names the same URL)."""
+    printed (the kubeconfig names the same URL). `images` maps images to local commands."""
     binary = _binary("KUBESIM_BIN", "kubesim")
     kubeconfig = tmp / "kubeconfig"
     log = tmp / "kubesim.log"
     args = [str(binary), "serve", "--listen", "127.0.0.1:0", "--kubeconfig-out", str(kubeconfig)]
     if https:
         args.append("--https")
+    if images:
+        config_file = tmp / "kubesim.yaml"
+        config_file.write_text(yaml.safe_dump({"images": images}))
+        args += ["--config", str(config_file)]
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
             args,
@@ -169,8 +179,10 @@ def kubesim(tmp_path_factory) -> Kubesim:
 
 @pytest.fixture(scope="session")
 def kubesim_https(tmp_path_factory) -> Kubesim:
-    """kubesim over HTTPS: its kubeconfig carries the cluster CA and the admin's client certificate."""
-    yield from _start_kubesim(tmp_path_factory.mktemp("kubesim-https"), https=True)
+    """kubesim over HTTPS: its kubeconfig carries the cluster CA and the admin's client certificate.
+    The probe program runs as image `kubesim.test/replica` (pods on their own network)."""
+    images = {REPLICA_IMAGE: {"command": [sys.executable, "-u", str(REPLICA_PROGRAM)]}}
+    yield from _start_kubesim(tmp_path_factory.mktemp("kubesim-https"), https=True, images=images)
 
 
 @dataclass

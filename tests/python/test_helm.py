@@ -45,6 +45,27 @@ def release_secrets(kube_https, namespace: str) -> list[str]:
     return sorted(s.metadata.name for s in secrets.items)
 
 
+def replica_report(kube_https, namespace: str, pod: str) -> list[str]:
+    """What the probe program in `pod` has reported so far, once it got through its checks (its
+    `secrets:` line) and its mounted Secret (`secret:`)."""
+
+    def done():
+        log = kube_https.core.read_namespaced_pod_log(pod, namespace)
+        lines = log.splitlines()
+        reported = any(line.startswith("secrets:") for line in lines)
+        assert reported and any(line.startswith("secret:") for line in lines), f"its log so far: {log!r}"
+        return lines
+
+    return wait_for(done, f"the report of {pod}", timeout=45)
+
+
+def line(lines: list[str], prefix: str) -> str:
+    """The last line with `prefix`."""
+    found = [entry for entry in lines if entry.startswith(prefix)]
+    assert found, f"no line starting {prefix!r} in {lines}"
+    return found[-1]
+
+
 def test_helm_installs_upgrades_and_uninstalls_a_chart(kubesim_https, kube_https, https_namespace):
     ns = https_namespace
     configuration = helm.Configuration(namespace=ns, kubeconfig=kubesim_https.kubeconfig.read_text())
@@ -68,6 +89,28 @@ def test_helm_installs_upgrades_and_uninstalls_a_chart(kubesim_https, kube_https
     assert service.spec.cluster_ip
     assert secret_value(kube_https, ns, f"{RELEASE}-greeting", "greeting") == "hello"
     assert release_secrets(kube_https, ns) == [f"sh.helm.release.v1.{RELEASE}.v1"]
+
+    # The two replicas are real processes, each in its own pod network, listening on 0.0.0.0:8080.
+    # Each resolves the Service, reaches the other one through it, lists pods through in-cluster
+    # config with its service account's token (the chart's Role) and is refused Secrets.
+    names = sorted(p.metadata.name for p in pods)
+    user = f"system:serviceaccount:{ns}:{RELEASE}-runner"
+    for me in names:
+        (other,) = [n for n in names if n != me]
+        lines = replica_report(kube_https, ns, me)
+        node = kube_https.core.read_namespaced_pod(me, ns).spec.node_name
+        ip = service.spec.cluster_ip
+        assert line(lines, "second listener:") == "second listener: Address already in use"
+        assert line(lines, "token:") == f"token: {user} bound to pod {me} on {node}"
+        assert line(lines, "resolved") == (
+            f"resolved {RELEASE}-web -> {ip} (fqdn {ip}); peer through the Service: {other}"
+        )
+        assert line(lines, "pods:") == f"pods: {' '.join(names)}"
+        assert line(lines, "secrets:") == (
+            f'secrets: 403 secrets is forbidden: User "{user}" cannot list resource "secrets" '
+            f'in API group "" in the namespace "{ns}"'
+        )
+        assert line(lines, "secret:") == "secret: hello"
     # client-go stored the release as protobuf, and kubesim understood it.
     journal = kubesim_https.sim("GET", "journal").json()
     release_writes = [
@@ -91,6 +134,8 @@ def test_helm_installs_upgrades_and_uninstalls_a_chart(kubesim_https, kube_https
         return len(pods) == 2 and not (hashes & old_hashes)
 
     wait_for(rolled, "the pods to roll to the upgraded template", timeout=30)
+    for pod in ready_pods(kube_https, ns):
+        assert line(replica_report(kube_https, ns, pod.metadata.name), "secret:") == "secret: bonjour"
     assert release_secrets(kube_https, ns) == [
         f"sh.helm.release.v1.{RELEASE}.v1",
         f"sh.helm.release.v1.{RELEASE}.v2",

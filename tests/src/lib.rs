@@ -49,6 +49,9 @@ pub mod redis;
 /// The state store's rules under a lock, for tests of its callers.
 pub mod memory_store;
 
+/// The drivers' `spark` service account and its Role, as the chart grants them.
+pub mod driver_account;
+
 /// Agent ports spread by pod name while kubesim's pods share one loopback (sandbox only).
 pub mod agent_ports;
 
@@ -149,6 +152,8 @@ pub enum StartSandboxError {
     TempDir(#[source] std::io::Error),
     #[error("cannot start kubesim")]
     Cluster(#[source] kubesim::cluster::StartError),
+    #[error(transparent)]
+    DriverAccount(driver_account::GrantDriverAccountError),
     #[error("cannot make the mTLS certificates")]
     Certificates(#[source] rcgen::Error),
     #[error("cannot write {path}")]
@@ -171,6 +176,7 @@ impl StartSandboxError {
         match self {
             Self::TempDir(_) => "temp_dir",
             Self::Cluster(_) => "cluster",
+            Self::DriverAccount(_) => "driver_account",
             Self::Certificates(_) => "certificates",
             Self::WriteFile { .. } => "write_file",
             Self::Tls(_) => "tls",
@@ -314,6 +320,9 @@ impl Sandbox {
         .await
         .map_err(StartSandboxError::Cluster)?;
         let client = cluster.client().map_err(StartSandboxError::Cluster)?;
+        driver_account::grant(&client, "default")
+            .await
+            .map_err(StartSandboxError::DriverAccount)?;
 
         let ca = certs::Ca::new("sandbox ca").map_err(StartSandboxError::Certificates)?;
         let server = ca.server().map_err(StartSandboxError::Certificates)?;

@@ -250,7 +250,7 @@ async fn create_app(sandbox: &Sandbox, args: &DemoArgs) -> Result<SparkApplicati
             "sparkConf": {
                 "spark.kubernetes.executor.useDriverPodIP": "false",
             },
-            "driver": {"cores": 1, "memory": "512m"},
+            "driver": {"cores": 1, "memory": "512m", "serviceAccount": crate::driver_account::NAME},
             "executor": {"instances": 1, "cores": 1, "memory": "512m"},
             "restartPolicy": {
                 "type": "OnFailure",

@@ -383,7 +383,7 @@ async fn slow_real_spark_pyspark_pi_runs_in_real_pods_as_a_spark_application() {
             "mainApplicationFile": format!("local://{}/pi.py", sandbox::SPARK_WORK_DIR),
             "arguments": ["4", "100000"],
             "sparkConf": spark_conf,
-            "driver": {"cores": 1, "memory": "512m"},
+            "driver": {"cores": 1, "memory": "512m", "serviceAccount": sandbox::driver_account::NAME},
             "executor": {"instances": 1, "cores": 1, "memory": "512m"},
             "restartPolicy": {"type": "Never"},
         },

@@ -101,7 +101,7 @@ async fn slow_real_spark_a_killed_driver_resumes_after_its_last_committed_stage(
             "mainApplicationFile": format!("local://{}/recovery_job.py", sandbox::SPARK_WORK_DIR),
             "arguments": [STAGES.to_string(), TASK_SECONDS],
             "sparkConf": app_spark_conf(),
-            "driver": {"cores": 1, "memory": "512m"},
+            "driver": {"cores": 1, "memory": "512m", "serviceAccount": sandbox::driver_account::NAME},
             "executor": {"instances": 1, "cores": 1, "memory": "512m"},
             "restartPolicy": {
                 "type": "OnFailure",

@@ -81,11 +81,14 @@ fn start(
         .and_then(|t| t.parse::<u64>().ok())
         .map(Duration::from_secs);
     let (tx, rx) = mpsc::channel::<Bytes>(256);
-    let scope_rt = rt.clone();
+    // A view's objects are stored (and logged) as another type's: a watch on either sees every
+    // write through both.
+    let (scope_group, scope_plural) = state.store.storage_key(&rt);
     let scope_ns = ns.clone();
     let in_scope = move |g: &str, p: &str, n: &str| {
-        g == scope_rt.group && p == scope_rt.plural && scope_ns.as_deref().is_none_or(|s| s == n)
+        g == scope_group && p == scope_plural && scope_ns.as_deref().is_none_or(|s| s == n)
     };
+    let view = rt.view();
     let sub = state.store.subscribe(&in_scope, from);
     let bookmark_every = state.bookmark_interval;
     tokio::spawn(async move {
@@ -98,7 +101,7 @@ fn start(
         };
         let mut last_rv = sub.at;
         for ev in std::mem::take(&mut sub.replay) {
-            if let Some(b) = render(enc, &ev, &filter)
+            if let Some(b) = render(enc, &ev, &filter, view)
                 && tx.send(b).await.is_err()
             {
                 return;
@@ -127,7 +130,7 @@ fn start(
                         if !in_scope(&ev.group, &ev.plural, &ev.namespace) {
                             continue;
                         }
-                        if let Some(b) = render(enc, &ev, &filter)
+                        if let Some(b) = render(enc, &ev, &filter, view)
                             && tx.send(b).await.is_err()
                         {
                             return;
@@ -188,8 +191,15 @@ fn bookmark(enc: Encoding, rt: &ResourceType, rv: u64, initial_end: bool) -> Byt
 }
 
 /// Turns a store event into the watch event a selective watcher sees, if any: an object that
-/// leaves the selection is DELETED for that watcher, one that enters it is ADDED.
-fn render(enc: Encoding, ev: &Event, filter: &Filter) -> Option<Bytes> {
+/// leaves the selection is DELETED for that watcher, one that enters it is ADDED. Selectors
+/// apply to the stored form (field selectors name the stored type's fields, as the API
+/// server's do); a view's watcher gets the object as the view serves it.
+fn render(
+    enc: Encoding,
+    ev: &Event,
+    filter: &Filter,
+    view: Option<&'static crate::resources::View>,
+) -> Option<Bytes> {
     let now = filter.matches(&ev.object);
     let kind = match ev.kind {
         EventType::Added => now.then_some("ADDED"),
@@ -204,5 +214,8 @@ fn render(enc: Encoding, ev: &Event, filter: &Filter) -> Option<Bytes> {
             }
         }
     }?;
-    Some(enc.line(kind, &ev.object))
+    match view {
+        Some(v) => Some(enc.line(kind, &(v.from_storage)(Value::clone(&ev.object)))),
+        None => Some(enc.line(kind, &ev.object)),
+    }
 }

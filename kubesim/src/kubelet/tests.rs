@@ -624,3 +624,14 @@ async fn a_node_selector_binds_to_a_fitting_node_and_waits_while_none_is_healthy
     assert_eq!(p.pointer("/spec/nodeName"), Some(&json!("kubesim-node-2")));
     kubelet.shutdown();
 }
+
+#[test]
+fn pod_tokens_are_renewed_at_four_fifths_of_their_life_and_at_least_daily() {
+    for (lifetime, after) in [(3607, 2885), (600, 480), (7 * 24 * 3600, 24 * 3600)] {
+        assert_eq!(
+            token_refresh_after(Duration::from_secs(lifetime)).as_secs(),
+            after,
+            "{lifetime}"
+        );
+    }
+}

@@ -9,7 +9,7 @@ use kubesim::kubelet::ImageCommand;
 use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 
-use super::support::{Sim, eventually, start};
+use super::support::{Sim, eventually, grant, start};
 
 fn pod(name: &str, annotations: Value, spec: Value) -> Pod {
     serde_json::from_value(
@@ -346,67 +346,65 @@ async fn mapped_image_runs_a_real_process_with_env_and_volumes() {
     assert!(logs.contains("from-configmap"), "{logs}");
 }
 
-/// The kubeconfig path a real process saw, from its first log line.
-async fn kubeconfig_seen_by(api: &Api<Pod>, name: &str) -> std::path::PathBuf {
-    let line = eventually(10, || async {
+/// What a real process printed: its first `n` log lines, once there are that many.
+async fn first_lines(api: &Api<Pod>, name: &str, n: usize) -> Vec<String> {
+    eventually(10, || async {
         let logs = api.logs(name, &LogParams::default()).await.ok()?;
-        logs.lines()
-            .next()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
+        let lines: Vec<String> = logs.lines().take(n).map(str::to_string).collect();
+        (lines.len() == n).then_some(lines)
     })
-    .await;
-    std::path::PathBuf::from(line)
+    .await
 }
 
-async fn client_from_kubeconfig(path: &std::path::Path) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+/// A pod whose process prints its pod folder, its `KUBECONFIG` and its service-account token
+/// (from the real path), then sleeps; returns the pod (Running), its folder and its token.
+async fn pod_with_token(sim: &Sim, name: &str) -> (Pod, std::path::PathBuf, String) {
+    let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    let spec = json!({"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "local/shell:1",
+            "args": ["echo \"$KUBESIM_POD_ROOT\"; echo \"KUBECONFIG=[$KUBECONFIG]\"; \
+                      cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo; sleep 60"]}]});
+    api.create(&PostParams::default(), &pod(name, json!({}), spec))
         .await
         .unwrap();
-    kube::Client::try_from(config).unwrap()
+    let p = phase_of(&api, name, "Running").await;
+    let lines = first_lines(&api, name, 3).await;
+    // With their own network, processes find the API server as in a cluster, not through a
+    // kubeconfig of kubesim's.
+    assert_eq!(lines[1], "KUBECONFIG=[]");
+    (p, lines[0].clone().into(), lines[2].clone())
+}
+
+/// A kube-rs client over HTTPS with `token`, as a pod's process authenticates.
+async fn client_with_token(sim: &Sim, token: &str) -> kube::Client {
+    Cluster::client_from_kubeconfig(&sim.cluster.token_kubeconfig(token, "default"))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     let sim = start_with_images().await;
-    let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    let spec = json!({"restartPolicy": "Never",
-        "containers": [{"name": "main", "image": "local/shell:1",
-            "args": ["echo \"$KUBECONFIG\"; sleep 60"]}]});
-    api.create(&PostParams::default(), &pod("agent", json!({}), spec))
-        .await
-        .unwrap();
-    let p = phase_of(&api, "agent", "Running").await;
+    // What the pod's process may do, granted to its service account as a chart would.
+    let rules = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                       {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]);
+    grant(&sim.client, "default", "default", "agent", rules).await;
+    let (p, root, token) = pod_with_token(&sim, "agent").await;
     let node = p.spec.unwrap().node_name.unwrap();
+    let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
 
-    // The process is handed a kubeconfig naming kubesim and a token naming its node and pod.
-    let path = kubeconfig_seen_by(&api, "agent").await;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
-    // Inside the pod, the API server is the `kubernetes` Service, over HTTPS with the
-    // cluster's CA.
+    // The pod's kubeconfig (for tools that take one) names the `kubernetes` Service over HTTPS
+    // and carries the same token.
+    let text = std::fs::read_to_string(root.join(".kubesim/kubeconfig")).unwrap();
+    let kubeconfig: Value = yaml_serde::from_str(&text).unwrap();
     assert_eq!(
         kubeconfig["clusters"][0]["cluster"]["server"],
         "https://198.19.0.1:443"
     );
-    assert!(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"].is_string());
-    assert_eq!(
-        kubeconfig["users"][0]["user"]["token"],
-        format!("kubesim-node/{node}/default/agent")
-    );
+    assert_eq!(kubeconfig["users"][0]["user"]["token"], token.as_str());
 
-    // The test speaks as the pod's process through a port-forward to that Service.
-    let (local, _forward) = sim
-        .cluster
-        .port_forward("198.19.0.1:443".parse().unwrap())
-        .await
-        .unwrap();
-    // The serving certificate names 127.0.0.1, so the forwarded address verifies too.
-    kubeconfig["clusters"][0]["cluster"]["server"] = json!(format!("https://{local}"));
-    let forwarded = path.with_file_name("forwarded-kubeconfig");
-    std::fs::write(&forwarded, yaml_serde::to_string(&kubeconfig).unwrap()).unwrap();
-    let agent: Api<Pod> = Api::namespaced(client_from_kubeconfig(&forwarded).await, "default");
+    // The test speaks as the pod's process, with its token.
+    let agent: Api<Pod> = Api::namespaced(client_with_token(&sim, &token).await, "default");
     agent.get("agent").await.unwrap();
 
     sim.control("POST", &format!("/nodes/{node}/partition"), "")
@@ -446,4 +444,47 @@ async fn partitioned_nodes_processes_lose_the_api_server_until_heal() {
     read.await.unwrap().unwrap();
     assert!(others.get_opt("heartbeat").await.unwrap().is_some());
     agent.get("agent").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_zombies_requests_are_lost_in_the_partition_then_refused_after_heal() {
+    let sim = start_with_images().await;
+    let rules = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]);
+    grant(&sim.client, "default", "default", "agent", rules).await;
+    let (p, _, token) = pod_with_token(&sim, "zombie").await;
+    let node = p.spec.unwrap().node_name.unwrap();
+    let zombie: Api<Pod> = Api::namespaced(client_with_token(&sim, &token).await, "default");
+    zombie.get("zombie").await.unwrap();
+
+    // Cut off, the pod is force-deleted: gone from the API, its process lives on.
+    sim.control("POST", &format!("/nodes/{node}/partition"), "")
+        .await;
+    let api: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    api.delete("zombie", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(10, || async {
+        api.get_opt("zombie").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    // Its token names a pod that no longer exists, yet its request is not refused: it never
+    // reaches the API server while the partition lasts.
+    let read = tokio::spawn({
+        let zombie = zombie.clone();
+        async move { zombie.get("zombie").await }
+    });
+    eventually(10, || async {
+        (sim.control("GET", &format!("/nodes/{node}/held"), "").await["held"] == 1).then_some(())
+    })
+    .await;
+    assert!(!read.is_finished());
+
+    // Healed, it arrives with a token bound to a deleted pod: 401, as the API server answers.
+    sim.control("POST", &format!("/nodes/{node}/heal"), "")
+        .await;
+    let err = read.await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 401),
+        "{err:?}"
+    );
 }

@@ -192,3 +192,28 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Grants service account `sa` of `ns` the `rules` there: a Role named `role` and a RoleBinding
+/// of the same name, created with `client` (an admin's), as a chart would.
+pub async fn grant(client: &Client, ns: &str, sa: &str, role: &str, rules: Value) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Api, PostParams};
+    let pp = PostParams::default();
+    let role_obj: Role =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": role}, "rules": rules}))
+            .expect("a Role");
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&pp, &role_obj)
+        .await
+        .expect("create the Role");
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&pp, &binding)
+        .await
+        .expect("create the RoleBinding");
+}

@@ -1,12 +1,13 @@
 //! The world a pod sees, with real processes: its own network and address, a Service in front of
 //! two replicas that listen on the same port, names resolved through the kubelet-managed hosts
-//! file, the service-account volume at its real path, probes from the node, and a Secret update
-//! reaching a running process.
+//! file, the service-account volume at its real path with a token for the pod's service account
+//! (RBAC applies to what the pod does), probes from the node, and a Secret update reaching a
+//! running process.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kubesim::kubelet::ImageCommand;
@@ -14,7 +15,7 @@ use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::eventually;
+use super::support::{eventually, grant};
 
 const REPLICA: &str = include_str!("programs/replica.py");
 
@@ -27,7 +28,7 @@ fn create<T: serde::de::DeserializeOwned>(v: Value) -> T {
 fn replica(name: &str, app: &str, startup: Value) -> Pod {
     create(json!({
         "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{
+        "spec": {"serviceAccountName": "web", "containers": [{
             "name": "main", "image": "replica:1",
             "ports": [{"name": "http", "containerPort": 8080}],
             "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
@@ -100,6 +101,15 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
         .unwrap();
     let cluster_ip: Ipv4Addr = svc.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
     assert_eq!(cluster_ip.octets()[..2], [198, 19]);
+    // The replicas' service account may read pods, and nothing else, as a chart would grant it.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    accounts
+        .create(&pp, &create(json!({"metadata": {"name": "web"}})))
+        .await
+        .unwrap();
+    let read_pods =
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]);
+    grant(&client, "default", "web", "pod-reader", read_pods).await;
 
     let exec = json!({"exec": {"command": ["cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"]},
                       "periodSeconds": 1, "failureThreshold": 30});
@@ -156,7 +166,14 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
         let node = pods.get(me).await.unwrap().spec.unwrap().node_name.unwrap();
         assert_eq!(
             log_line(&pods, me, "token:").await,
-            format!("token: kubesim-node/{node}/default/{me}")
+            format!("token: system:serviceaccount:default:web bound to pod {me} on {node}")
+        );
+        // In-cluster config with that token: what the Role grants is served, the rest refused
+        // with the API server's own words.
+        assert_eq!(log_line(&pods, me, "pods:").await, "pods: web-a web-b");
+        assert_eq!(
+            log_line(&pods, me, "secrets:").await,
+            "secrets: 403 secrets is forbidden: User \"system:serviceaccount:default:web\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
         );
         assert_eq!(
             log_line(&pods, me, "namespace:").await,

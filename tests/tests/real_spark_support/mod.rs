@@ -48,6 +48,11 @@ pub fn spark_confs() -> Vec<(&'static str, &'static str)> {
         // Spark 4.3 hands executors the driver pod's IP by default; the Service's name makes
         // them resolve the headless Service (kubesim's hosts file) as older Sparks always did.
         ("spark.kubernetes.executor.useDriverPodIP", "false"),
+        // The account the sandbox grants what a driver does (RBAC applies to pods' requests).
+        (
+            "spark.kubernetes.authenticate.driver.serviceAccountName",
+            sandbox::driver_account::NAME,
+        ),
         ("spark.driver.memory", "512m"),
         ("spark.executor.memory", "512m"),
     ]
@@ -59,7 +64,10 @@ pub fn app_spark_conf() -> serde_json::Map<String, Value> {
     spark_confs()
         .into_iter()
         .filter(|(k, _)| !k.ends_with(".memory") && !k.ends_with(".instances"))
-        .filter(|(k, _)| *k != "spark.kubernetes.container.image")
+        .filter(|(k, _)| {
+            *k != "spark.kubernetes.container.image"
+                && *k != "spark.kubernetes.authenticate.driver.serviceAccountName"
+        })
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect()
 }
