@@ -145,6 +145,13 @@ def test_operator_elects_a_leader_in_the_release_namespace_as_its_pod():
     assert operator["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": "100%"}
 
 
+def test_the_chart_makes_the_leader_lease_so_uninstall_removes_it():
+    lease = one(render(), "Lease", f"{OPERATOR}-leader")
+    # No holder: the first replica takes it over; Helm deletes it with the release.
+    assert lease["metadata"]["namespace"] == NAMESPACE and lease["spec"] == {}
+    assert not find(render({"operator": {"leaderElection": {"enabled": False}}}), "Lease")
+
+
 def test_only_the_submitter_has_a_disruption_budget():
     objects = render({"operator": {"replicas": 3}})
     budgets = find(objects, "PodDisruptionBudget")
@@ -254,8 +261,7 @@ def test_operator_rbac_is_exactly_what_its_code_uses():
     lease = f"{OPERATOR}-leader"
     assert grants == {
         "team-a": OPERATOR_RULES,
-        NAMESPACE: {("coordination.k8s.io", "leases", "create"),
-                    ("coordination.k8s.io", "leases", "get", lease), ("coordination.k8s.io", "leases", "update", lease)},
+        NAMESPACE: {("coordination.k8s.io", "leases", "get", lease), ("coordination.k8s.io", "leases", "update", lease)},
     }
 
 
