@@ -119,8 +119,11 @@ pub async fn try_acquire(api: &Api<Lease>, config: &LeaderConfig) -> Result<bool
             source,
         })?;
     let now = Timestamp::now();
+    // A Lease made ahead of us (the chart renders it, so that `helm uninstall` removes it) may
+    // have no spec yet: it exists, held by no one.
+    let unheld = LeaseSpec::default();
     let step = next_step(
-        lease.as_ref().and_then(|l| l.spec.as_ref()),
+        lease.as_ref().map(|l| l.spec.as_ref().unwrap_or(&unheld)),
         &config.identity,
         now,
     );

@@ -44,7 +44,7 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{debug, info};
 
-use crate::pem::{ReadPemError, crypto_provider, read_certificates};
+use crate::pem::{ReadPemError, crypto_provider};
 use submission::api::{
     DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse,
 };
@@ -71,13 +71,14 @@ pub struct ClientConfig {
     /// The submit route may be included, as the Go client's config does; it is stripped to find
     /// the other routes. Any other path is kept as a prefix (a proxy mount point).
     pub url: String,
-    /// CA bundle that verifies the server; required for `https`.
+    /// CA bundle that verifies the server; required for `https`. Re-read when it changes, at
+    /// most every `cert_check_interval`.
     pub ca: Option<PathBuf>,
     /// Client certificate for mTLS; with `key`, or neither. Re-read when the files change (see
     /// [`reload`]), at most every `cert_check_interval`.
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
-    /// How often a new connection re-reads the client certificate files.
+    /// How often a new connection re-reads the client certificate files and the CA bundle.
     pub cert_check_interval: Duration,
     /// Limit for one exchange: connect, send, and read the answer.
     pub request_timeout: Duration,
@@ -127,6 +128,8 @@ pub enum NewClientError {
     LoadCa(#[source] ReadPemError),
     #[error("CA file holds an unusable certificate")]
     AddCa(#[source] rustls::Error),
+    #[error("cannot build a verifier from the CA file")]
+    BuildVerifier(#[source] rustls::client::VerifierBuilderError),
     #[error("cannot load the client certificate")]
     LoadClientCertificate(#[source] ReadPemError),
     #[error("cannot load the client key")]
@@ -149,6 +152,7 @@ impl NewClientError {
             NewClientError::TlsFilesForPlainHttp => "tls_files_for_plain_http",
             NewClientError::LoadCa(_) => "load_ca",
             NewClientError::AddCa(_) => "add_ca",
+            NewClientError::BuildVerifier(_) => "build_verifier",
             NewClientError::LoadClientCertificate(_) => "load_client_certificate",
             NewClientError::LoadClientKey(_) => "load_client_key",
             NewClientError::BuildTls(_) => "build_tls",
@@ -437,6 +441,17 @@ impl SubmitterClient {
         Ok(response)
     }
 
+    /// A dry run (`?dryRun=true`): the objects a submission would create, validated by the API
+    /// server and returned as a `v1` `List`; nothing is created. Retried like [`Self::submit`].
+    pub async fn dry_run(&self, request: &SubmitRequest) -> Result<serde_json::Value, SubmitError> {
+        let body = Bytes::from(serde_json::to_vec(request).map_err(SubmitError::EncodeRequest)?);
+        let uri = format!("{}?dryRun=true", self.submit_url());
+        self.with_retries("dry_run", || {
+            self.call(Method::POST, &uri, Some(body.clone()), &[StatusCode::OK])
+        })
+        .await
+    }
+
     /// The driver's state by `namespace` and pod name.
     pub async fn driver_status(
         &self,
@@ -687,11 +702,17 @@ fn tls_config(config: &ClientConfig, https: bool) -> Result<rustls::ClientConfig
             .with_no_client_auth());
     }
     let ca = config.ca.as_ref().ok_or(NewClientError::MissingCa)?;
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in read_certificates(ca).map_err(NewClientError::LoadCa)? {
-        roots.add(certificate).map_err(NewClientError::AddCa)?;
-    }
-    let builder = builder.with_root_certificates(roots);
+    // The CA bundle is re-read when it changes, like the client certificate: a rotated CA is
+    // trusted without a restart.
+    let verifier = reload::ReloadingServerVerifier::new(ca.clone(), config.cert_check_interval)
+        .map_err(|error| match error {
+            reload::LoadCaError::Read(e) => NewClientError::LoadCa(e),
+            reload::LoadCaError::Add(e) => NewClientError::AddCa(e),
+            reload::LoadCaError::Build(e) => NewClientError::BuildVerifier(e),
+        })?;
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
     match identity {
         None => Ok(builder.with_no_client_auth()),
         Some((cert, key)) => {

@@ -63,6 +63,10 @@ enum Command {
         /// Idempotency key; reuse it to retry the same submission. Default: a new UUID v4.
         #[arg(long, env = "SUBMITTER_SUBMISSION_ID")]
         submission_id: Option<String>,
+        /// Create nothing: print the objects the submission would create (validated by the API
+        /// server, as one JSON v1 List) and exit 0, or the error and exit 1.
+        #[arg(long)]
+        dry_run: bool,
         /// The spark-submit arguments (optionally after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         spark_submit_args: Vec<String>,
@@ -127,6 +131,7 @@ fn read_template(path: &str) -> anyhow::Result<serde_json::Value> {
 async fn submit(
     client: &ClientArgs,
     submission_id: Option<String>,
+    dry_run: bool,
     args: &[String],
 ) -> anyhow::Result<ExitCode> {
     let extracted = submitter::cli::extract_templates(args);
@@ -150,6 +155,18 @@ async fn submit(
         driver_pod_template,
         executor_pod_template,
     };
+    if dry_run {
+        return match client.dry_run(&request).await {
+            Ok(list) => {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(error) => {
+                eprintln!("error: {}", error_chain(&error));
+                Ok(ExitCode::FAILURE)
+            }
+        };
+    }
     match client.submit(&request).await {
         Ok(response) => {
             println!("{}", response.driver_ref());
@@ -222,10 +239,12 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Submit {
             client,
             submission_id,
+            dry_run,
             spark_submit_args,
         } => tokio::runtime::Runtime::new()?.block_on(submit(
             &client,
             submission_id,
+            dry_run,
             &spark_submit_args,
         )),
         Command::Status { client, driver } => {

@@ -84,3 +84,47 @@ async fn certificate_identity_outside_the_policy_is_forbidden() {
     assert!(!error.retryable());
     assert!(t.journal().is_empty());
 }
+
+#[tokio::test]
+async fn the_client_trusts_a_rotated_ca_without_a_restart() {
+    let t = TestApp::start().await;
+    let old_ca = Ca::new("old ca");
+    let new_ca = Ca::new("new ca");
+    let dir = Dir::new();
+    let (transport, _) = tls(
+        dir.server_files(&old_ca, &old_ca.server("submitter")),
+        ClientAuth::Required,
+    );
+    let server = start(t.app.clone(), transport).await;
+    let identity = old_ca.client(
+        TESTER,
+        "spiffe://cluster.local/ns/spark/sa/tester",
+        "tester",
+    );
+    let (ca, cert, key) = dir.client_files("tester", &old_ca, &identity);
+    let mut config = ClientConfig::new(format!(
+        "https://localhost:{}/api/v1/spark-submit",
+        server.addr.port()
+    ));
+    config.ca = Some(ca.clone());
+    config.cert = Some(cert);
+    config.key = Some(key);
+    config.max_retries = 1;
+    config.cert_check_interval = Duration::ZERO;
+    let client = SubmitterClient::new(config).unwrap();
+
+    // The CA is replaced before the first connection: the server presents a certificate of the
+    // new CA, and the client's bundle (read at start) now holds only the new CA.
+    let rotated = new_ca.server("submitter");
+    dir.write("tls.key", &rotated.key_pem);
+    dir.write("tls.crt", &rotated.cert_pem);
+    dir.write("tester-ca.crt", &new_ca.pem());
+    // Any HTTP answer means the handshake verified the new server certificate (the service's
+    // caches are not synced here, so it answers 503); trusting the old CA would fail the
+    // handshake, with no HTTP status at all.
+    let error = client
+        .driver_status("default", "no-such-driver")
+        .await
+        .unwrap_err();
+    assert!(error.status().is_some(), "no HTTP answer: {error}");
+}

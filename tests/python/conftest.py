@@ -108,18 +108,20 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-def _start_kubesim(tmp: Path, https: bool, images: dict | None = None):
+def _start_kubesim(tmp: Path, https: bool, images: dict | None = None, spark: dict | None = None):
     """Starts `kubesim serve` and yields a ready Kubesim: its kubeconfig written and its URL
-    printed (the kubeconfig names the same URL). `images` maps images to local commands."""
+    printed (the kubeconfig names the same URL). `images` maps images to local commands; `spark`
+    is the `spark:` section of its configuration (real Spark for the Spark image)."""
     binary = _binary("KUBESIM_BIN", "kubesim")
     kubeconfig = tmp / "kubeconfig"
     log = tmp / "kubesim.log"
     args = [str(binary), "serve", "--listen", "127.0.0.1:0", "--kubeconfig-out", str(kubeconfig)]
     if https:
         args.append("--https")
-    if images:
+    config = {key: value for key, value in (("images", images), ("spark", spark)) if value}
+    if config:
         config_file = tmp / "kubesim.yaml"
-        config_file.write_text(yaml.safe_dump({"images": images}))
+        config_file.write_text(yaml.safe_dump(config))
         args += ["--config", str(config_file)]
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
@@ -265,7 +267,11 @@ def namespace(request, kube: Kube) -> str:
 @pytest.fixture(autouse=True)
 def _bounded_test(request):
     """Fails a test that runs longer than its bound instead of hanging the suite."""
-    limit = SPARK_TEST_TIMEOUT_S if request.node.get_closest_marker("spark") else DEFAULT_TEST_TIMEOUT_S
+    bound = request.node.get_closest_marker("bound")
+    if bound is not None:
+        limit = int(bound.args[0])
+    else:
+        limit = SPARK_TEST_TIMEOUT_S if request.node.get_closest_marker("spark") else DEFAULT_TEST_TIMEOUT_S
 
     def on_alarm(signum, frame):
         raise TimeoutError(f"{request.node.nodeid} exceeded its {limit}s bound")

@@ -149,6 +149,13 @@ def test_operator_elects_a_leader_in_the_release_namespace_as_its_pod():
     assert operator["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": "100%"}
 
 
+def test_the_chart_makes_the_leader_lease_so_uninstall_removes_it():
+    lease = one(render(), "Lease", f"{OPERATOR}-leader")
+    # No holder: the first replica takes it over; Helm deletes it with the release.
+    assert lease["metadata"]["namespace"] == NAMESPACE and lease["spec"] == {}
+    assert not find(render({"operator": {"leaderElection": {"enabled": False}}}), "Lease")
+
+
 def test_only_the_submitter_has_a_disruption_budget():
     objects = render({"operator": {"replicas": 3}})
     budgets = find(objects, "PodDisruptionBudget")
@@ -241,6 +248,7 @@ SUBMITTER_WRITES = triples(
     "persistentvolumeclaims: get create patch delete; networking.k8s.io/networkpolicies: get create patch delete; "
     "sparkoperator.k8s.io/sparkapplications/finalizers: update")
 SUBMITTER_WATCH = triples("pods: list watch; configmaps: list watch")
+SUBMITTER_RECORDS = triples("configmaps: get create delete")
 OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
@@ -253,7 +261,8 @@ OPERATOR_RULES = triples(
 
 def test_submitter_rbac_is_exactly_what_its_code_uses():
     grants = rules_by_namespace(render({"jobNamespaces": ["team-a", "team-b"]}), SUBMITTER)
-    assert grants == {"*": SUBMITTER_WATCH, "team-a": SUBMITTER_WRITES, "team-b": SUBMITTER_WRITES}
+    assert grants == {"*": SUBMITTER_WATCH, "team-a": SUBMITTER_WRITES, "team-b": SUBMITTER_WRITES,
+                      NAMESPACE: SUBMITTER_RECORDS}
 
 
 def test_operator_rbac_is_exactly_what_its_code_uses():
@@ -261,8 +270,7 @@ def test_operator_rbac_is_exactly_what_its_code_uses():
     lease = f"{OPERATOR}-leader"
     assert grants == {
         "team-a": OPERATOR_RULES,
-        NAMESPACE: {("coordination.k8s.io", "leases", "create"),
-                    ("coordination.k8s.io", "leases", "get", lease), ("coordination.k8s.io", "leases", "update", lease)},
+        NAMESPACE: {("coordination.k8s.io", "leases", "get", lease), ("coordination.k8s.io", "leases", "update", lease)},
     }
 
 
@@ -280,7 +288,7 @@ def test_operator_gets_crd_rights_only_when_it_installs_the_crd_and_configmaps_o
 
 def test_cluster_wide_mode_binds_cluster_roles_and_makes_no_driver_accounts():
     objects = render({"jobNamespaces": []})
-    assert set(rules_by_namespace(objects, SUBMITTER)) == {"*"}
+    assert set(rules_by_namespace(objects, SUBMITTER)) == {"*", NAMESPACE}
     assert not find(objects, "Role", "spark-operator-spark")
     env = env_of(one(objects, "Deployment", OPERATOR)["spec"]["template"]["spec"]["containers"][0])
     assert "OPERATOR_NAMESPACES" not in env
@@ -430,10 +438,10 @@ def test_service_monitors_scrape_metrics_without_client_certificates():
     submitter = one(objects, "ServiceMonitor", SUBMITTER)["spec"]["endpoints"][0]
     assert submitter["scheme"] == "https" and submitter["tlsConfig"]["serverName"] == f"{SUBMITTER}.{NAMESPACE}.svc"
     env = env_of(one(objects, "Deployment", SUBMITTER)["spec"]["template"]["spec"]["containers"][0])
-    assert env["SUBMITTER_PUBLIC_METRICS"] == "true"
+    assert env["SUBMITTER_ANONYMOUS_METRICS"] == "true"
     assert one(objects, "ServiceMonitor", OPERATOR)["spec"]["endpoints"][0]["port"] == "metrics"
     assert one(objects, "Service", f"{OPERATOR}-metrics")["spec"]["ports"][0]["targetPort"] == "probes"
-    assert "SUBMITTER_PUBLIC_METRICS" not in env_of(one(render(), "Deployment", SUBMITTER)["spec"]["template"]["spec"]["containers"][0])
+    assert "SUBMITTER_ANONYMOUS_METRICS" not in env_of(one(render(), "Deployment", SUBMITTER)["spec"]["template"]["spec"]["containers"][0])
 
 
 def test_operator_talks_to_the_submitter_by_its_certificate_name_and_runs_agents_from_its_own_image():

@@ -140,3 +140,23 @@ async fn new_leader_adopts_a_running_application_without_resubmitting() {
     assert_eq!(env.pod_create_requests(), created, "no pod create sent");
     assert_eq!(env.lease_holder().await.as_deref(), Some("replica-b"));
 }
+
+/// The chart renders the Lease (so that `helm uninstall` removes it) with no holder and, once
+/// stored, possibly no spec at all: a replica takes it over instead of trying to create it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_made_ahead_without_a_holder_is_taken_over() {
+    let env = Env::start().await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let made_ahead =
+        serde_json::from_value(json!({"metadata": {"name": e2e_support::LEASE}})).expect("a Lease");
+    leases
+        .create(&kube::api::PostParams::default(), &made_ahead)
+        .await
+        .expect("the Lease is created");
+    let _a = env.elected_operator("replica-a");
+    wait_until("replica-a to lead", || async {
+        (env.lease_holder().await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+}

@@ -2,7 +2,9 @@
 //! IP (or to `host` as the node sees it, so `127.0.0.1` is the node's own loopback), `exec`
 //! inside the container's namespaces; initial delay, period, timeout and thresholds; failures
 //! reported with the kubelet's messages (`Startup probe failed: Get "http://…": dial tcp …:
-//! connect: connection refused`).
+//! connect: connection refused`). `HTTPS` probes complete a TLS handshake without verifying the
+//! server and without a client certificate, then send the same GET, as the kubelet's prober
+//! (`InsecureSkipVerify`) does.
 //!
 //! [`probes_of`] reads a container's probes (pure); [`run_worker`] probes one container
 //! instance and reports what a kubelet would act on.
@@ -13,8 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::net::ClusterNet;
@@ -54,7 +60,7 @@ impl ProbeKind {
 pub enum Check {
     /// `GET scheme://host:port/path` must answer 200–399.
     Http {
-        /// `HTTP` or `HTTPS` (HTTPS: kubesim checks the connection only).
+        /// `HTTP` or `HTTPS` (TLS without verifying the server, no client certificate).
         https: bool,
         /// `host`, else the pod IP.
         host: Option<String>,
@@ -252,18 +258,24 @@ pub async fn probe_once(check: &Check, timeout: Duration, target: &Target) -> Re
                 let mut s = dial(&host, *port, timeout, target)
                     .await
                     .map_err(|e| format!("Get \"{url}\": {e}"))?;
-                if *https {
-                    // Without TLS, kubesim can only tell that the port accepts connections.
-                    return Ok(());
-                }
-                http_get(&mut s, &host, *port, path, headers)
-                    .await
-                    .map_err(|e| match e {
-                        HttpFailure::Status(code) => {
-                            format!("HTTP probe failed with statuscode: {code}")
-                        }
-                        HttpFailure::Io(e) => format!("Get \"{url}\": {e}"),
-                    })
+                let got = if *https {
+                    let mut s = tls_handshake(s, &host)
+                        .await
+                        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+                    let got = http_get(&mut s, &host, *port, path, headers).await;
+                    // Go's client ends the session with close_notify; the server sees no
+                    // truncated connection.
+                    let _ = s.shutdown().await;
+                    got
+                } else {
+                    http_get(&mut s, &host, *port, path, headers).await
+                };
+                got.map_err(|e| match e {
+                    HttpFailure::Status(code) => {
+                        format!("HTTP probe failed with statuscode: {code}")
+                    }
+                    HttpFailure::Io(e) => format!("Get \"{url}\": {e}"),
+                })
             };
             match tokio::time::timeout(timeout, get).await {
                 Ok(r) => r,
@@ -324,13 +336,105 @@ fn go_errno(e: &std::io::Error) -> String {
     }
 }
 
+/// The kubelet's prober verifies no server certificate (Go's `InsecureSkipVerify`): serving
+/// certificates of pods are rarely issued for their pod IPs. The handshake's own signatures are
+/// still checked, as Go checks them.
+#[derive(Debug)]
+struct AnyServerCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyServerCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The prober's TLS client: no ALPN (its transport speaks HTTP/1.1), no client certificate.
+fn probe_tls_config() -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider)))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A TLS session over `s` to `host` (an address: no SNI is sent, as Go sends none for one).
+async fn tls_handshake(
+    s: TcpStream,
+    host: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let config = probe_tls_config()?;
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, s)
+        .await
+        .map_err(|e| {
+            let plain_http = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                .is_some_and(|tls| {
+                    matches!(
+                        tls,
+                        rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+                    )
+                });
+            if plain_http {
+                // Go's transport names this case.
+                "http: server gave HTTP response to HTTPS client".to_owned()
+            } else {
+                e.to_string()
+            }
+        })
+}
+
 enum HttpFailure {
     Status(u16),
     Io(String),
 }
 
 async fn http_get(
-    s: &mut TcpStream,
+    s: &mut (impl AsyncRead + AsyncWrite + Unpin),
     host: &str,
     port: u16,
     path: &str,
@@ -562,6 +666,130 @@ mod tests {
             err,
             format!(
                 "Get \"http://127.0.0.1:{port}/ready\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+            )
+        );
+    }
+
+    /// A TLS server on loopback answering each request with the status its path names
+    /// (`/200`, `/503`); returns its port and the requests it saw (`path user-agent`).
+    async fn tls_server() -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let cert =
+            rcgen::generate_simple_self_signed(vec!["pod.example".to_owned()]).expect("cert");
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (seen, requests) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(mut s) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1
+                    {
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).to_string();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    let agent = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("User-Agent: "))
+                        .unwrap_or("")
+                        .to_owned();
+                    let _ = seen.send(format!("{path} {agent}"));
+                    let code = path.trim_start_matches('/');
+                    let answer = format!(
+                        "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        (port, requests)
+    }
+
+    fn loopback() -> Target {
+        Target {
+            pod_ip: "127.0.0.1".into(),
+            net: None,
+            pid: 0,
+            env: vec![],
+            cwd: std::env::temp_dir(),
+            exited: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn https(port: u16, path: &str) -> Check {
+        Check::Http {
+            https: true,
+            host: None,
+            port,
+            path: path.into(),
+            headers: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn an_https_probe_gets_its_answer_over_tls_whatever_the_certificate() {
+        let (port, mut requests) = tls_server().await;
+        let timeout = Duration::from_secs(5);
+        // A self-signed certificate for another name: the kubelet does not verify it.
+        probe_once(&https(port, "/200"), timeout, &loopback())
+            .await
+            .expect("200 passes");
+        assert_eq!(
+            requests.recv().await.as_deref(),
+            Some("/200 kube-probe/1.34")
+        );
+        let err = probe_once(&https(port, "/503"), timeout, &loopback())
+            .await
+            .expect_err("503 fails");
+        assert_eq!(err, "HTTP probe failed with statuscode: 503");
+        assert_eq!(
+            requests.recv().await.as_deref(),
+            Some("/503 kube-probe/1.34")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_https_probe_of_a_plain_http_port_fails() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .await;
+            }
+        });
+        let err = probe_once(
+            &https(port, "/healthz"),
+            Duration::from_secs(5),
+            &loopback(),
+        )
+        .await
+        .expect_err("no TLS, no answer");
+        assert_eq!(
+            err,
+            format!(
+                "Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client"
             )
         );
     }

@@ -274,3 +274,105 @@ async fn replicas_behind_a_service_live_in_their_own_network() {
     let status = &lp.status.unwrap().container_statuses.unwrap()[0];
     assert_eq!((status.started, status.ready), (Some(false), false));
 }
+
+const TLS_SERVER: &str = include_str!("programs/tls_server.py");
+
+/// A pod serving HTTPS on 8443 (the program above) with `readinessProbe` on `path`.
+fn tls_pod(name: &str, path: &str) -> Pod {
+    create(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{
+            "name": "main", "image": "tls-server:1",
+            "ports": [{"name": "https", "containerPort": 8443}],
+            "readinessProbe": {"httpGet": {"port": "https", "path": path, "scheme": "HTTPS"},
+                               "periodSeconds": 1},
+            "volumeMounts": [{"name": "tls", "mountPath": "/etc/tls"}],
+        }],
+        "volumes": [{"name": "tls", "secret": {"secretName": "server-tls"}}]},
+    }))
+}
+
+#[tokio::test]
+async fn https_probes_complete_the_handshake_and_read_the_status() {
+    let images = BTreeMap::from([(
+        "tls-server".to_string(),
+        ImageCommand {
+            command: vec![
+                "python3".into(),
+                "-u".into(),
+                "-c".into(),
+                TLS_SERVER.into(),
+            ],
+            env: BTreeMap::new(),
+        },
+    )]);
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    // A certificate for a name, not the pod IP: the kubelet does not verify it.
+    let issued = rcgen::generate_simple_self_signed(vec!["server.example".to_owned()]).unwrap();
+    secrets
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": "server-tls"}, "stringData": {
+                "tls.crt": issued.cert.pem(), "tls.key": issued.signing_key.serialize_pem()}})),
+        )
+        .await
+        .unwrap();
+    pods.create(&pp, &tls_pod("healthy", "/healthz"))
+        .await
+        .unwrap();
+    pods.create(&pp, &tls_pod("unready", "/ready"))
+        .await
+        .unwrap();
+
+    // The probe went through TLS to the server's handler, without a client certificate, and
+    // its 200 made the pod Ready.
+    eventually(60, || async {
+        let p = pods.get("healthy").await.ok()?;
+        let conditions = p.status?.conditions?;
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        log_line(&pods, "healthy", "GET").await,
+        "GET /healthz kube-probe/1.34 client-cert=no"
+    );
+
+    // A 503 over TLS is a failed probe with the kubelet's words, and the pod stays unready
+    // (the probes before the server listened were refused: events of their own).
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let message = eventually(60, || async {
+        let list = events
+            .list(&ListParams::default().fields("involvedObject.name=unready"))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Unhealthy"))
+            .filter_map(|e| e.message)
+            .find(|m| !m.contains("connection refused"))
+    })
+    .await;
+    assert_eq!(
+        message,
+        "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    );
+    assert_eq!(
+        log_line(&pods, "unready", "GET").await,
+        "GET /ready kube-probe/1.34 client-cert=no"
+    );
+    let unready = pods.get("unready").await.unwrap();
+    let status = &unready.status.unwrap().container_statuses.unwrap()[0];
+    assert!(!status.ready);
+}
