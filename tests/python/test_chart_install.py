@@ -597,7 +597,15 @@ def test_helm_uninstall_leaves_none_of_our_objects_behind(stack):
             "sparkoperator.k8s.io", "v1beta2", JOBS, "sparkapplications")["items"]:
         stack.custom.delete_namespaced_custom_object(
             "sparkoperator.k8s.io", "v1beta2", JOBS, "sparkapplications", app["metadata"]["name"])
-    wait_for(lambda: not stack.core.list_namespaced_pod(JOBS).items, "the drivers to be collected", timeout=RUN_S)
+
+    def jobs_empty():
+        left = [f"pod {p.metadata.name}" for p in stack.core.list_namespaced_pod(JOBS).items]
+        left += [f"configmap {c.metadata.name}" for c in stack.core.list_namespaced_config_map(JOBS).items
+                 if c.metadata.name != "kube-root-ca.crt"]
+        assert not left, left
+        return True
+
+    wait_for(jobs_empty, "the drivers and their ConfigMaps to be collected", timeout=RUN_S)
     for pod in ("ci-before-upgrade", "ci-after-upgrade"):
         stack.core.delete_namespaced_pod(pod, NAMESPACE)
     stack.core.delete_namespaced_secret("ci-runner-tls", NAMESPACE)
@@ -627,9 +635,12 @@ def test_helm_uninstall_leaves_none_of_our_objects_behind(stack):
     assert not stack.rbac.list_cluster_role(label_selector=selector).items
     assert not stack.rbac.list_cluster_role_binding(label_selector=selector).items
     assert not stack.core.list_namespaced_secret(NAMESPACE, label_selector=f"owner=helm,name={RELEASE}").items
-    leftovers = sorted(cm.metadata.name for cm in stack.core.list_namespaced_config_map(NAMESPACE).items
-                       if cm.metadata.name != "kube-root-ca.crt")
-    assert leftovers and all(name.startswith("spark-submitter-done-") for name in leftovers), leftovers
+    # The retention records of the drivers that succeeded, and nothing else.
+    leftovers = [cm for cm in stack.core.list_namespaced_config_map(NAMESPACE).items
+                 if cm.metadata.name != "kube-root-ca.crt"]
+    assert leftovers and all(
+        (cm.metadata.labels or {}).get("spark-submitter.io/record") == "driver-succeeded" for cm in leftovers
+    ), [(cm.metadata.name, cm.metadata.labels) for cm in leftovers]
     assert not [cm.metadata.name for cm in stack.core.list_namespaced_config_map(JOBS).items
                 if cm.metadata.name != "kube-root-ca.crt"]
     client.ApiextensionsV1Api(stack.api).read_custom_resource_definition("sparkapplications.sparkoperator.k8s.io")
@@ -687,8 +698,10 @@ UNUSED_REASONS = {
     ("submitter", "jobs", "configmaps", "delete"): "rollback, stale dependents, and the sweeper's ownerless ConfigMaps (after `sweepGraceSeconds`)",
     ("submitter", "jobs", "services", "get"): "as for ConfigMaps: a retried submission",
     ("submitter", "jobs", "services", "delete"): "rollback and stale dependents",
+    ("submitter", "jobs", "services", "patch"): "repairs the ownerReference of a dependent a retried submission finds without one (created after the pod, the Service carries it from the start)",
     ("submitter", "jobs", "networking.k8s.io/networkpolicies", "get"): "as for ConfigMaps: a retried submission",
     ("submitter", "jobs", "networking.k8s.io/networkpolicies", "delete"): "rollback and stale dependents",
+    ("submitter", "jobs", "networking.k8s.io/networkpolicies", "patch"): "as for Services: an ownerReference repaired on a retry",
     ("submitter", "jobs", "persistentvolumeclaims", "get"): "only submissions with on-demand claims (`claimName=OnDemand`)",
     ("submitter", "jobs", "persistentvolumeclaims", "create"): "only submissions with on-demand claims",
     ("submitter", "jobs", "persistentvolumeclaims", "patch"): "only submissions with on-demand claims",
@@ -700,21 +713,16 @@ UNUSED_REASONS = {
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "get"): "a live read past a stale cache",
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "delete"): "`timeToLiveSeconds` of a finished application",
     ("operator", "jobs", "pods", "get"): "a live read before a driver missing from the cache is declared lost",
+    ("operator", "jobs", "pods", "delete"): "deletes a previous run's driver (uid precondition) unless it is already terminating, as a killed one often is by then",
     ("operator", "jobs", "events.k8s.io/events", "patch"): "a repeated event (its series)",
     ("operator", "jobs", "configmaps", "patch"): "adopts a progress ConfigMap left without its owner reference",
-    ("driver", "jobs", "pods", "patch"): "relabels an executor it keeps (decommissioning)",
-    ("driver", "jobs", "pods", "deletecollection"): "deletes its executors by label",
-    ("driver", "jobs", "configmaps", "list"): "executor ConfigMaps of a restarted driver",
-    ("driver", "jobs", "configmaps", "deletecollection"): "deletes its executors' ConfigMaps by label",
-    ("driver", "jobs", "configmaps", "get"): "the executors' ConfigMap, read back after AlreadyExists",
+    ("driver", "jobs", "pods", "patch"): "labels an executor it decommissions (`spark.kubernetes.executor.decommissionLabel`)",
+    ("driver", "jobs", "pods", "delete"): "deletes one executor it gives up (failed, or released by dynamic allocation); here the executor ended with the job",
     ("driver", "jobs", "persistentvolumeclaims", "get"): "only executors with on-demand claims (`claimName=OnDemand`)",
     ("driver", "jobs", "persistentvolumeclaims", "list"): "only executors with on-demand claims (reuse)",
     ("driver", "jobs", "persistentvolumeclaims", "create"): "only executors with on-demand claims",
     ("driver", "jobs", "persistentvolumeclaims", "delete"): "only executors with on-demand claims",
     ("driver", "jobs", "persistentvolumeclaims", "deletecollection"): "only executors with on-demand claims",
-    ("driver", "jobs", "services", "get"): "named among a driver's needs by Spark's documentation; the submitter creates the driver's Service",
-    ("driver", "jobs", "services", "create"): "as above",
-    ("driver", "jobs", "services", "delete"): "as above",
 }
 
 WHERE = {"jobs": "job namespaces", "release": "release namespace", "cluster": "all namespaces"}

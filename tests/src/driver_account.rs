@@ -61,22 +61,13 @@ pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAc
                     "deletecollection",
                 ],
             ),
-            rule(
-                "configmaps",
-                &[
-                    "get",
-                    "list",
-                    "create",
-                    "update",
-                    "delete",
-                    "deletecollection",
-                ],
-            ),
+            rule("configmaps", &["get", "create", "update", "deletecollection"]),
             rule(
                 "persistentvolumeclaims",
                 &["get", "list", "create", "delete", "deletecollection"],
             ),
-            rule("services", &["get", "create", "delete"]),
+            // The driver deletes its Service by label when it ends.
+            rule("services", &["deletecollection"]),
         ]),
     };
     let binding = RoleBinding {
