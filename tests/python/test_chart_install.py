@@ -26,8 +26,6 @@ import base64
 import datetime
 import json
 import os
-import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,10 +106,10 @@ class Stack:
     done: set[str] = field(default_factory=set)
 
 
-def binary(name: str, profile: str = "release") -> Path:
-    path = TARGET / profile / name
-    assert path.is_file(), f"{path} is missing: cargo build --{profile} -p {name}" if profile == "release" else (
-        f"{path} is missing: cargo build -p sandbox")
+def binary(name: str, build: str) -> Path:
+    """A binary of this build under the target folder; `build` says how to make it."""
+    path = TARGET / name
+    assert path.is_file(), f"{path} is missing: {build}"
     return path
 
 
@@ -121,12 +119,10 @@ def granted_rules(rbac: client.RbacAuthorizationV1Api) -> list[dict]:
     users = {v: k for k, v in IDENTITIES.items()}
 
     def subjects(binding) -> list[str]:
-        return [
-            users[f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}"]
-            for s in binding.subjects or []
-            if s.kind == "ServiceAccount"
-            and f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}" in users
-        ]
+        # A service account subject without a namespace is the binding's.
+        names = [f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}"
+                 for s in binding.subjects or [] if s.kind == "ServiceAccount"]
+        return [users[n] for n in names if n in users]
 
     rules = []
     bindings = [(b, b.metadata.namespace) for b in rbac.list_role_binding_for_all_namespaces().items]
@@ -155,12 +151,15 @@ def stack(tmp_path_factory) -> Stack:
     # operator image's entrypoint, first on the image's PATH.
     image_bin = tmp / "image-bin"
     image_bin.mkdir()
-    (image_bin / "operator").symlink_to(binary("operator"))
+    operator = binary("release/operator", "cargo build --release -p operator")
+    (image_bin / "operator").symlink_to(operator)
     path = f"{image_bin}:{os.environ.get('PATH', '')}"
     images = {
-        "spark-submitter": {"command": [str(binary("submitter"))], "env": {"PATH": path}},
-        "spark-operator": {"command": [str(binary("operator"))], "env": {"PATH": path}},
-        STAGED_IMAGE: {"command": [str(binary("sandbox", "debug")), "staged-driver", "--"]},
+        "spark-submitter": {"command": [str(binary("release/submitter", "cargo build --release -p submitter"))],
+                            "env": {"PATH": path}},
+        "spark-operator": {"command": [str(operator)], "env": {"PATH": path}},
+        # The staged driver: the sandbox binary the Rust tests build (scripts/test.sh runs them first).
+        STAGED_IMAGE: {"command": [str(binary("debug/sandbox", "cargo build -p sandbox")), "staged-driver", "--"]},
     }
     spark = {"files": {"/opt/spark/work-dir": str(REPO / "tests" / "programs")}}
     kubesim_tmp = tmp / "kubesim"
@@ -203,6 +202,16 @@ def pods_of(stack: Stack, component: str) -> list:
 
 def ready(pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def ready_pods(stack: Stack, component: str, count: int) -> list:
+    """The component's pods once exactly `count` of them exist and all are Ready."""
+
+    def all_ready():
+        pods = pods_of(stack, component)
+        return pods if len(pods) == count and all(ready(p) for p in pods) else None
+
+    return wait_for(all_ready, f"{count} ready {component} pods", timeout=START_S)
 
 
 def log_of(stack: Stack, pod: str, namespace: str = NAMESPACE, container: str | None = None) -> str:
@@ -311,7 +320,9 @@ def create_app(stack: Stack, name: str, spec: dict) -> None:
         "metadata": {"name": name, "namespace": JOBS}, "spec": spec})
 
 
-def staged_app(stack: Stack, name: str, stages: int, recovery: bool) -> dict:
+def staged_app(stack: Stack, name: str, stages: int) -> dict:
+    """A recovery-enabled application of the staged driver (it needs its agent), `stages` stages
+    of 600 ms; its journal and published stages go to files the test reads."""
     files = stack.tmp / "staged"
     files.mkdir(exist_ok=True)
     env = {"STAGES": str(stages), "STAGE_MILLIS": "600",
@@ -322,7 +333,7 @@ def staged_app(stack: Stack, name: str, stages: int, recovery: bool) -> dict:
         "sparkConf": {f"spark.kubernetes.driverEnv.{k}": v for k, v in env.items()},
         "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 1,
                           "onSubmissionFailureRetries": 3, "onSubmissionFailureRetryInterval": 1,
-                          "recovery": {"enabled": recovery}},
+                          "recovery": {"enabled": True}},
         "driver": {"cores": 1, "memory": "512m", "serviceAccount": DRIVER_SA},
         "executor": {"instances": 1, "cores": 1, "memory": "512m"},
     }
@@ -348,10 +359,8 @@ def test_install_starts_both_binaries_from_the_rendered_deployments(stack):
     (HTTPS on the submitter, which kubesim's prober completes as a kubelet does), in-cluster
     config and its own service account (no kubeconfig anywhere), the operator leading through the
     chart's Lease, and `helm test` (a dry-run submission over mTLS) passing."""
-    submitters = wait_for(lambda: [p for p in pods_of(stack, "submitter") if ready(p)] if len(
-        [p for p in pods_of(stack, "submitter") if ready(p)]) == 2 else None, "two ready submitters", timeout=START_S)
-    (operator,) = wait_for(lambda: [p for p in pods_of(stack, "operator") if ready(p)] or None,
-                           "a ready operator", timeout=START_S)
+    submitters = ready_pods(stack, "submitter", 2)
+    (operator,) = ready_pods(stack, "operator", 1)
     for pod, account in [(p, SUBMITTER) for p in submitters] + [(operator, OPERATOR)]:
         assert pod.spec.service_account_name == account
         container = pod.spec.containers[0]
@@ -396,7 +405,7 @@ def test_a_recovery_enabled_application_resumes_after_its_driver_is_killed(stack
     """The staged driver beside the recovery agent (the operator image, as the chart sets it):
     killed in the middle of stage 3, its rerun under a new epoch restores stage 2 from the
     chart's Kubernetes state store and runs stages 3 to 5 only."""
-    create_app(stack, "staged", staged_app(stack, "staged", stages=5, recovery=True))
+    create_app(stack, "staged", staged_app(stack, "staged", stages=5))
 
     def mid_stage_3():
         journal = staged_lines(stack, "staged", "journal")
@@ -463,14 +472,13 @@ def test_rotated_certificates_are_used_by_both_binaries_without_a_restart(stack)
     stack.apps.patch_namespaced_deployment(SUBMITTER, NAMESPACE, {"spec": {"template": {"metadata": {
         "annotations": {"kubectl.kubernetes.io/restartedAt": now}}}}})
 
-    def restarted():
-        pods = pods_of(stack, "submitter")
+    def replaced():
         old = {uid for uid, _ in submitters_before}
-        fresh = [p for p in pods if p.metadata.uid not in old and ready(p)]
-        return len(fresh) == 2 and len(pods) == 2
+        pods = pods_of(stack, "submitter")
+        return len(pods) == 2 and all(ready(p) and p.metadata.uid not in old for p in pods)
 
-    wait_for(restarted, "the submitters to be replaced", timeout=RUN_S)
-    create_app(stack, "after-rotation", staged_app(stack, "after-rotation", stages=1, recovery=True))
+    wait_for(replaced, "the submitters to be replaced", timeout=RUN_S)
+    create_app(stack, "after-rotation", staged_app(stack, "after-rotation", stages=1))
     wait_for_state(stack, "after-rotation", "COMPLETED", timeout=RUN_S)
     (operator,) = pods_of(stack, "operator")
     log = log_of(stack, operator.metadata.name)
@@ -536,12 +544,8 @@ def test_helm_upgrade_adds_a_client_to_the_policy_and_a_replica(stack):
     release = run(helm.Upgrade(stack.helm).run(RELEASE, str(CHART), values=values, wait=True, timeout=START_S))
     assert release["info"]["status"] == "deployed" and release["version"] == 2, release["info"]
 
-    def rolled():
-        pods = [p for p in pods_of(stack, "submitter") if ready(p)]
-        hashes = {p.metadata.labels["pod-template-hash"] for p in pods}
-        return len(pods) == 3 and not hashes & hashes_before and len(pods_of(stack, "submitter")) == 3
-
-    wait_for(rolled, "three submitters of the upgraded template", timeout=START_S)
+    pods = ready_pods(stack, "submitter", 3)
+    assert not {p.metadata.labels["pod-template-hash"] for p in pods} & hashes_before, "the policy change rolls them"
     policy = yaml.safe_load(stack.core.read_namespaced_config_map(f"{SUBMITTER}-policy", NAMESPACE).data["policy.yaml"])
     assert CI_IDENTITY in [c["identity"] for c in policy["clients"]]
     phase, log = client_pod(stack, "ci-after-upgrade", "ci-runner-tls", status_args)
@@ -727,8 +731,8 @@ UNUSED_REASONS = {
 
 WHERE = {"jobs": "job namespaces", "release": "release namespace", "cluster": "all namespaces"}
 WHO = {
-    "submitter": f"submitter (`<release>-submitter`)",
-    "operator": f"operator (`<release>-operator`)",
+    "submitter": "submitter (`<release>-submitter`)",
+    "operator": "operator (`<release>-operator`)",
     "driver": f"Spark drivers and the recovery agent (`{DRIVER_SA}`)",
 }
 TABLE_START = "<!-- rbac-table:start -->"
