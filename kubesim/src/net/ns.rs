@@ -215,6 +215,9 @@ pub struct FileView {
     pub working_dir: Option<PathBuf>,
     /// The host name (UTS namespace of its own).
     pub hostname: String,
+    /// `securityContext.readOnlyRootFilesystem`: the root file system and the image's layers are
+    /// read-only; volumes and the kubelet's files stay as they are mounted.
+    pub read_only_root: bool,
 }
 
 /// Moves the calling thread into a new mount and UTS namespace laid out as `view`: mounts are
@@ -224,6 +227,9 @@ pub fn enter_file_view(view: &FileView) -> io::Result<()> {
     mount::<str, str, str, str>(None, "/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
     nix::unistd::sethostname(&view.hostname)?;
     rootfs::lay_out(&view.mounts, &view.scratch, view.working_dir.as_deref())?;
+    if view.read_only_root {
+        rootfs::read_only_root(&view.mounts)?;
+    }
     Ok(())
 }
 
