@@ -4,8 +4,9 @@ kubesim runs the chart's images as this build's release binaries: `spark-submitt
 target/release/submitter and `spark-operator` target/release/operator (also the recovery agent's
 image). They start from the Deployments the chart rendered, as in a cluster: each pod on its own
 network, with the probes, the mounted certificate Secrets of the chart's self-signed CA (genCA at
-install), the policy ConfigMap, in-cluster config (no kubeconfig) and the service-account tokens
-the chart's RBAC applies to.
+install), the policy ConfigMap, in-cluster config (no kubeconfig), a read-only root file system
+(kubesim applies `readOnlyRootFilesystem`; not `runAsUser`) and the service-account tokens the
+chart's RBAC applies to.
 
 Drivers: the first SparkApplication runs real Spark (kubesim's Spark image: the local pyspark
 distribution and Java run `tests/programs/pi.py` in a driver pod and an executor pod the driver
