@@ -61,7 +61,10 @@ pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAc
                     "deletecollection",
                 ],
             ),
-            rule("configmaps", &["get", "create", "update", "deletecollection"]),
+            rule(
+                "configmaps",
+                &["get", "create", "update", "deletecollection"],
+            ),
             rule(
                 "persistentvolumeclaims",
                 &["get", "list", "create", "delete", "deletecollection"],
