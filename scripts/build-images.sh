@@ -99,8 +99,9 @@ for entry in "${images[@]}"; do
     --config.label "org.opencontainers.image.revision=$revision" \
     --config.label "org.opencontainers.image.created=$created"
   umoci gc --layout "$layout"
+  unpacked=$(du -sb "$rootfs" | cut -f1)
   rm -rf "$rootfs"
   (cd "$layout" && tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
     -cf "../$image-$version.oci.tar" .)
-  echo "built $layout:$version ($(du -sb "$layout/blobs" | cut -f1) bytes of blobs)"
+  echo "built $layout:$version ($(du -sb "$layout/blobs" | cut -f1) bytes of blobs, compressed; $unpacked bytes unpacked)"
 done

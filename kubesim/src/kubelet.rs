@@ -1853,6 +1853,10 @@ impl Kubelet {
             scratch: dir.join("rootfs").join(format!("{section}-{}", cref.index)),
             working_dir,
             hostname: PodHosts::of(&e.pod, &e.ip).hostname.to_string(),
+            read_only_root: container
+                .pointer("/securityContext/readOnlyRootFilesystem")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }
     }
 

@@ -38,6 +38,14 @@ pub enum NetworkMode {
 /// The bridge in the node's namespace.
 const BRIDGE: &str = "kubesim0";
 
+/// The bridge's own hardware address (locally administered). Set explicitly: a bridge whose
+/// address was never set takes the lowest address of its ports, so it would change as pods come
+/// and go, and every pod would keep sending to the node at the old address (its ARP entry for
+/// the node stays valid for tens of seconds) until it noticed: probes' answers and all traffic to
+/// the Services, the API server's included, lost meanwhile. CNI's bridge plugin and Docker set
+/// theirs for the same reason.
+const BRIDGE_MAC: &str = "02:6b:73:00:00:01";
+
 /// Why the network could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -74,7 +82,12 @@ impl NetError {
 /// One cluster's network: the node's namespace with its bridge, and the pod address pool.
 #[derive(Debug)]
 pub struct ClusterNet {
+    /// Runs `ip` in the node's namespace.
     node: NsThread,
+    /// Makes sockets in the node's namespace. A thread of its own: `ip` can wait seconds for the
+    /// kernel's network lock (held while any namespace on the host is torn down), and probes and
+    /// Service relays must not queue behind it.
+    sockets: NsThread,
     node_ns: Netns,
     pool: Mutex<addr::IpPool>,
     veths: AtomicU32,
@@ -92,11 +105,13 @@ impl ClusterNet {
     pub fn create() -> Result<ClusterNet, NetError> {
         let node_ns = Netns::create().map_err(NetError::CreateNamespace)?;
         let node = NsThread::start(&node_ns, "kubesim-node").map_err(NetError::ConfigureNode)?;
+        let sockets =
+            NsThread::start(&node_ns, "kubesim-sockets").map_err(NetError::ConfigureNode)?;
         // Service addresses are local to the node (the proxy listens on them) without one
         // address per Service: a `local` route makes the whole block bindable.
         let setup = format!(
             "link set lo up\n\
-             link add {BRIDGE} type bridge\n\
+             link add {BRIDGE} address {BRIDGE_MAC} type bridge\n\
              addr add {}/{} dev {BRIDGE}\n\
              link set {BRIDGE} up\n\
              route add local {}/{} dev lo table local\n",
@@ -110,6 +125,7 @@ impl ClusterNet {
             .map_err(NetError::ConfigureNode)?;
         Ok(ClusterNet {
             node,
+            sockets,
             node_ns,
             pool: Mutex::new(addr::IpPool::default()),
             veths: AtomicU32::new(0),
@@ -161,13 +177,14 @@ impl ClusterNet {
 
     /// An unconnected TCP socket in the node's namespace.
     pub fn socket(&self) -> std::io::Result<TcpSocket> {
-        self.node.call(TcpSocket::new_v4).and_then(|r| r)
+        self.sockets.call(TcpSocket::new_v4).and_then(|r| r)
     }
 
     /// Connects to `addr` as seen from the node (a pod IP, a ClusterIP, or the node's own
-    /// loopback).
+    /// loopback). Waiting for the socket holds no runtime worker.
     pub async fn connect(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
-        self.socket()?.connect(addr).await
+        let socket = self.sockets.call_async(TcpSocket::new_v4).await??;
+        socket.connect(addr).await
     }
 
     /// Runs `f` on a thread inside the node's namespace (the node's view of the network).
@@ -178,9 +195,10 @@ impl ClusterNet {
         self.node_ns.run(f)
     }
 
-    /// Stops the node's thread; the namespaces go when the last handle does.
+    /// Stops the node's threads; the namespaces go when the last handle does.
     pub fn shutdown(&self) {
         self.node.stop();
+        self.sockets.stop();
     }
 }
 
@@ -198,5 +216,78 @@ impl PodNet {
             let _guard = rt.enter();
             cmd.spawn()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `ip` can wait seconds for the kernel's network lock while namespaces anywhere on the host
+    /// are torn down; a probe's or a Service relay's connection must not wait behind it.
+    #[tokio::test]
+    async fn connections_are_made_while_the_node_thread_runs_a_slow_job() {
+        let net = Arc::new(ClusterNet::create().expect("a cluster network (needs root)"));
+        let listener = net
+            .socket()
+            .and_then(|s| {
+                s.bind(SocketAddr::from((addr::NODE_IP, 0)))?;
+                s.listen(8)
+            })
+            .expect("a listener on the node");
+        let target = listener.local_addr().expect("its address");
+        let (started, running) = std::sync::mpsc::channel();
+        let busy = std::thread::spawn({
+            let net = net.clone();
+            move || {
+                net.node.call(move || {
+                    let _ = started.send(());
+                    std::thread::sleep(Duration::from_secs(3));
+                })
+            }
+        });
+        running.recv().expect("the slow job started");
+        let connected = tokio::time::timeout(Duration::from_secs(1), net.connect(target)).await;
+        assert!(
+            matches!(connected, Ok(Ok(_))),
+            "connect waited behind the node thread: {connected:?}"
+        );
+        busy.join().expect("the slow job ends").expect("it ran");
+    }
+
+    fn bridge_mac(net: &ClusterNet) -> String {
+        let out = net
+            .node
+            .call(|| {
+                std::process::Command::new("ip")
+                    .args(["-br", "link", "show", BRIDGE])
+                    .output()
+            })
+            .and_then(|r| r)
+            .expect("ip link show");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The node's address on the pods' network stays the same as pods come and go, so no pod
+    /// sends to a stale one.
+    #[test]
+    fn the_bridge_keeps_its_address_as_pods_come_and_go() {
+        let net = ClusterNet::create().expect("a cluster network (needs root)");
+        let first = bridge_mac(&net);
+        let mut pods = Vec::new();
+        for _ in 0..4 {
+            let ip = net.allocate().expect("a pod address");
+            pods.push(net.pod(ip).expect("a pod network"));
+            assert_eq!(bridge_mac(&net), first, "a pod joined");
+        }
+        pods.truncate(1);
+        assert_eq!(bridge_mac(&net), first, "pods left");
     }
 }

@@ -302,6 +302,8 @@ def test_driver_account_exists_in_each_job_namespace_with_what_drivers_and_the_a
     grants = rules_by_namespace(objects, "spark-operator-spark")
     assert set(grants) == {"team-a", "team-b"}
     assert ("", "pods", "create") in grants["team-a"] and ("", "pods", "deletecollection") in grants["team-a"]
+    # The driver deletes its own Service by label when it ends; it never creates one.
+    assert {r for r in grants["team-a"] if r[1] == "services"} == {("", "services", "deletecollection")}
     # The recovery agent's compare-and-swap of its progress ConfigMap.
     assert ("", "configmaps", "update") in grants["team-a"]
     no_store = rules_by_namespace(render({"operator": {"recovery": {"store": "none"}}}), "spark-operator-spark")

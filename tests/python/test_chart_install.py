@@ -4,8 +4,9 @@ kubesim runs the chart's images as this build's release binaries: `spark-submitt
 target/release/submitter and `spark-operator` target/release/operator (also the recovery agent's
 image). They start from the Deployments the chart rendered, as in a cluster: each pod on its own
 network, with the probes, the mounted certificate Secrets of the chart's self-signed CA (genCA at
-install), the policy ConfigMap, in-cluster config (no kubeconfig) and the service-account tokens
-the chart's RBAC applies to.
+install), the policy ConfigMap, in-cluster config (no kubeconfig), a read-only root file system
+(kubesim applies `readOnlyRootFilesystem`; not `runAsUser`) and the service-account tokens the
+chart's RBAC applies to.
 
 Drivers: the first SparkApplication runs real Spark (kubesim's Spark image: the local pyspark
 distribution and Java run `tests/programs/pi.py` in a driver pod and an executor pod the driver
@@ -26,8 +27,6 @@ import base64
 import datetime
 import json
 import os
-import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,10 +107,10 @@ class Stack:
     done: set[str] = field(default_factory=set)
 
 
-def binary(name: str, profile: str = "release") -> Path:
-    path = TARGET / profile / name
-    assert path.is_file(), f"{path} is missing: cargo build --{profile} -p {name}" if profile == "release" else (
-        f"{path} is missing: cargo build -p sandbox")
+def binary(name: str, build: str) -> Path:
+    """A binary of this build under the target folder; `build` says how to make it."""
+    path = TARGET / name
+    assert path.is_file(), f"{path} is missing: {build}"
     return path
 
 
@@ -121,12 +120,10 @@ def granted_rules(rbac: client.RbacAuthorizationV1Api) -> list[dict]:
     users = {v: k for k, v in IDENTITIES.items()}
 
     def subjects(binding) -> list[str]:
-        return [
-            users[f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}"]
-            for s in binding.subjects or []
-            if s.kind == "ServiceAccount"
-            and f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}" in users
-        ]
+        # A service account subject without a namespace is the binding's.
+        names = [f"system:serviceaccount:{s.namespace or binding.metadata.namespace}:{s.name}"
+                 for s in binding.subjects or [] if s.kind == "ServiceAccount"]
+        return [users[n] for n in names if n in users]
 
     rules = []
     bindings = [(b, b.metadata.namespace) for b in rbac.list_role_binding_for_all_namespaces().items]
@@ -155,12 +152,15 @@ def stack(tmp_path_factory) -> Stack:
     # operator image's entrypoint, first on the image's PATH.
     image_bin = tmp / "image-bin"
     image_bin.mkdir()
-    (image_bin / "operator").symlink_to(binary("operator"))
+    operator = binary("release/operator", "cargo build --release -p operator")
+    (image_bin / "operator").symlink_to(operator)
     path = f"{image_bin}:{os.environ.get('PATH', '')}"
     images = {
-        "spark-submitter": {"command": [str(binary("submitter"))], "env": {"PATH": path}},
-        "spark-operator": {"command": [str(binary("operator"))], "env": {"PATH": path}},
-        STAGED_IMAGE: {"command": [str(binary("sandbox", "debug")), "staged-driver", "--"]},
+        "spark-submitter": {"command": [str(binary("release/submitter", "cargo build --release -p submitter"))],
+                            "env": {"PATH": path}},
+        "spark-operator": {"command": [str(operator)], "env": {"PATH": path}},
+        # The staged driver: the sandbox binary the Rust tests build (scripts/test.sh runs them first).
+        STAGED_IMAGE: {"command": [str(binary("debug/sandbox", "cargo build -p sandbox")), "staged-driver", "--"]},
     }
     spark = {"files": {"/opt/spark/work-dir": str(REPO / "tests" / "programs")}}
     kubesim_tmp = tmp / "kubesim"
@@ -203,6 +203,16 @@ def pods_of(stack: Stack, component: str) -> list:
 
 def ready(pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def ready_pods(stack: Stack, component: str, count: int) -> list:
+    """The component's pods once exactly `count` of them exist and all are Ready."""
+
+    def all_ready():
+        pods = pods_of(stack, component)
+        return pods if len(pods) == count and all(ready(p) for p in pods) else None
+
+    return wait_for(all_ready, f"{count} ready {component} pods", timeout=START_S)
 
 
 def log_of(stack: Stack, pod: str, namespace: str = NAMESPACE, container: str | None = None) -> str:
@@ -311,7 +321,9 @@ def create_app(stack: Stack, name: str, spec: dict) -> None:
         "metadata": {"name": name, "namespace": JOBS}, "spec": spec})
 
 
-def staged_app(stack: Stack, name: str, stages: int, recovery: bool) -> dict:
+def staged_app(stack: Stack, name: str, stages: int) -> dict:
+    """A recovery-enabled application of the staged driver (it needs its agent), `stages` stages
+    of 600 ms; its journal and published stages go to files the test reads."""
     files = stack.tmp / "staged"
     files.mkdir(exist_ok=True)
     env = {"STAGES": str(stages), "STAGE_MILLIS": "600",
@@ -322,7 +334,7 @@ def staged_app(stack: Stack, name: str, stages: int, recovery: bool) -> dict:
         "sparkConf": {f"spark.kubernetes.driverEnv.{k}": v for k, v in env.items()},
         "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 1,
                           "onSubmissionFailureRetries": 3, "onSubmissionFailureRetryInterval": 1,
-                          "recovery": {"enabled": recovery}},
+                          "recovery": {"enabled": True}},
         "driver": {"cores": 1, "memory": "512m", "serviceAccount": DRIVER_SA},
         "executor": {"instances": 1, "cores": 1, "memory": "512m"},
     }
@@ -348,10 +360,8 @@ def test_install_starts_both_binaries_from_the_rendered_deployments(stack):
     (HTTPS on the submitter, which kubesim's prober completes as a kubelet does), in-cluster
     config and its own service account (no kubeconfig anywhere), the operator leading through the
     chart's Lease, and `helm test` (a dry-run submission over mTLS) passing."""
-    submitters = wait_for(lambda: [p for p in pods_of(stack, "submitter") if ready(p)] if len(
-        [p for p in pods_of(stack, "submitter") if ready(p)]) == 2 else None, "two ready submitters", timeout=START_S)
-    (operator,) = wait_for(lambda: [p for p in pods_of(stack, "operator") if ready(p)] or None,
-                           "a ready operator", timeout=START_S)
+    submitters = ready_pods(stack, "submitter", 2)
+    (operator,) = ready_pods(stack, "operator", 1)
     for pod, account in [(p, SUBMITTER) for p in submitters] + [(operator, OPERATOR)]:
         assert pod.spec.service_account_name == account
         container = pod.spec.containers[0]
@@ -396,7 +406,7 @@ def test_a_recovery_enabled_application_resumes_after_its_driver_is_killed(stack
     """The staged driver beside the recovery agent (the operator image, as the chart sets it):
     killed in the middle of stage 3, its rerun under a new epoch restores stage 2 from the
     chart's Kubernetes state store and runs stages 3 to 5 only."""
-    create_app(stack, "staged", staged_app(stack, "staged", stages=5, recovery=True))
+    create_app(stack, "staged", staged_app(stack, "staged", stages=5))
 
     def mid_stage_3():
         journal = staged_lines(stack, "staged", "journal")
@@ -463,14 +473,13 @@ def test_rotated_certificates_are_used_by_both_binaries_without_a_restart(stack)
     stack.apps.patch_namespaced_deployment(SUBMITTER, NAMESPACE, {"spec": {"template": {"metadata": {
         "annotations": {"kubectl.kubernetes.io/restartedAt": now}}}}})
 
-    def restarted():
-        pods = pods_of(stack, "submitter")
+    def replaced():
         old = {uid for uid, _ in submitters_before}
-        fresh = [p for p in pods if p.metadata.uid not in old and ready(p)]
-        return len(fresh) == 2 and len(pods) == 2
+        pods = pods_of(stack, "submitter")
+        return len(pods) == 2 and all(ready(p) and p.metadata.uid not in old for p in pods)
 
-    wait_for(restarted, "the submitters to be replaced", timeout=RUN_S)
-    create_app(stack, "after-rotation", staged_app(stack, "after-rotation", stages=1, recovery=True))
+    wait_for(replaced, "the submitters to be replaced", timeout=RUN_S)
+    create_app(stack, "after-rotation", staged_app(stack, "after-rotation", stages=1))
     wait_for_state(stack, "after-rotation", "COMPLETED", timeout=RUN_S)
     (operator,) = pods_of(stack, "operator")
     log = log_of(stack, operator.metadata.name)
@@ -536,12 +545,8 @@ def test_helm_upgrade_adds_a_client_to_the_policy_and_a_replica(stack):
     release = run(helm.Upgrade(stack.helm).run(RELEASE, str(CHART), values=values, wait=True, timeout=START_S))
     assert release["info"]["status"] == "deployed" and release["version"] == 2, release["info"]
 
-    def rolled():
-        pods = [p for p in pods_of(stack, "submitter") if ready(p)]
-        hashes = {p.metadata.labels["pod-template-hash"] for p in pods}
-        return len(pods) == 3 and not hashes & hashes_before and len(pods_of(stack, "submitter")) == 3
-
-    wait_for(rolled, "three submitters of the upgraded template", timeout=START_S)
+    pods = ready_pods(stack, "submitter", 3)
+    assert not {p.metadata.labels["pod-template-hash"] for p in pods} & hashes_before, "the policy change rolls them"
     policy = yaml.safe_load(stack.core.read_namespaced_config_map(f"{SUBMITTER}-policy", NAMESPACE).data["policy.yaml"])
     assert CI_IDENTITY in [c["identity"] for c in policy["clients"]]
     phase, log = client_pod(stack, "ci-after-upgrade", "ci-runner-tls", status_args)
@@ -597,7 +602,15 @@ def test_helm_uninstall_leaves_none_of_our_objects_behind(stack):
             "sparkoperator.k8s.io", "v1beta2", JOBS, "sparkapplications")["items"]:
         stack.custom.delete_namespaced_custom_object(
             "sparkoperator.k8s.io", "v1beta2", JOBS, "sparkapplications", app["metadata"]["name"])
-    wait_for(lambda: not stack.core.list_namespaced_pod(JOBS).items, "the drivers to be collected", timeout=RUN_S)
+
+    def jobs_empty():
+        left = [f"pod {p.metadata.name}" for p in stack.core.list_namespaced_pod(JOBS).items]
+        left += [f"configmap {c.metadata.name}" for c in stack.core.list_namespaced_config_map(JOBS).items
+                 if c.metadata.name != "kube-root-ca.crt"]
+        assert not left, left
+        return True
+
+    wait_for(jobs_empty, "the drivers and their ConfigMaps to be collected", timeout=RUN_S)
     for pod in ("ci-before-upgrade", "ci-after-upgrade"):
         stack.core.delete_namespaced_pod(pod, NAMESPACE)
     stack.core.delete_namespaced_secret("ci-runner-tls", NAMESPACE)
@@ -627,9 +640,12 @@ def test_helm_uninstall_leaves_none_of_our_objects_behind(stack):
     assert not stack.rbac.list_cluster_role(label_selector=selector).items
     assert not stack.rbac.list_cluster_role_binding(label_selector=selector).items
     assert not stack.core.list_namespaced_secret(NAMESPACE, label_selector=f"owner=helm,name={RELEASE}").items
-    leftovers = sorted(cm.metadata.name for cm in stack.core.list_namespaced_config_map(NAMESPACE).items
-                       if cm.metadata.name != "kube-root-ca.crt")
-    assert leftovers and all(name.startswith("spark-submitter-done-") for name in leftovers), leftovers
+    # The retention records of the drivers that succeeded, and nothing else.
+    leftovers = [cm for cm in stack.core.list_namespaced_config_map(NAMESPACE).items
+                 if cm.metadata.name != "kube-root-ca.crt"]
+    assert leftovers and all(
+        (cm.metadata.labels or {}).get("spark-submitter.io/record") == "driver-succeeded" for cm in leftovers
+    ), [(cm.metadata.name, cm.metadata.labels) for cm in leftovers]
     assert not [cm.metadata.name for cm in stack.core.list_namespaced_config_map(JOBS).items
                 if cm.metadata.name != "kube-root-ca.crt"]
     client.ApiextensionsV1Api(stack.api).read_custom_resource_definition("sparkapplications.sparkoperator.k8s.io")
@@ -687,8 +703,10 @@ UNUSED_REASONS = {
     ("submitter", "jobs", "configmaps", "delete"): "rollback, stale dependents, and the sweeper's ownerless ConfigMaps (after `sweepGraceSeconds`)",
     ("submitter", "jobs", "services", "get"): "as for ConfigMaps: a retried submission",
     ("submitter", "jobs", "services", "delete"): "rollback and stale dependents",
+    ("submitter", "jobs", "services", "patch"): "repairs the ownerReference of a dependent a retried submission finds without one (created after the pod, the Service carries it from the start)",
     ("submitter", "jobs", "networking.k8s.io/networkpolicies", "get"): "as for ConfigMaps: a retried submission",
     ("submitter", "jobs", "networking.k8s.io/networkpolicies", "delete"): "rollback and stale dependents",
+    ("submitter", "jobs", "networking.k8s.io/networkpolicies", "patch"): "as for Services: an ownerReference repaired on a retry",
     ("submitter", "jobs", "persistentvolumeclaims", "get"): "only submissions with on-demand claims (`claimName=OnDemand`)",
     ("submitter", "jobs", "persistentvolumeclaims", "create"): "only submissions with on-demand claims",
     ("submitter", "jobs", "persistentvolumeclaims", "patch"): "only submissions with on-demand claims",
@@ -700,27 +718,22 @@ UNUSED_REASONS = {
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "get"): "a live read past a stale cache",
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "delete"): "`timeToLiveSeconds` of a finished application",
     ("operator", "jobs", "pods", "get"): "a live read before a driver missing from the cache is declared lost",
+    ("operator", "jobs", "pods", "delete"): "deletes a previous run's driver (uid precondition) unless it is already terminating, as a killed one often is by then",
     ("operator", "jobs", "events.k8s.io/events", "patch"): "a repeated event (its series)",
     ("operator", "jobs", "configmaps", "patch"): "adopts a progress ConfigMap left without its owner reference",
-    ("driver", "jobs", "pods", "patch"): "relabels an executor it keeps (decommissioning)",
-    ("driver", "jobs", "pods", "deletecollection"): "deletes its executors by label",
-    ("driver", "jobs", "configmaps", "list"): "executor ConfigMaps of a restarted driver",
-    ("driver", "jobs", "configmaps", "deletecollection"): "deletes its executors' ConfigMaps by label",
-    ("driver", "jobs", "configmaps", "get"): "the executors' ConfigMap, read back after AlreadyExists",
+    ("driver", "jobs", "pods", "patch"): "labels an executor it decommissions (`spark.kubernetes.executor.decommissionLabel`)",
+    ("driver", "jobs", "pods", "delete"): "deletes one executor it gives up (failed, or released by dynamic allocation); here the executor ended with the job",
     ("driver", "jobs", "persistentvolumeclaims", "get"): "only executors with on-demand claims (`claimName=OnDemand`)",
     ("driver", "jobs", "persistentvolumeclaims", "list"): "only executors with on-demand claims (reuse)",
     ("driver", "jobs", "persistentvolumeclaims", "create"): "only executors with on-demand claims",
     ("driver", "jobs", "persistentvolumeclaims", "delete"): "only executors with on-demand claims",
     ("driver", "jobs", "persistentvolumeclaims", "deletecollection"): "only executors with on-demand claims",
-    ("driver", "jobs", "services", "get"): "named among a driver's needs by Spark's documentation; the submitter creates the driver's Service",
-    ("driver", "jobs", "services", "create"): "as above",
-    ("driver", "jobs", "services", "delete"): "as above",
 }
 
 WHERE = {"jobs": "job namespaces", "release": "release namespace", "cluster": "all namespaces"}
 WHO = {
-    "submitter": f"submitter (`<release>-submitter`)",
-    "operator": f"operator (`<release>-operator`)",
+    "submitter": "submitter (`<release>-submitter`)",
+    "operator": "operator (`<release>-operator`)",
     "driver": f"Spark drivers and the recovery agent (`{DRIVER_SA}`)",
 }
 TABLE_START = "<!-- rbac-table:start -->"

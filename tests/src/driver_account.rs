@@ -63,20 +63,14 @@ pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAc
             ),
             rule(
                 "configmaps",
-                &[
-                    "get",
-                    "list",
-                    "create",
-                    "update",
-                    "delete",
-                    "deletecollection",
-                ],
+                &["get", "create", "update", "deletecollection"],
             ),
             rule(
                 "persistentvolumeclaims",
                 &["get", "list", "create", "delete", "deletecollection"],
             ),
-            rule("services", &["get", "create", "delete"]),
+            // The driver deletes its Service by label when it ends.
+            rule("services", &["deletecollection"]),
         ]),
     };
     let binding = RoleBinding {

@@ -125,6 +125,30 @@ impl NsThread {
             .map_err(|_| io::Error::other("the namespace thread dropped a job"))
     }
 
+    /// Runs `f` on the thread and awaits its answer without holding the caller's thread: an
+    /// async task waiting here leaves its runtime worker free for other tasks.
+    pub async fn call_async<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|jobs| jobs.send(job).is_ok())
+            .unwrap_or(false);
+        if !sent {
+            return Err(io::Error::other("the namespace thread has stopped"));
+        }
+        rx.await
+            .map_err(|_| io::Error::other("the namespace thread dropped a job"))
+    }
+
     /// Stops the thread once its queued jobs are done.
     pub fn stop(&self) {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -143,6 +167,18 @@ fn thread_id() -> io::Result<u32> {
 /// Runs `ip -batch -` with `commands` (one per line) in the calling thread's namespaces; an
 /// error carries what `ip` printed.
 pub fn ip_batch(commands: &str) -> io::Result<()> {
+    let started = std::time::Instant::now();
+    let ran = run_ip_batch(commands);
+    let took = started.elapsed();
+    if took > std::time::Duration::from_secs(1) {
+        // Worth knowing when pods start slowly: `ip` waits for the kernel's network lock while
+        // namespaces anywhere on the host are being torn down.
+        tracing::warn!(millis = took.as_millis() as u64, "ip took long");
+    }
+    ran
+}
+
+fn run_ip_batch(commands: &str) -> io::Result<()> {
     let mut child = Command::new("ip")
         .args(["-batch", "-"])
         .stdin(Stdio::piped())
@@ -179,6 +215,9 @@ pub struct FileView {
     pub working_dir: Option<PathBuf>,
     /// The host name (UTS namespace of its own).
     pub hostname: String,
+    /// `securityContext.readOnlyRootFilesystem`: the root file system and the image's layers are
+    /// read-only; volumes and the kubelet's files stay as they are mounted.
+    pub read_only_root: bool,
 }
 
 /// Moves the calling thread into a new mount and UTS namespace laid out as `view`: mounts are
@@ -188,6 +227,9 @@ pub fn enter_file_view(view: &FileView) -> io::Result<()> {
     mount::<str, str, str, str>(None, "/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
     nix::unistd::sethostname(&view.hostname)?;
     rootfs::lay_out(&view.mounts, &view.scratch, view.working_dir.as_deref())?;
+    if view.read_only_root {
+        rootfs::read_only_root(&view.mounts)?;
+    }
     Ok(())
 }
 

@@ -343,6 +343,23 @@ impl Layout {
     }
 }
 
+/// Makes `/` and the image's layers read-only, as a container runtime mounts the root file
+/// system of a container with `readOnlyRootFilesystem`. Volumes and the kubelet's files are
+/// mounts of their own and keep their flags. (The writable overlays kubesim makes for mount
+/// points the host lacks stay writable: a container could write next to such a mount point.)
+pub fn read_only_root(mounts: &[Mount]) -> Result<(), MountError> {
+    let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+    let layers = mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Layer)
+        .map(|m| m.target.as_path());
+    for target in std::iter::once(Path::new("/")).chain(layers) {
+        mount::<str, Path, str, str>(None, target, None, read_only, None)
+            .map_err(nix_err("remount read-only", target))?;
+    }
+    Ok(())
+}
+
 /// The top-most mount points strictly below `dir`, from the calling thread's mount table.
 fn submounts(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let table = std::fs::read_to_string("/proc/thread-self/mountinfo")?;

@@ -376,3 +376,56 @@ async fn https_probes_complete_the_handshake_and_read_the_status() {
     let status = &unready.status.unwrap().container_statuses.unwrap()[0];
     assert!(!status.ready);
 }
+
+/// Says whether `/` is mounted read-only and whether its emptyDir takes a write.
+const ROOT_PROBE: &str = r#"
+import os
+print("root:", "ro" if os.statvfs("/").f_flag & os.ST_RDONLY else "rw", flush=True)
+try:
+    with open("/mnt/scratch/written", "w") as f:
+        f.write("x")
+    print("scratch: written", flush=True)
+except OSError as e:
+    print("scratch:", e.strerror, flush=True)
+"#;
+
+#[tokio::test]
+async fn a_read_only_root_file_system_leaves_volumes_writable() {
+    let images = BTreeMap::from([(
+        "root-probe".to_string(),
+        ImageCommand {
+            command: vec!["python3".into(), "-c".into(), ROOT_PROBE.into()],
+            env: BTreeMap::new(),
+        },
+    )]);
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, read_only) in [("read-only", true), ("writable", false)] {
+        let pod = create(json!({
+            "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "root-probe:1",
+                "securityContext": {"readOnlyRootFilesystem": read_only},
+                "volumeMounts": [{"name": "scratch", "mountPath": "/mnt/scratch"}],
+            }],
+            "volumes": [{"name": "scratch", "emptyDir": {}}]},
+        }));
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    assert_eq!(log_line(&pods, "read-only", "root:").await, "root: ro");
+    assert_eq!(
+        log_line(&pods, "read-only", "scratch:").await,
+        "scratch: written"
+    );
+    assert_eq!(log_line(&pods, "writable", "root:").await, "root: rw");
+    assert_eq!(
+        log_line(&pods, "writable", "scratch:").await,
+        "scratch: written"
+    );
+}
