@@ -7,6 +7,8 @@
 //! watcher); every watch error is logged and retried with backoff, and marks the watch down for
 //! readiness until the next event arrives.
 
+pub mod index;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -186,7 +188,7 @@ struct Streams {
     apps: BoxStream<'static, Result<SparkApplication, watcher::Error>>,
     app_reader: reflector::Store<SparkApplication>,
     pods: BoxStream<'static, Result<Pod, watcher::Error>>,
-    pod_reader: reflector::Store<Pod>,
+    drivers: index::DriverCache,
 }
 
 /// The watches of `namespace` (`None`: all), each feeding its reflector cache and `health`.
@@ -207,6 +209,8 @@ fn streams(
     let (app_reader, app_writer) = reflector::store::<SparkApplication>();
     let apps = watcher(apps_api, watcher::Config::default())
         .default_backoff()
+        // Status writes replace the status from the cached object, never its managed fields.
+        .modify(|app| app.metadata.managed_fields = None)
         .reflect(app_writer)
         .inspect(track(
             &health.apps,
@@ -217,12 +221,21 @@ fn streams(
         .applied_objects()
         .boxed();
     let (pod_reader, pod_writer) = reflector::store::<Pod>();
+    let owners = index::OwnerIndex::default();
+    let indexed = owners.clone();
     let pods = watcher(
         pods_api,
         watcher::Config::default().labels(&observe::driver_pod_selector()),
     )
     .default_backoff()
+    // What the driver-state rule reads, not the whole pod: memory follows the drivers.
+    .modify(submission::driver::trim_for_cache)
     .reflect(pod_writer)
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            indexed.apply(event);
+        }
+    })
     .inspect(track(&health.pods, metrics.clone(), "pods", owned))
     .touched_objects()
     .boxed();
@@ -230,7 +243,10 @@ fn streams(
         apps,
         app_reader,
         pods,
-        pod_reader,
+        drivers: index::DriverCache {
+            store: pod_reader,
+            owners,
+        },
     }
 }
 
@@ -271,7 +287,7 @@ pub async fn run(
     let effects = KubeEffects {
         client: client.clone(),
         submitter,
-        pods: all_streams.iter().map(|s| s.pod_reader.clone()).collect(),
+        pods: all_streams.iter().map(|s| s.drivers.clone()).collect(),
         health,
         recorder: Recorder::new(client.clone(), reporter),
         master: config.master.clone(),

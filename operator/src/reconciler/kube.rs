@@ -8,7 +8,6 @@ use ::kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
-use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
 use submitter_client::SubmitterClient;
 use tracing::{info, warn};
@@ -27,9 +26,9 @@ use crate::state_machine::{EventType, FIRST_RUN, FenceOutcome, ObservedDriver, S
 pub struct KubeEffects<S> {
     pub client: Client,
     pub submitter: SubmitterClient,
-    /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
-    /// watches feed them.
-    pub pods: Vec<Store<Pod>>,
+    /// The driver pod caches with their owner indexes, one per namespace watched (or one for
+    /// all); the controller's pod watches feed them.
+    pub pods: Vec<crate::controller::index::DriverCache>,
     pub health: Arc<Health>,
     pub recorder: Recorder,
     /// `--master` given to the submitter in the argv.
@@ -124,14 +123,14 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             return (None, Vec::new());
         };
         let namespace = namespace(app);
+        let named = app
+            .status
+            .as_ref()
+            .map_or("", |s| s.driver_info.pod_name.as_str());
         let cached: Vec<Arc<Pod>> = self
             .pods
             .iter()
-            .flat_map(|store| {
-                store.state_filter(|pod| {
-                    pod.metadata.namespace.as_deref() == Some(namespace.as_str())
-                })
-            })
+            .flat_map(|cache| cache.candidates(&namespace, uid, named))
             .collect();
         let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
         let driver = observe::find_driver(app, &pods);
