@@ -7,6 +7,7 @@
 //! watcher); every watch error is logged and retried with backoff, and marks the watch down for
 //! readiness until the next event arrives.
 
+pub mod events;
 pub mod index;
 
 use std::future::Future;
@@ -27,7 +28,7 @@ use kube::{Client, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
-use kube_runtime::events::{Recorder, Reporter};
+use kube_runtime::events::Reporter;
 use kube_runtime::reflector;
 use kube_runtime::watcher::{self, Event as WatchEvent};
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
@@ -289,7 +290,7 @@ pub async fn run(
         submitter,
         pods: all_streams.iter().map(|s| s.drivers.clone()).collect(),
         health,
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: Arc::new(events::EventRecorder::new(client.clone(), reporter)),
         master: config.master.clone(),
         recovery: config.settings.recovery.clone(),
         metrics: config.metrics.clone(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ::kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
+use kube_runtime::events::{Event, EventType as KubeEventType};
 use submission::error_chain::error_chain;
 use submitter_client::SubmitterClient;
 use tracing::{info, warn};
@@ -30,7 +30,7 @@ pub struct KubeEffects<S> {
     /// all); the controller's pod watches feed them.
     pub pods: Vec<crate::controller::index::DriverCache>,
     pub health: Arc<Health>,
-    pub recorder: Recorder,
+    pub recorder: Arc<crate::controller::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
     pub master: String,
     /// What a fenced restart adds to a submission; `None`: the feature is off.
@@ -352,7 +352,7 @@ pub fn event_action(reason: &str, note: &str) -> String {
 /// Publishes one of the state machine's events about `app`, logging a failure; shared with the
 /// scale benchmark's polling operator.
 pub async fn publish_event(
-    recorder: &Recorder,
+    recorder: &crate::controller::events::EventRecorder,
     app: &SparkApplication,
     event_type: EventType,
     reason: &'static str,
