@@ -9,16 +9,27 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-/// Runs `program` (a release example) with `args` plus `--json FILE`; its JSON.
-fn run_json(bin_dir: &Path, dir: &Path, program: &str, args: &[String]) -> anyhow::Result<Value> {
-    let json = dir.join(format!("{program}.json"));
-    let log = dir.join(format!("{program}.log"));
+/// Runs `program` (a release example) with `args` plus `--json FILE`, the operator it starts
+/// being `operator_bin`; its JSON.
+fn run_json(
+    bin_dir: &Path,
+    dir: &Path,
+    program: &str,
+    args: &[String],
+    operator_bin: &Path,
+) -> anyhow::Result<Value> {
+    let tag = operator_bin
+        .parent()
+        .and_then(Path::file_name)
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let json = dir.join(format!("{program}-{tag}.json"));
+    let log = dir.join(format!("{program}-{tag}.log"));
     let file = std::fs::File::create(&log)?;
     let status = Command::new(bin_dir.join("examples").join(program))
         .args(args)
         .arg("--json")
         .arg(&json)
-        .env("OPERATOR_BIN", bin_dir.join("operator"))
+        .env("OPERATOR_BIN", operator_bin)
         .env("SUBMITTER_BIN", bin_dir.join("submitter"))
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
@@ -40,11 +51,14 @@ fn run_json(bin_dir: &Path, dir: &Path, program: &str, args: &[String]) -> anyho
     Ok(serde_json::from_str(&text)?)
 }
 
-/// The operator at each app count, watch and poll: one JSON object per run.
+/// The operator `operator_bin` at each app count, in each of `variants` (watch, poll): one
+/// JSON object per run.
 pub fn operator(
     bin_dir: &Path,
     dir: &Path,
+    operator_bin: &Path,
     apps: &[usize],
+    variants: &str,
     idle_seconds: u64,
 ) -> anyhow::Result<Vec<Value>> {
     let apps: Vec<String> = apps.iter().map(ToString::to_string).collect();
@@ -52,11 +66,11 @@ pub fn operator(
         "--apps".to_owned(),
         apps.join(","),
         "--variants".to_owned(),
-        "watch,poll".to_owned(),
+        variants.to_owned(),
         "--idle-seconds".to_owned(),
         idle_seconds.to_string(),
     ];
-    match run_json(bin_dir, dir, "scale_bench", &args)? {
+    match run_json(bin_dir, dir, "scale_bench", &args, operator_bin)? {
         Value::Array(runs) => Ok(runs),
         other => bail!("scale_bench wrote {other}"),
     }
@@ -74,5 +88,11 @@ pub fn store(bin_dir: &Path, dir: &Path, ops: u64) -> anyhow::Result<Value> {
         "--backends".to_owned(),
         "kube,redis".to_owned(),
     ];
-    run_json(bin_dir, dir, "store_bench", &args)
+    run_json(
+        bin_dir,
+        dir,
+        "store_bench",
+        &args,
+        &bin_dir.join("operator"),
+    )
 }

@@ -31,6 +31,8 @@ pub struct Level {
     pub kubesim_cpu_us: f64,
     pub requests: Counts,
     pub submitter_peak_mib: f64,
+    /// The submitter's resident memory once the level is over.
+    pub submitter_after_mib: f64,
 }
 
 impl Level {
@@ -101,21 +103,24 @@ impl SparkSubmit {
     }
 }
 
-/// A second submitter, started once the load is over: its RSS when ready (its caches hold
-/// `drivers` drivers, and its first listing's transient allocations are still in its heap),
-/// then after `added` more fresh submissions through it: the growth per added driver is what
-/// one more cached driver costs (with whatever else a submission leaves behind).
+/// What cached drivers cost: the submitter's resident memory after the first level and after
+/// the second (few connections either way, `added` more drivers in its caches), and a second
+/// submitter's when ready on the cluster the run left (`drivers` drivers; its first listing's
+/// transient allocations included).
 #[derive(Debug, Clone, Copy)]
 pub struct CacheMemory {
+    pub first_level_mib: f64,
+    pub second_level_mib: f64,
+    pub added: usize,
     pub drivers: usize,
     pub ready_mib: f64,
-    pub added: usize,
-    pub after_mib: f64,
 }
 
 impl CacheMemory {
+    /// Resident memory grown per driver between the first two levels (with whatever else a
+    /// submission leaves behind, allocator fragmentation included).
     pub fn kib_per_driver(&self) -> f64 {
-        (self.after_mib - self.ready_mib) * 1024.0 / self.added.max(1) as f64
+        (self.second_level_mib - self.first_level_mib) * 1024.0 / self.added.max(1) as f64
     }
 }
 
@@ -308,6 +313,7 @@ async fn level(
         kubesim_cpu_us: per(kubesim.proc.cpu() - k_cpu),
         requests: kubesim.counts()?.since(&counts_before),
         submitter_peak_mib: submitter.proc.peak_kib() as f64 / 1024.0,
+        submitter_after_mib: submitter.proc.rss_kib() as f64 / 1024.0,
     })
 }
 
@@ -383,23 +389,18 @@ pub async fn run(
     );
     let spark = spark_submit(&kubesim, config.spark_runs)?;
 
-    // A second submitter on the cluster as the run left it; then more drivers through it.
+    // A second submitter on the cluster as the run left it.
     let drivers = submitted.len() + 40 + config.spark_runs;
     drop(submitter);
     let second = Submitter::start(bin_dir, dir, &pki, &kubesim.kubeconfig, 64)?;
     wait_ready(&client(&second.url, &pki)?).await?;
-    let ready_mib = second.proc.rss_kib() as f64 / 1024.0;
-    let added = config.per_level.max(600);
-    let pool: Vec<SubmitterClient> = (0..8)
-        .map(|_| client(&second.url, &pki))
-        .collect::<anyhow::Result<_>>()?;
-    let ids: Vec<String> = (0..added).map(|i| format!("cached-{i}")).collect();
-    drive(&pool, Arc::new(ids)).await?;
+    let (first, next) = (levels.first(), levels.get(1));
     let cache = CacheMemory {
+        first_level_mib: first.map_or(0.0, |l| l.submitter_after_mib),
+        second_level_mib: next.map_or(0.0, |l| l.submitter_after_mib),
+        added: next.map_or(0, |l| l.submissions),
         drivers,
-        ready_mib,
-        added,
-        after_mib: second.proc.rss_kib() as f64 / 1024.0,
+        ready_mib: second.proc.rss_kib() as f64 / 1024.0,
     };
     Ok(LoadResult {
         start_to_ready_ms,

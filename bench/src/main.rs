@@ -140,8 +140,32 @@ fn main() -> anyhow::Result<()> {
         Err("skipped (--skip operator)".to_owned())
     } else {
         eprintln!("operator, watch against poll, at {apps:?} apps");
-        external::operator(&bin_dir, dir.path(), &apps, if cli.quick { 2 } else { 10 })
-            .map_err(|e| format!("{e:#}"))
+        external::operator(
+            &bin_dir,
+            dir.path(),
+            &bin_dir.join("operator"),
+            &apps,
+            "watch,poll",
+            if cli.quick { 2 } else { 10 },
+        )
+        .map_err(|e| format!("{e:#}"))
+    };
+    let operator_baseline = match (&cli.baseline, &operator) {
+        (Some(base), Ok(_)) => {
+            eprintln!("the baseline operator, watching, at {apps:?} apps");
+            Some(
+                external::operator(
+                    &bin_dir,
+                    dir.path(),
+                    &base.join("operator"),
+                    &apps,
+                    "watch",
+                    if cli.quick { 2 } else { 10 },
+                )
+                .map_err(|e| format!("{e:#}")),
+            )
+        }
+        _ => None,
     };
     let store = if cli.skip.iter().any(|s| s == "store") {
         Err("skipped (--skip store)".to_owned())
@@ -160,6 +184,7 @@ fn main() -> anyhow::Result<()> {
         load,
         baseline,
         operator,
+        operator_baseline,
         store,
     };
     report::write(&run, &cli.out)?;

@@ -20,6 +20,8 @@ pub struct Run {
     /// The same load against the baseline build's binaries, when asked for.
     pub baseline: Option<LoadResult>,
     pub operator: Result<Vec<Value>, String>,
+    /// The baseline build's operator, watching, at the same app counts.
+    pub operator_baseline: Option<Result<Vec<Value>, String>>,
     pub store: Result<Value, String>,
 }
 
@@ -122,16 +124,25 @@ fn headline(load: &LoadResult) -> Vec<(&'static str, String)> {
         (
             "submitter peak RSS at the most clients",
             biggest.map_or("n/a".into(), |l| {
-                format!("{:.1} MiB ({} clients)", l.submitter_peak_mib, l.clients)
+                // Every driver submitted so far is in its caches by then.
+                let cached: usize = 40
+                    + fresh
+                        .iter()
+                        .take_while(|other| other.clients <= l.clients)
+                        .map(|other| other.submissions)
+                        .sum::<usize>();
+                format!(
+                    "{:.1} MiB ({} clients, ~{} drivers cached)",
+                    l.submitter_peak_mib, l.clients, cached
+                )
             }),
         ),
         (
-            "memory per cached driver (RSS growth per added driver)",
+            "memory per cached driver (RSS growth per driver, levels 1 → 2)",
             format!(
-                "{:.1} KiB ({} added to {})",
+                "{:.1} KiB ({} drivers added)",
                 load.cache.kib_per_driver(),
-                load.cache.added,
-                load.cache.drivers
+                load.cache.added
             ),
         ),
         (
@@ -458,6 +469,46 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
                         ratio(number(p, "drain_secs"), number(w, "drain_secs")),
                     );
                 }
+            }
+            if let Some(Ok(before)) = &run.operator_baseline {
+                let _ = writeln!(
+                    out,
+                    "The baseline build's operator (`--baseline`), watching, against this one, at \
+                     the same app counts in the same run (same kubesim and submitter):\n"
+                );
+                let rows: Vec<Vec<String>> = before
+                    .iter()
+                    .filter_map(|b| {
+                        let a = runs
+                            .iter()
+                            .find(|r| r["variant"] == "watch" && r["apps"] == b["apps"])?;
+                        let pair = |key: &str, digits: usize| {
+                            format!("{:.digits$} → {:.digits$}", number(b, key), number(a, key))
+                        };
+                        Some(vec![
+                            format!("{}", b["apps"]),
+                            pair("operator_writes_per_app", 2),
+                            pair("requests_per_app", 2),
+                            pair("operator_cpu_ms_per_app", 2),
+                            pair("reconcile_p99_ms", 0),
+                            pair("operator_peak_mib", 1),
+                            pair("to_done_p50_s", 2),
+                        ])
+                    })
+                    .collect();
+                table(
+                    &mut out,
+                    &[
+                        "apps",
+                        "operator writes/app",
+                        "API requests/app",
+                        "operator CPU ms/app",
+                        "reconcile p99 ms (bucket)",
+                        "operator peak RSS MiB",
+                        "created→terminal p50 s",
+                    ],
+                    &rows,
+                );
             }
             if plots.is_ok() {
                 for name in ["operator-requests", "operator-rss", "operator-cpu"] {
