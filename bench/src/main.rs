@@ -42,6 +42,10 @@ struct Cli {
     /// (another build), for before/after ratios.
     #[arg(long)]
     baseline: Option<PathBuf>,
+    /// Client counts of the baseline's load (default: the same as this build's). A build whose
+    /// cost grows with the cluster may need fewer to finish.
+    #[arg(long, value_delimiter = ',')]
+    baseline_clients: Vec<usize>,
     /// Sections to skip: operator, store, spark.
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
@@ -132,6 +136,9 @@ fn main() -> anyhow::Result<()> {
             let base_dir = tempfile::tempdir_in(dir.path())?;
             let mut base_config = config.clone();
             base_config.spark_runs = 0;
+            if !cli.baseline_clients.is_empty() {
+                base_config.levels = cli.baseline_clients.clone();
+            }
             Some(runtime.block_on(load::run(base, base_dir.path(), &base_config))?)
         }
         None => None,

@@ -227,6 +227,20 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
                 .map(|((name, a), (_, b))| vec![(*name).to_owned(), b.clone(), a.clone()])
                 .collect();
             table(&mut out, &["measure", "before", "after"], &rows);
+            let levels = |load: &LoadResult| {
+                load.levels
+                    .iter()
+                    .map(|l| l.clients.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "Client counts: before {}; after {}. Figures over levels (CPU, requests) are \
+                 weighted by submissions.\n",
+                levels(baseline),
+                levels(&run.load)
+            );
         }
         None => {
             let rows: Vec<Vec<String>> = after
