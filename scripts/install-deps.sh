@@ -10,6 +10,8 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # OCI images without a container daemon (scripts/build-images.sh).
 command -v umoci >/dev/null 2>&1 || need_apt+=(umoci)
+# The benchmark's plots draw their text with this font (bench/src/plot.rs).
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== apt-get install ${need_apt[*]}"
   apt-get update -qq

@@ -24,6 +24,16 @@ else
 fi
 echo "== fuzzing (cargo-afl; each target bounded, about 3 minutes in all; see docs/fuzzing.md)"
 bash scripts/fuzz.sh
+echo "== benchmarks, quick mode (asserts that they ran and wrote their report, never timings)"
+bench_out=$(mktemp -d)
+cargo run --release -p bench -- --quick --out "$bench_out/benchmarks.md"
+test -s "$bench_out/benchmarks.md"
+grep -q '^## The submitter at ' "$bench_out/benchmarks.md"
+grep -q '^| fresh\|^| create pods' "$bench_out/benchmarks.md"
+grep -q 'At 100 apps, polling / watching' "$bench_out/benchmarks.md"
+grep -q '^| commit ' "$bench_out/benchmarks.md"
+test -s "$bench_out/benchmarks/throughput.png"
+rm -rf "$bench_out"
 echo "== python tests (real kubernetes client, real spark-submit)"
 export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
 # The recovery agent: the operator binary the Rust tests above just built.

@@ -64,6 +64,9 @@ struct Args {
     /// The `redis-server` binary.
     #[arg(long, env = "REDIS_SERVER", default_value = "redis-server")]
     redis_server: PathBuf,
+    /// Also write the figures as JSON here (read by `cargo run -p bench`).
+    #[arg(long, env = "BENCH_JSON")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -352,7 +355,9 @@ async fn run_kube(args: &Args) -> anyhow::Result<Report> {
     let cluster = Cluster::start(ClusterConfig::default())
         .await
         .context("starting kubesim")?;
-    let store = KubeStore::new(cluster.client().context("kubesim client")?);
+    // No SparkApplication exists here to own the objects: with owners, the garbage collector
+    // would delete them under the benchmark.
+    let store = KubeStore::without_owners(cluster.client().context("kubesim client")?);
     measure(&store, Backend::Kube, args).await
 }
 
@@ -444,6 +449,31 @@ fn table(rows: &[&str], reports: &[Report], pick: impl Fn(&Report, &str) -> Opti
     }
 }
 
+/// The figures as JSON: per backend, per operation, sequential and in the mix.
+fn to_json(reports: &[Report], skipped: &[Skipped]) -> serde_json::Value {
+    let stats = |rows: Vec<(&str, &Stats)>| -> Vec<serde_json::Value> {
+        rows.into_iter()
+            .map(|(op, s)| {
+                serde_json::json!({
+                    "op": op, "n": s.n, "p50_ms": s.p50.as_secs_f64() * 1e3,
+                    "p99_ms": s.p99.as_secs_f64() * 1e3, "max_ms": s.max.as_secs_f64() * 1e3,
+                    "ops_per_s": s.ops_per_s, "cut_short": s.cut_short,
+                })
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "backends": reports.iter().map(|r| serde_json::json!({
+            "backend": r.backend.name(),
+            "sequential": stats(r.sequential.iter().map(|(o, s)| (o.name(), s)).collect()),
+            "mix": stats(r.mix.iter().map(|(o, s)| (*o, s)).collect()),
+        })).collect::<Vec<_>>(),
+        "skipped": skipped.iter().map(|s| serde_json::json!({
+            "backend": s.backend.name(), "reason": s.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 fn cpu_model() -> Option<String> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("model name"))?;
@@ -497,6 +527,10 @@ fn main() -> anyhow::Result<()> {
     }
     if reports.is_empty() {
         bail!("no backend was measured");
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, to_json(&reports, &skipped).to_string())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
 
     println!("\nSequential, one client:\n");

@@ -7,6 +7,9 @@
 //! watcher); every watch error is logged and retried with backoff, and marks the watch down for
 //! readiness until the next event arrives.
 
+pub mod events;
+pub mod index;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use kube::{Client, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
-use kube_runtime::events::{Recorder, Reporter};
+use kube_runtime::events::Reporter;
 use kube_runtime::reflector;
 use kube_runtime::watcher::{self, Event as WatchEvent};
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
@@ -198,7 +201,7 @@ struct Streams {
     /// Driver and executor pods: drivers are looked up in the cache, executors in the executor
     /// index this stream feeds; both wake their application.
     pods: BoxStream<'static, Result<Pod, watcher::Error>>,
-    pod_reader: reflector::Store<Pod>,
+    drivers: index::DriverCache,
 }
 
 /// The watches of `namespace` (`None`: all), each feeding its reflector cache and `health`.
@@ -220,6 +223,8 @@ fn streams(
     let (app_reader, app_writer) = reflector::store::<SparkApplication>();
     let apps = watcher(apps_api, watcher::Config::default())
         .default_backoff()
+        // Status writes replace the status from the cached object, never its managed fields.
+        .modify(|app| app.metadata.managed_fields = None)
         .reflect(app_writer)
         .inspect(track(
             &health.apps,
@@ -230,18 +235,28 @@ fn streams(
         .applied_objects()
         .boxed();
     let (pod_reader, pod_writer) = reflector::store::<Pod>();
-    let index = executor_index.clone();
+    let executors = executor_index.clone();
+    let owners = index::OwnerIndex::default();
+    let indexed = owners.clone();
     let pods = watcher(
         pods_api,
         watcher::Config::default().labels(&observe::operator_pod_selector()),
     )
     .default_backoff()
+    // Executors are indexed from the whole pod, before the cache's trim.
     .inspect(move |event| {
         if let Ok(event) = event {
-            index.apply(event);
+            executors.apply(event);
         }
     })
+    // What the driver-state rule reads, not the whole pod: memory follows the drivers.
+    .modify(submission::driver::trim_for_cache)
     .reflect(pod_writer)
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            indexed.apply(event);
+        }
+    })
     .inspect(track(&health.pods, metrics.clone(), "pods", owned))
     .touched_objects()
     .boxed();
@@ -249,7 +264,10 @@ fn streams(
         apps,
         app_reader,
         pods,
-        pod_reader,
+        drivers: index::DriverCache {
+            store: pod_reader,
+            owners,
+        },
     }
 }
 
@@ -294,7 +312,7 @@ pub async fn run(
         client.clone(),
         namespaces.iter().map(|ns| ns.map(str::to_owned)).collect(),
         health.clone(),
-        Recorder::new(client.clone(), reporter.clone()),
+        events::EventRecorder::new(client.clone(), reporter.clone()),
         config.schedule_clock,
         config.metrics.clone(),
         shutdown.clone(),
@@ -302,10 +320,10 @@ pub async fn run(
     let effects = KubeEffects {
         client: client.clone(),
         submitter,
-        pods: all_streams.iter().map(|s| s.pod_reader.clone()).collect(),
+        pods: all_streams.iter().map(|s| s.drivers.clone()).collect(),
         executors: executor_index,
         health,
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: Arc::new(events::EventRecorder::new(client.clone(), reporter)),
         master: config.master.clone(),
         recovery: config.settings.recovery.clone(),
         metrics: config.metrics.clone(),

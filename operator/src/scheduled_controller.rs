@@ -21,7 +21,9 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube_runtime::events::{Event, EventType, Recorder};
+use kube_runtime::events::{Event, EventType};
+
+use crate::controller::events::EventRecorder;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::watcher;
 use submission::error_chain::error_chain;
@@ -136,7 +138,7 @@ pub struct ScheduleContext {
     client: Client,
     /// The run caches, one per namespace watched (or one for all).
     runs: Vec<Store<SparkApplication>>,
-    recorder: Recorder,
+    recorder: EventRecorder,
     clock: ScheduleClock,
     metrics: Arc<Metrics>,
 }
@@ -206,7 +208,7 @@ pub async fn run(
     client: Client,
     namespaces: Vec<Option<String>>,
     health: Arc<Health>,
-    recorder: Recorder,
+    recorder: EventRecorder,
     clock: ScheduleClock,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
@@ -418,7 +420,7 @@ async fn execute(
 }
 
 async fn publish(
-    recorder: &Recorder,
+    recorder: &EventRecorder,
     schedule: &ScheduledSparkApplication,
     event: &schedule::ScheduleEvent,
 ) {

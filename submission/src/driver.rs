@@ -189,6 +189,63 @@ pub fn observe_driver(pod: &Pod) -> DriverObservation {
     }
 }
 
+/// Keeps of a pod only what the driver-state rule ([`observe_driver`]) and a cache's readers
+/// need: the metadata (without `managedFields`), the containers' names (and the env var that
+/// marks Spark's container), and the phase, reason, message, Ready and PodScheduled conditions and
+/// container states. A whole driver pod is ~28 KiB in memory; the submitter's and the operator's watch
+/// caches keep this instead, so their memory follows the drivers they track, not their specs.
+pub fn trim_for_cache(pod: &mut Pod) {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .map(|c| Container {
+                env: c
+                    .env
+                    .map(|env| {
+                        env.into_iter()
+                            .filter(|var| var.name == DRIVER_BIND_ADDRESS_ENV)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|env| !env.is_empty()),
+                name: c.name,
+                ..Container::default()
+            })
+            .collect();
+        *spec = PodSpec {
+            containers,
+            ..PodSpec::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            // Readiness is part of what the driver-state rule reports; an unscheduled pod says
+            // why it is held in PodScheduled.
+            conditions: status.conditions.take().map(|conditions| {
+                conditions
+                    .into_iter()
+                    .filter(|c| c.type_ == "Ready" || c.type_ == "PodScheduled")
+                    .collect()
+            }),
+            reason: status.reason.take(),
+            message: status.message.take(),
+            container_statuses: status.container_statuses.take().map(|statuses| {
+                statuses
+                    .into_iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name,
+                        state: c.state,
+                        ..ContainerStatus::default()
+                    })
+                    .collect()
+            }),
+            ..PodStatus::default()
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

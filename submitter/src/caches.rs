@@ -137,63 +137,6 @@ fn driver_succeeded(pod: &Pod) -> bool {
         && submission::driver::observe_driver(pod).phase == submission::api::DriverPhase::Succeeded
 }
 
-/// Keeps of a cached pod only what the status look-ups, the recorder and the sweeper read:
-/// identity metadata, the containers' names (and the env var that marks Spark's container),
-/// and the phase, Ready condition and container states. A whole driver pod is ~28 KiB in memory; this keeps the
-/// cache's cost per driver small, so memory follows the load, not the cluster's history.
-fn trim_pod(pod: &mut Pod) {
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
-    pod.metadata.managed_fields = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        let containers = std::mem::take(&mut spec.containers)
-            .into_iter()
-            .map(|c| Container {
-                env: c
-                    .env
-                    .map(|env| {
-                        env.into_iter()
-                            .filter(|var| {
-                                var.name == submission::meta::containers::DRIVER_BIND_ADDRESS_ENV
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .filter(|env| !env.is_empty()),
-                name: c.name,
-                ..Container::default()
-            })
-            .collect();
-        *spec = PodSpec {
-            containers,
-            ..PodSpec::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        *status = PodStatus {
-            phase: status.phase.take(),
-            // Readiness is part of what the driver-state rule reports.
-            conditions: status.conditions.take().map(|conditions| {
-                conditions
-                    .into_iter()
-                    .filter(|c| c.type_ == "Ready")
-                    .collect()
-            }),
-            reason: status.reason.take(),
-            message: status.message.take(),
-            container_statuses: status.container_statuses.take().map(|statuses| {
-                statuses
-                    .into_iter()
-                    .map(|c| ContainerStatus {
-                        name: c.name,
-                        state: c.state,
-                        ..ContainerStatus::default()
-                    })
-                    .collect()
-            }),
-            ..PodStatus::default()
-        };
-    }
-}
-
 /// What the cache keeps of a (non-record) ConfigMap's data: the line of `spark.properties`
 /// naming the driver pod, if any.
 fn trim_data(
@@ -217,7 +160,7 @@ impl WatchCaches {
         let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
         let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
             .default_backoff()
-            .modify(trim_pod)
+            .modify(submission::driver::trim_for_cache)
             .reflect(writer);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
         let pods_health = Arc::new(WatchHealth::default());
@@ -427,7 +370,7 @@ mod tests {
         }))
         .unwrap();
         let mut trimmed = whole.clone();
-        trim_pod(&mut trimmed);
+        submission::driver::trim_for_cache(&mut trimmed);
         let observe = |p: &Pod| submission::driver::observe_driver(p);
         assert_eq!(observe(&trimmed), observe(&whole));
         assert_eq!(

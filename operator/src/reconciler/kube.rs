@@ -11,8 +11,7 @@ use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube_runtime::events::{Event, EventType as KubeEventType, Recorder};
-use kube_runtime::reflector::Store;
+use kube_runtime::events::{Event, EventType as KubeEventType};
 use submission::error_chain::error_chain;
 use submitter_client::SubmitterClient;
 use tracing::{info, warn};
@@ -36,13 +35,13 @@ use crate::ui::UiSettings;
 pub struct KubeEffects<S> {
     pub client: Client,
     pub submitter: SubmitterClient,
-    /// The driver pod caches, one per namespace watched (or one for all); the controller's pod
-    /// watches feed them.
-    pub pods: Vec<Store<Pod>>,
+    /// The driver pod caches with their owner indexes, one per namespace watched (or one for
+    /// all); the controller's pod watches feed them.
+    pub pods: Vec<crate::controller::index::DriverCache>,
     /// The executors of every application, from the executor watches.
     pub executors: Arc<ExecutorIndex>,
     pub health: Arc<Health>,
-    pub recorder: Recorder,
+    pub recorder: Arc<crate::controller::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
     pub master: String,
     /// What a fenced restart adds to a submission; `None`: the feature is off.
@@ -136,14 +135,14 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
             return (None, Vec::new());
         };
         let namespace = namespace(app);
+        let named = app
+            .status
+            .as_ref()
+            .map_or("", |s| s.driver_info.pod_name.as_str());
         let cached: Vec<Arc<Pod>> = self
             .pods
             .iter()
-            .flat_map(|store| {
-                store.state_filter(|pod| {
-                    pod.metadata.namespace.as_deref() == Some(namespace.as_str())
-                })
-            })
+            .flat_map(|cache| cache.candidates(&namespace, uid, named))
             .collect();
         let pods: Vec<&Pod> = cached.iter().map(Arc::as_ref).collect();
         let driver = observe::find_driver(app, &pods);
@@ -492,7 +491,7 @@ pub fn event_action(reason: &str, note: &str) -> String {
 /// Publishes one of the state machine's events about `app`, logging a failure; shared with the
 /// scale benchmark's polling operator.
 pub async fn publish_event(
-    recorder: &Recorder,
+    recorder: &crate::controller::events::EventRecorder,
     app: &SparkApplication,
     event_type: EventType,
     reason: &'static str,

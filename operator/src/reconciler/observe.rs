@@ -314,4 +314,19 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn an_unschedulable_driver_still_says_why_after_the_cache_trims_it() {
+        let mut unscheduled = pod(json!({"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/3 nodes are available: 3 Insufficient memory."}]}}));
+        submission::driver::trim_for_cache(&mut unscheduled);
+        assert_eq!(
+            pending_reason(&unscheduled),
+            Some(PendingReason {
+                reason: "Unschedulable".into(),
+                message: "0/3 nodes are available: 3 Insufficient memory.".into()
+            })
+        );
+    }
 }

@@ -142,6 +142,9 @@ struct Args {
     operator_bin: Option<PathBuf>,
     #[arg(long, env = "SUBMITTER_BIN")]
     submitter_bin: Option<PathBuf>,
+    /// Also write every run's figures as a JSON array here (read by `cargo run -p bench`).
+    #[arg(long, env = "BENCH_JSON")]
+    json: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -387,6 +390,11 @@ fn bench(args: Args) -> anyhow::Result<()> {
         }
     }
     report::print_tables(&results);
+    if let Some(path) = &args.json {
+        let runs: Vec<serde_json::Value> = results.iter().map(report::to_json).collect();
+        std::fs::write(path, serde_json::Value::from(runs).to_string())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(())
 }
 

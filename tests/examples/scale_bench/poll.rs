@@ -19,8 +19,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Client, ResourceExt};
+use operator::controller::events::EventRecorder;
 use operator::controller::serve_probes;
 use operator::crd::SparkApplication;
 use operator::labels;
@@ -68,7 +69,7 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(60);
 struct Ctx {
     client: Client,
     submitter: SubmitterClient,
-    recorder: Recorder,
+    recorder: EventRecorder,
     settings: Settings,
     master: String,
     metrics: Arc<Metrics>,
@@ -100,7 +101,7 @@ async fn run(args: PollArgs) -> anyhow::Result<()> {
     tokio::spawn(probes);
     let ctx = Arc::new(Ctx {
         submitter: SubmitterClient::new(submitter)?,
-        recorder: Recorder::new(
+        recorder: EventRecorder::new(
             client.clone(),
             Reporter {
                 controller: "spark-operator".into(),

@@ -192,6 +192,44 @@ pub fn print_one(f: &Figures) {
     }
 }
 
+/// The figures of one run as JSON (read by `cargo run -p bench`).
+pub fn to_json(f: &Figures) -> serde_json::Value {
+    let d = &f.drained;
+    let (operator_writes, submitter_writes) = f.writes();
+    let lists = f.by_verb().get("list").copied().unwrap_or(0);
+    serde_json::json!({
+        "variant": f.variant.name(),
+        "apps": f.apps,
+        "created": f.created,
+        "completed": d.completed,
+        "failed": d.failed,
+        "drain_secs": f.drain_secs,
+        "apps_per_second": f.apps_per_second(),
+        "requests_per_app": f.per_app(f.total()),
+        "lists": lists,
+        "operator_writes_per_app": f.per_app(operator_writes),
+        "submitter_writes_per_app": f.per_app(submitter_writes),
+        "status_conflicts_per_app": f.per_app(f.conflicts()),
+        "to_submitted_p50_s": secs(percentile(&d.to_submitted, 50.0)),
+        "to_submitted_p99_s": secs(percentile(&d.to_submitted, 99.0)),
+        "to_done_p50_s": secs(percentile(&d.to_done, 50.0)),
+        "to_done_p99_s": secs(percentile(&d.to_done, 99.0)),
+        "reconcile_p50_ms": f.reconcile_p50 * 1e3,
+        "reconcile_p99_ms": f.reconcile_p99 * 1e3,
+        "reconciles": f.reconciles,
+        "operator_peak_mib": mib(f.operator_peak_kib),
+        "operator_idle_mib": mib(f.operator_idle_kib),
+        "operator_cpu_s": f.operator_cpu,
+        "operator_cpu_ms_per_app": f.operator_cpu * 1e3 / f.created.max(1) as f64,
+        "idle_requests_per_s": f.idle_per_second(),
+        "idle_cpu_share": f.idle_cpu_share(),
+        "submitter_peak_mib": mib(f.submitter_peak_kib),
+        "by_request": f.counts.iter().map(|((verb, resource), n)| {
+            serde_json::json!({"verb": verb, "resource": resource, "count": n})
+        }).collect::<Vec<_>>(),
+    })
+}
+
 pub fn print_tables(results: &[Figures]) {
     println!(
         "\nAPI requests per app, by verb (first create to drain; the bench's creates excluded):\n"

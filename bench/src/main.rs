@@ -1,0 +1,215 @@
+//! `cargo run --release -p bench -- [--quick]`: every benchmark of the project in one run, side
+//! by side, written to docs/benchmarks.md with its plots (docs/benchmarks/*.png).
+//!
+//! Sections: the submitter under load at 1…1,024 clients (throughput, latency, CPU of the
+//! submitter and of kubesim, API requests per submission, memory), cached duplicates, real
+//! `spark-submit` on the same argument vector, start to ready, memory per cached driver; the
+//! operator watching against polling at 100…10,000 applications; the fencing store on both
+//! backends. `--baseline DIR` also runs the submitter's load against another build's binaries
+//! (kubesim and submitter) in the same run, for before/after ratios. `--quick` (under two
+//! minutes; CI runs it) uses small sizes.
+
+mod external;
+mod load;
+mod plot;
+mod procs;
+mod report;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(about = "Runs every benchmark side by side and writes docs/benchmarks.md")]
+struct Cli {
+    /// A short run (under two minutes): fewer levels and items; CI runs it.
+    #[arg(long)]
+    quick: bool,
+    /// Do not build the release binaries first.
+    #[arg(long)]
+    no_build: bool,
+    /// Client counts of the submitter's load (default: 1…1,024; quick: 1, 8, 64).
+    #[arg(long, value_delimiter = ',')]
+    clients: Vec<usize>,
+    /// Fresh submissions per client count.
+    #[arg(long)]
+    per_level: Option<usize>,
+    /// Application counts of the operator's runs (default: 100, 1,000, 10,000; quick: 100).
+    #[arg(long, value_delimiter = ',')]
+    apps: Vec<usize>,
+    /// Also run the submitter's load against the kubesim and submitter binaries in this folder
+    /// (another build), for before/after ratios.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Client counts of the baseline's load (default: the same as this build's). A build whose
+    /// cost grows with the cluster may need fewer to finish.
+    #[arg(long, value_delimiter = ',')]
+    baseline_clients: Vec<usize>,
+    /// Sections to skip: operator, store, spark.
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Where the report goes (its plots go to a folder of the same name beside it).
+    #[arg(long, default_value = "docs/benchmarks.md")]
+    out: PathBuf,
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown".into(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_owned()
+        })
+}
+
+fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map_or("unknown".into(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_owned()
+        })
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let started = Instant::now();
+    let command = format!(
+        "cargo run --release -p bench --{}",
+        std::env::args()
+            .skip(1)
+            .map(|a| format!(" {a}"))
+            .collect::<String>()
+    );
+    if !cli.no_build {
+        procs::build_binaries()?;
+    }
+    let bin_dir = procs::release_dir();
+    let dir = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let mut config = if cli.quick {
+        load::LoadConfig {
+            levels: vec![1, 8, 64],
+            per_level: 200,
+            duplicates: 200,
+            spark_runs: 1,
+        }
+    } else {
+        load::LoadConfig {
+            levels: vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+            per_level: 2000,
+            duplicates: 2000,
+            spark_runs: 3,
+        }
+    };
+    if !cli.clients.is_empty() {
+        config.levels = cli.clients.clone();
+    }
+    if let Some(n) = cli.per_level {
+        config.per_level = n;
+        config.duplicates = n;
+    }
+    if cli.skip.iter().any(|s| s == "spark") {
+        config.spark_runs = 0;
+    }
+    let apps = if !cli.apps.is_empty() {
+        cli.apps.clone()
+    } else if cli.quick {
+        vec![100]
+    } else {
+        vec![100, 1_000, 10_000]
+    };
+
+    eprintln!("submitter under load ({})", bin_dir.display());
+    let load_dir = tempfile::tempdir_in(dir.path())?;
+    let load = runtime.block_on(load::run(&bin_dir, load_dir.path(), &config))?;
+    let baseline = match &cli.baseline {
+        Some(base) => {
+            eprintln!(
+                "the baseline build under the same load ({})",
+                base.display()
+            );
+            let base_dir = tempfile::tempdir_in(dir.path())?;
+            let mut base_config = config.clone();
+            base_config.spark_runs = 0;
+            if !cli.baseline_clients.is_empty() {
+                base_config.levels = cli.baseline_clients.clone();
+            }
+            Some(runtime.block_on(load::run(base, base_dir.path(), &base_config))?)
+        }
+        None => None,
+    };
+    let operator = if cli.skip.iter().any(|s| s == "operator") {
+        Err("skipped (--skip operator)".to_owned())
+    } else {
+        eprintln!("operator, watch against poll, at {apps:?} apps");
+        external::operator(
+            &bin_dir,
+            dir.path(),
+            &bin_dir.join("operator"),
+            &apps,
+            "watch,poll",
+            if cli.quick { 2 } else { 10 },
+        )
+        .map_err(|e| format!("{e:#}"))
+    };
+    let operator_baseline = match (&cli.baseline, &operator) {
+        (Some(base), Ok(_)) => {
+            eprintln!("the baseline operator, watching, at {apps:?} apps");
+            Some(
+                external::operator(
+                    &bin_dir,
+                    dir.path(),
+                    &base.join("operator"),
+                    &apps,
+                    "watch",
+                    if cli.quick { 2 } else { 10 },
+                )
+                .map_err(|e| format!("{e:#}")),
+            )
+        }
+        _ => None,
+    };
+    let store = if cli.skip.iter().any(|s| s == "store") {
+        Err("skipped (--skip store)".to_owned())
+    } else {
+        eprintln!("fencing store, kube against redis");
+        external::store(&bin_dir, dir.path(), if cli.quick { 300 } else { 2000 })
+            .map_err(|e| format!("{e:#}"))
+    };
+    let run = report::Run {
+        command,
+        machine: procs::machine(),
+        commit: git_commit(),
+        started: now_utc(),
+        seconds: started.elapsed().as_secs_f64(),
+        quick: cli.quick,
+        load,
+        baseline,
+        operator,
+        operator_baseline,
+        store,
+    };
+    report::write(&run, &cli.out)?;
+    eprintln!(
+        "wrote {} in {:.0} s",
+        cli.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    // A section that could not run is a failed benchmark, not a report to trust.
+    if let Err(e) = &run.operator
+        && !cli.skip.iter().any(|s| s == "operator")
+    {
+        anyhow::bail!("the operator benchmark failed: {e}");
+    }
+    if let Err(e) = &run.store
+        && !cli.skip.iter().any(|s| s == "store")
+    {
+        anyhow::bail!("the store benchmark failed: {e}");
+    }
+    Ok(())
+}
