@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# A one-shot build: incremental state would only cost disk (several GB) and time.
+export CARGO_INCREMENTAL=0
 
 bash scripts/install-deps.sh
 
