@@ -41,6 +41,12 @@ pub fn application_of(pod: Pod) -> Vec<ObjectRef<SparkApplication>> {
     apps
 }
 
+/// Whether `pod` is a driver: the operator's pod cache also holds the executors, which carry the
+/// application's submission id and a (non-controller) ownerReference to it too.
+fn is_driver(pod: &Pod) -> bool {
+    label(pod, SPARK_ROLE) == Some(DRIVER_ROLE)
+}
+
 /// Whether `pod` has an ownerReference to the object with `uid`.
 pub fn is_owned_by(pod: &Pod, uid: &str) -> bool {
     pod.metadata
@@ -51,7 +57,8 @@ pub fn is_owned_by(pod: &Pod, uid: &str) -> bool {
         .any(|owner| owner.uid == uid)
 }
 
-/// The application's driver among `pods` (driver pods of its namespace): a pod it owns that
+/// The application's driver among `pods` (pods of its namespace; executors are passed over): a
+/// driver pod it owns that
 /// carries the current submission id, else the pod its status names (which may be a previous
 /// run's driver, owned or not, that still holds the name). Never a name derived from the spec.
 pub fn find_driver<'a>(app: &SparkApplication, pods: &'a [&'a Pod]) -> Option<&'a Pod> {
@@ -64,7 +71,9 @@ pub fn find_driver<'a>(app: &SparkApplication, pods: &'a [&'a Pod]) -> Option<&'
     let current = (!submission_id.is_empty())
         .then(|| {
             pods.iter().copied().find(|pod| {
-                is_owned_by(pod, uid) && label(pod, labels::SUBMISSION_ID) == Some(submission_id)
+                is_driver(pod)
+                    && is_owned_by(pod, uid)
+                    && label(pod, labels::SUBMISSION_ID) == Some(submission_id)
             })
         })
         .flatten();
@@ -73,7 +82,7 @@ pub fn find_driver<'a>(app: &SparkApplication, pods: &'a [&'a Pod]) -> Option<&'
             .then(|| {
                 pods.iter()
                     .copied()
-                    .find(|pod| pod.metadata.name.as_deref() == Some(named))
+                    .find(|pod| is_driver(pod) && pod.metadata.name.as_deref() == Some(named))
             })
             .flatten()
     })
@@ -86,9 +95,9 @@ pub fn other_drivers<'a>(
     driver: Option<&'a Pod>,
 ) -> impl Iterator<Item = &'a Pod> + 'a {
     let current = driver.and_then(|d| d.metadata.uid.as_deref());
-    pods.iter()
-        .copied()
-        .filter(move |pod| is_owned_by(pod, app_uid) && pod.metadata.uid.as_deref() != current)
+    pods.iter().copied().filter(move |pod| {
+        is_driver(pod) && is_owned_by(pod, app_uid) && pod.metadata.uid.as_deref() != current
+    })
 }
 
 fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
@@ -207,9 +216,13 @@ mod tests {
     }
 
     fn driver(name: &str, owner: &str, submission: &str) -> Pod {
+        spark_pod(name, owner, submission, DRIVER_ROLE)
+    }
+
+    fn spark_pod(name: &str, owner: &str, submission: &str, role: &str) -> Pod {
         pod(json!({
             "metadata": {"name": name, "uid": format!("{name}-uid"),
-                "labels": {labels::SUBMISSION_ID: submission},
+                "labels": {labels::SUBMISSION_ID: submission, SPARK_ROLE: role},
                 "ownerReferences": [{"apiVersion": "v1", "kind": "SparkApplication",
                     "name": "pi", "uid": owner}]},
         }))
@@ -224,6 +237,25 @@ mod tests {
         let pods = [&old, &foreign, &current];
         let found = find_driver(&a, &pods).unwrap();
         assert_eq!(found.metadata.name.as_deref(), Some("pi-driver-2"));
+    }
+
+    #[test]
+    fn an_executor_owned_by_the_application_is_never_taken_for_its_driver() {
+        // Executors carry the run's submission id and a non-controller ownerReference to the
+        // application; the cache that feeds `find_driver` holds them next to the driver.
+        let a = app(json!({"submissionID": "app-uid-2", "driverInfo": {"podName": "pi-driver"}}));
+        let executor = spark_pod("pi-exec-1", "app-uid", "app-uid-2", "executor");
+        let old = driver("pi-driver", "app-uid", "app-uid-1");
+        let current = driver("pi-driver-2", "app-uid", "app-uid-2");
+        let pods = [&executor, &old, &current];
+        let found = find_driver(&a, &pods).unwrap();
+        assert_eq!(found.metadata.name.as_deref(), Some("pi-driver-2"));
+        let others: Vec<_> = other_drivers("app-uid", &pods, Some(found))
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(others, ["pi-driver"]);
+        let only_executor = [&executor];
+        assert!(find_driver(&a, &only_executor).is_none());
     }
 
     #[test]
