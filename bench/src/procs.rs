@@ -358,6 +358,13 @@ impl Submitter {
             .arg("--policy")
             .arg(&pki.policy)
             .args(["--max-concurrency", &max_concurrency.to_string()])
+            // Every client of the load shares one certificate, so one identity's budget would
+            // shed half of the top level; as an env var, a baseline build without per-identity
+            // budgets ignores it.
+            .env(
+                "SUBMITTER_MAX_IN_FLIGHT_PER_IDENTITY",
+                max_concurrency.to_string(),
+            )
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)

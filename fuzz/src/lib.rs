@@ -356,9 +356,12 @@ pub fn operator_spec(data: &[u8]) {
         return;
     };
     let has_nul = plan.args.iter().any(|arg| arg.contains('\0'));
-    let mut inputs = vec![String::from_utf8_lossy(data).into_owned()];
+    let text = String::from_utf8_lossy(data).into_owned();
+    // The spec parses with invalid UTF-8 inside a field it ignores (serde skips those strings
+    // unchecked); a `Value` would not, so the strings are read from the lossy text.
+    let mut inputs = vec![text.clone()];
     strings(
-        &serde_json::from_slice::<Value>(data).unwrap_or(Value::Null),
+        &serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
         &mut inputs,
     );
     if let Err(error) = submission::argv::parse(&plan.args) {

@@ -31,7 +31,7 @@ pub fn admit_create(
         causes.push(cause(
             "FieldValueInvalid",
             "metadata.name",
-            format!("Invalid value: \"{name}\": {msg}"),
+            format!("Invalid value: {}: {msg}", go_quoted(&name)),
         ));
     }
     validate_common(obj, &mut causes);
@@ -177,7 +177,7 @@ fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
             causes.push(cause(
                 "FieldValueInvalid",
                 "metadata.labels",
-                format!("Invalid value: \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                format!("Invalid value: {}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", go_quoted(&k)),
             ));
         }
         match v.as_str() {
@@ -198,7 +198,7 @@ fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
                 causes.push(cause(
                     "FieldValueInvalid",
                     "metadata.annotations",
-                    format!("Invalid value: \"{k}\": annotation keys must be qualified names with string values"),
+                    format!("Invalid value: {}: annotation keys must be qualified names with string values", go_quoted(k)),
                 ));
             }
         }
@@ -223,7 +223,7 @@ fn validate_kind(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
                                 b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
                             });
                         if !key_ok {
-                            causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), format!("Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'")));
+                            causes.push(cause("FieldValueInvalid", format!("{field}[{k}]"), format!("Invalid value: {}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'", go_quoted(k))));
                         }
                         if !v.is_string() {
                             causes.push(cause(
@@ -300,7 +300,7 @@ fn validate_pod(obj: &Value, causes: &mut Vec<Cause>) {
                 )),
                 Some(n) => {
                     if check_name(NameRule::Label, n).is_some() {
-                        causes.push(cause("FieldValueInvalid", format!("{path}.name"), format!("Invalid value: \"{n}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+                        causes.push(cause("FieldValueInvalid", format!("{path}.name"), format!("Invalid value: {}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'", go_quoted(n))));
                     }
                     if names.iter().any(|x| x == n) {
                         causes.push(cause(
@@ -690,6 +690,12 @@ fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
     node_changed || normalise(current) != normalise(proposed)
 }
 
+/// A value in a validation message, quoted as the API server quotes it (Go's `%q`): a key with a
+/// backslash or a control character reads back as the key the client sent.
+fn go_quoted(value: &str) -> String {
+    Value::String(value.to_owned()).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -715,6 +721,22 @@ mod tests {
         // Spark's pod name for a 100-character app name: long, but a valid subdomain.
         assert!(check_name(NameRule::Subdomain, &"a".repeat(121)).is_none());
         assert!(check_name(NameRule::Label, &"a".repeat(64)).is_some());
+    }
+
+    #[test]
+    fn an_invalid_key_is_quoted_as_the_api_server_quotes_it() {
+        // A backslash in a key the client wrote: the message must name that key, not `ti<CR>`.
+        let mut causes = Vec::new();
+        validate_common(
+            &json!({"metadata": {"labels": {"ti\\r": "batch"}}}),
+            &mut causes,
+        );
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.starts_with(r#"Invalid value: "ti\\r": "#),
+            "{}",
+            causes[0].message
+        );
     }
 
     #[test]
