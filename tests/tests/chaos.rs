@@ -1,6 +1,6 @@
 //! The chaos soak in CI: a short fault window from a fixed seed and from a random one (printed),
 //! run at once on one machine; every invariant must hold. A failure prints the seed and the
-//! schedule: `sandbox chaos --seed N --duration 90s --mean-gap 2000ms` replays the same schedule.
+//! schedule: `sandbox chaos --seed N --duration 180s --mean-gap 2000ms` replays the same schedule.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use sandbox::chaos::{ChaosConfig, Report, run};
 const FIXED_SEED: u64 = 20261201;
 
 /// The fault window of each CI soak (both run at once; each then drains and sweeps).
-const WINDOW: Duration = Duration::from_secs(90);
+const WINDOW: Duration = Duration::from_secs(180);
 
 /// The mean pause between two faults in CI.
 const MEAN_GAP: Duration = Duration::from_secs(2);
