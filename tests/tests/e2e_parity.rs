@@ -352,8 +352,12 @@ fn executor_pod(app: &SparkApplication, driver: &Pod, name: &str, annotations: V
                 "sparkoperator.k8s.io/launched-by-spark-operator": "true",
                 "sparkoperator.k8s.io/submission-id": status.submission_id,
             },
+            // As Spark makes them from the operator's executor template: the driver as
+            // controller, the application as a plain owner.
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true}],
+                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true},
+                {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                "name": app.metadata.name, "uid": app.metadata.uid}],
         },
         "spec": {"restartPolicy": "Never",
                  "containers": [{"name": "spark-kubernetes-executor", "image": "apache/spark:4.0.4"}]},
