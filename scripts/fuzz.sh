@@ -17,7 +17,7 @@ read -r -a targets <<<"${FUZZ_TARGETS:-argv template_merge properties policy age
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}/afl"
 
 echo "== cargo afl build (fuzz targets)"
-cargo afl build --release -p fuzz --features afl --bins --target-dir "$target_dir"
+cargo afl build --profile fuzz -p fuzz --features afl --bins --target-dir "$target_dir"
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
@@ -28,7 +28,7 @@ export AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MI
 failed=0
 for target in "${targets[@]}"; do
   if ! cargo afl fuzz -i "fuzz/corpus/$target" -o "$out/$target" -V "$seconds" \
-      "$target_dir/release/$target" >"$out/$target.log" 2>&1; then
+      "$target_dir/fuzz/$target" >"$out/$target.log" 2>&1; then
     echo "!! afl-fuzz could not run $target:"
     tail -n 30 "$out/$target.log"
     failed=1
