@@ -214,6 +214,8 @@ pub struct Control {
     /// since the last reset: how many connections a client keeps busy.
     in_flight: std::sync::atomic::AtomicUsize,
     peak_in_flight: std::sync::atomic::AtomicUsize,
+    /// Wakes [`Control::counted`] after each counted request.
+    counted: tokio::sync::Notify,
 }
 
 /// Counts a request as in flight while it lives (see [`Control::serving`]).
@@ -280,6 +282,7 @@ impl Control {
                 r.watch,
             ))
             .or_default() += 1;
+        self.counted.notify_waiters();
         let fired = {
             let mut faults = lock(&self.faults);
             let hit = faults.iter_mut().find(|f| f.count > 0 && f.matches(r));
@@ -321,6 +324,21 @@ impl Control {
                 },
             )
             .collect()
+    }
+
+    /// Waits until `until` holds of the counters, checking again after each request counted:
+    /// tests wait on the requests themselves, not on a clock.
+    pub async fn counted(&self, until: impl Fn(&[RequestCount]) -> bool) {
+        loop {
+            let next = self.counted.notified();
+            tokio::pin!(next);
+            // Registered before the check, so a request counted in between still wakes us.
+            next.as_mut().enable();
+            if until(&self.counts()) {
+                return;
+            }
+            next.await;
+        }
     }
 
     /// Records a mutating request.

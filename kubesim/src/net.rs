@@ -240,17 +240,21 @@ mod tests {
             .expect("a listener on the node");
         let target = listener.local_addr().expect("its address");
         let (started, running) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        // The slow job holds the node thread until the test lets it go, after the connect.
         let busy = std::thread::spawn({
             let net = net.clone();
             move || {
                 net.node.call(move || {
                     let _ = started.send(());
-                    std::thread::sleep(Duration::from_secs(3));
+                    let _ = released.recv();
                 })
             }
         });
         running.recv().expect("the slow job started");
-        let connected = tokio::time::timeout(Duration::from_secs(1), net.connect(target)).await;
+        // A bound, not a timing: a connect queued behind the job would never finish.
+        let connected = tokio::time::timeout(Duration::from_secs(30), net.connect(target)).await;
+        drop(release);
         assert!(
             matches!(connected, Ok(Ok(_))),
             "connect waited behind the node thread: {connected:?}"

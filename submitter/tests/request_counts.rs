@@ -214,13 +214,20 @@ async fn duplicate_the_lagging_caches_have_not_seen_makes_one_request() {
     let body = request("lagging-dup", &[]);
     let first = send(&s.t.app, submit_request(&body, "", TESTER)).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
-    for _ in 0..200 {
-        if watches(&s) >= before + 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(watches(&s) >= before + 2, "both re-watches are held");
+    let rewatched = |counts: &[kubesim::control::RequestCount]| {
+        counts
+            .iter()
+            .filter(|c| c.watch)
+            .map(|c| c.count)
+            .sum::<u64>()
+            >= before + 2
+    };
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        s.t.cluster.control.counted(rewatched),
+    )
+    .await
+    .expect("both re-watches are held");
     let built = built(&body);
     assert!(
         s.caches

@@ -317,12 +317,16 @@ async fn ingresses_are_served_with_a_status_subresource_and_collected_with_their
         .delete("owner", &DeleteParams::default())
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while api.get_opt("ui").await.unwrap().is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the ingress was not collected"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let uid = created.metadata.uid.clone().unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        kube::runtime::wait::await_condition(
+            api,
+            "ui",
+            kube::runtime::wait::conditions::is_deleted(&uid),
+        ),
+    )
+    .await
+    .expect("the ingress was not collected")
+    .unwrap();
 }
