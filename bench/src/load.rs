@@ -329,7 +329,7 @@ pub async fn run(
         .map(|c| config.per_level.max(2 * c))
         .sum();
     let kubesim = Kubesim::start(bin_dir, dir, (total * 40).max(100_000))?;
-    let pki = Pki::new(dir)?;
+    let pki = Pki::write(dir, "bench ca", crate::procs::CLIENT_IDENTITY)?;
     let max_clients = config.levels.iter().copied().max().unwrap_or(1);
     let submitter = Submitter::start(bin_dir, dir, &pki, &kubesim.kubeconfig, max_clients.max(64))?;
     let probe = client(&submitter.url, &pki)?;

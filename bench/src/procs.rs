@@ -11,7 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sandbox::certs::Ca;
 
 /// The identity the benchmark's clients present.
 pub const CLIENT_IDENTITY: &str = "bench.spark.svc";
@@ -289,41 +288,8 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
-/// The submitter's TLS material and policy, in `dir`.
-pub struct Pki {
-    pub ca: PathBuf,
-    pub server_cert: PathBuf,
-    pub server_key: PathBuf,
-    pub client_cert: PathBuf,
-    pub client_key: PathBuf,
-    pub policy: PathBuf,
-}
-
-impl Pki {
-    pub fn new(dir: &Path) -> anyhow::Result<Pki> {
-        let ca = Ca::new("bench ca")?;
-        let server = ca.server()?;
-        let client = ca.client(CLIENT_IDENTITY)?;
-        let write = |name: &str, text: &str| -> anyhow::Result<PathBuf> {
-            let path = dir.join(name);
-            std::fs::write(&path, text)?;
-            Ok(path)
-        };
-        Ok(Pki {
-            ca: write("ca.crt", &ca.pem())?,
-            server_cert: write("tls.crt", &server.cert)?,
-            server_key: write("tls.key", &server.key)?,
-            client_cert: write("client.crt", &client.cert)?,
-            client_key: write("client.key", &client.key)?,
-            policy: write(
-                "policy.yaml",
-                &format!(
-                    "clients:\n  - identity: {CLIENT_IDENTITY}\n    namespaces: [\"*\"]\n    serviceAccounts: [\"*\"]\n"
-                ),
-            )?,
-        })
-    }
-}
+/// The benchmark's mTLS files (one client identity).
+pub type Pki = sandbox::certs::PkiFiles;
 
 /// A `submitter serve` process over mTLS.
 pub struct Submitter {

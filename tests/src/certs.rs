@@ -74,3 +74,44 @@ impl Ca {
         )
     }
 }
+
+/// The files of a whole mTLS set-up for `submitter serve` and one client, written to a
+/// directory: what the benchmarks hand to the release binaries they start.
+#[derive(Debug, Clone)]
+pub struct PkiFiles {
+    pub ca: std::path::PathBuf,
+    pub server_cert: std::path::PathBuf,
+    pub server_key: std::path::PathBuf,
+    pub client_cert: std::path::PathBuf,
+    pub client_key: std::path::PathBuf,
+    /// A policy letting the client's `identity` submit anywhere.
+    pub policy: std::path::PathBuf,
+}
+
+impl PkiFiles {
+    /// A new CA named `ca_name`, a server certificate and a client certificate for `identity`,
+    /// written under `dir`.
+    pub fn write(dir: &std::path::Path, ca_name: &str, identity: &str) -> anyhow::Result<PkiFiles> {
+        let ca = Ca::new(ca_name)?;
+        let server = ca.server()?;
+        let client = ca.client(identity)?;
+        let write = |name: &str, text: &str| -> anyhow::Result<std::path::PathBuf> {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            Ok(path)
+        };
+        Ok(PkiFiles {
+            ca: write("ca.crt", &ca.pem())?,
+            server_cert: write("tls.crt", &server.cert)?,
+            server_key: write("tls.key", &server.key)?,
+            client_cert: write("client.crt", &client.cert)?,
+            client_key: write("client.key", &client.key)?,
+            policy: write(
+                "policy.yaml",
+                &format!(
+                    "clients:\n  - identity: {identity}\n    namespaces: [\"*\"]\n    serviceAccounts: [\"*\"]\n"
+                ),
+            )?,
+        })
+    }
+}

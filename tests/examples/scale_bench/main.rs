@@ -46,7 +46,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::api::{Api, PostParams};
 use kubesim::{Cluster, ClusterConfig};
 use operator::crd::SparkApplication;
-use sandbox::certs::Ca;
+
 use serde_json::json;
 use submitter_client::{ClientConfig, SubmitterClient};
 
@@ -172,39 +172,6 @@ impl Drop for Processes {
             let _ = child.wait();
         }
     }
-}
-
-struct Pki {
-    ca: PathBuf,
-    server_cert: PathBuf,
-    server_key: PathBuf,
-    client_cert: PathBuf,
-    client_key: PathBuf,
-    policy: PathBuf,
-}
-
-fn pki(dir: &Path) -> anyhow::Result<Pki> {
-    let ca = Ca::new("scale bench ca")?;
-    let server = ca.server()?;
-    let client = ca.client(OPERATOR_IDENTITY)?;
-    let write = |name: &str, text: &str| -> anyhow::Result<PathBuf> {
-        let path = dir.join(name);
-        std::fs::write(&path, text)?;
-        Ok(path)
-    };
-    Ok(Pki {
-        ca: write("ca.crt", &ca.pem())?,
-        server_cert: write("tls.crt", &server.cert)?,
-        server_key: write("tls.key", &server.key)?,
-        client_cert: write("operator.crt", &client.cert)?,
-        client_key: write("operator.key", &client.key)?,
-        policy: write(
-            "policy.yaml",
-            &format!(
-                "clients:\n  - identity: {OPERATOR_IDENTITY}\n    namespaces: [\"*\"]\n    serviceAccounts: [\"*\"]\n"
-            ),
-        )?,
-    })
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -420,7 +387,7 @@ async fn run_one(
             .with_context(|| format!("cannot create {}", path.display()))?;
         Ok((path, file))
     };
-    let pki = pki(dir.path())?;
+    let pki = sandbox::certs::PkiFiles::write(dir.path(), "scale bench ca", OPERATOR_IDENTITY)?;
     let cluster = Cluster::start(ClusterConfig {
         // ~20 events per app; watches (and the bench's follower) resume without a 410 re-list.
         history: (apps * 40).max(100_000),
