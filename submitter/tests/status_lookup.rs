@@ -18,7 +18,7 @@ use submit_support::{Answer, TESTER, TestApp, args, request, send, submit_reques
 use submitter::caches::WatchCaches;
 use submitter::record;
 use submitter::service::{ServiceConfig, app};
-use submitter::status::{RecordConfig, run_recorder};
+use submitter::status::{RecordConfig, Recorder, run_recorder};
 
 /// The submitter's own namespace, where its retention records live.
 const HOME: &str = "submitter-home";
@@ -624,4 +624,101 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
         a.status == StatusCode::NOT_FOUND
     })
     .await;
+}
+
+/// A success the pod watch reports again before the ConfigMap cache shows its record (every pod
+/// event after the driver's exit does, and the cache lags the write) is written once: each
+/// report used to create the record again, answered 409, one wasted write per driver.
+#[tokio::test]
+async fn a_success_reported_again_before_the_cache_shows_its_record_is_written_once() {
+    let t = TestApp::start().await;
+    let home: Namespace = serde_json::from_value(json!({"metadata": {"name": HOME}})).unwrap();
+    Api::<Namespace>::all(t.client())
+        .create(&PostParams::default(), &home)
+        .await
+        .unwrap();
+    let caches = WatchCaches::start(&t.client());
+    tokio::time::timeout(Duration::from_secs(10), caches.ready())
+        .await
+        .expect("caches sync within 10 s")
+        .unwrap();
+    let submitted = send(
+        &t.app,
+        submit_request(&request("once-1", &args(&[])), "", TESTER),
+    )
+    .await;
+    assert_eq!(submitted.status, StatusCode::CREATED, "{}", submitted.body);
+    let namespace = submitted.body["namespace"].as_str().unwrap().to_owned();
+    let name = submitted.body["driver_pod_name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let config = RecordConfig {
+        namespace: HOME.into(),
+        retention: Duration::from_secs(3600),
+    };
+    let succeeded = |p: Option<&Pod>| {
+        p.is_some_and(|p| {
+            record::for_pod(p, k8s_openapi::jiff::Timestamp::now(), config.retention).is_some()
+        })
+    };
+    let pods: Api<Pod> = Api::namespaced(t.client(), &namespace);
+    let pod = tokio::time::timeout(
+        Duration::from_secs(30),
+        kube::runtime::wait::await_condition(pods, &name, succeeded),
+    )
+    .await
+    .expect("the driver succeeds within 30 s")
+    .unwrap()
+    .unwrap();
+
+    // The caches' watches are dropped and their re-watches held: from here the ConfigMap cache
+    // cannot show the record, as when it lags a burst of writes.
+    let watches = |counts: &[kubesim::control::RequestCount]| {
+        counts
+            .iter()
+            .filter(|c| c.watch)
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    let before = watches(&t.cluster.control.counts());
+    t.cluster
+        .control
+        .add_latency(kubesim::control::LatencyRule {
+            verb: Some("watch".into()),
+            resource: None,
+            millis: 60_000,
+        });
+    t.cluster.store.drop_watches();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        t.cluster.control.counted(|c| watches(c) >= before + 2),
+    )
+    .await
+    .expect("both re-watches are held");
+    t.cluster.control.reset_counts();
+
+    let recorder = Recorder::new(t.client(), caches.clone(), config.clone());
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        created.push(recorder.record(&pod).await.unwrap());
+    }
+    assert_eq!(created, [true, false, false], "the first report writes it");
+    let creates: u64 = t
+        .cluster
+        .control
+        .counts()
+        .into_iter()
+        .filter(|c| c.verb == "create" && c.resource == "configmaps")
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(creates, 1, "one write for three reports");
+    let records: Api<ConfigMap> = Api::namespaced(t.client(), HOME);
+    assert!(
+        records
+            .get_opt(&record::name(&namespace, "once-1"))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
