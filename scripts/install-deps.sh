@@ -5,6 +5,8 @@ set -euo pipefail
 
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# The kubeflow examples test compiles its Spark image stand-ins (javac, jar): a JDK, not a JRE.
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # kubesim's pod network: `ip` configures the namespaces' bridge and veth pairs.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)

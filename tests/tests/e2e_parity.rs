@@ -4,7 +4,7 @@
 
 mod e2e_support;
 
-use e2e_support::{Env, wait_until};
+use e2e_support::{Env, install_pod_group_crd, wait_until};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -779,38 +779,12 @@ async fn monitoring_runs_the_jmx_exporter_with_its_config_map_port_and_annotatio
     assert!(properties.contains("default.watched"), "{properties}");
 }
 
-/// A minimal copy of a PodGroup CRD (`<plural>.<group>`, namespaced, schemaless), as the test's
-/// stand-in for a batch scheduler's installation.
-async fn install_pod_group_crd(env: &Env, group: &str, version: &str) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("podgroups.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup",
-                      "listKind": "PodGroupList"},
-            "versions": [{"name": version, "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(env.client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_schedulers_get_their_pod_groups_and_a_missing_crd_fails_the_application() {
     use kube::api::{ApiResource, DynamicObject};
 
     let env = Env::start().await;
-    install_pod_group_crd(&env, "scheduling.volcano.sh", "v1beta1").await;
+    install_pod_group_crd(&env.client, "scheduling.volcano.sh", "v1beta1").await;
     let _operator = env.operator().await;
     env.create_app(
         "grouped",

@@ -226,9 +226,9 @@ pub fn enter_file_view(view: &FileView) -> io::Result<()> {
     unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)?;
     mount::<str, str, str, str>(None, "/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
     nix::unistd::sethostname(&view.hostname)?;
-    rootfs::lay_out(&view.mounts, &view.scratch, view.working_dir.as_deref())?;
+    let laid = rootfs::lay_out(&view.mounts, &view.scratch, view.working_dir.as_deref())?;
     if view.read_only_root {
-        rootfs::read_only_root(&view.mounts)?;
+        rootfs::read_only_root(&view.mounts, &laid)?;
     }
     Ok(())
 }

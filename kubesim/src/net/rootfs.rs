@@ -7,13 +7,16 @@
 //! overlay of itself whose upper layer lives in a tmpfs private to the container, and the
 //! missing folders (or the empty file) are created there. The overlay shows the folder's own
 //! files unchanged; mounts that were below it are bound again on top, so nothing the host or an
-//! earlier mount put there disappears. Only `/` itself is never overlaid (it would hide `/proc`
-//! and every other mount): a mount point whose top-level folder the host lacks cannot be made.
+//! earlier mount put there disappears. `/` itself is never overlaid (it would hide `/proc` and
+//! every other mount): when a mount point's top-level folder is missing on the host (an image's
+//! `/prometheus`, a volume at `/data`), the container gets a root of its own instead, as a
+//! container runtime gives it: a tmpfs with each of the host's top-level entries bound at its
+//! name and the missing folders made in the tmpfs, made the namespace's root with `pivot_root`.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use nix::mount::{MsFlags, mount};
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
 /// One mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +51,8 @@ pub enum MountKind {
 /// Why a mount could not be laid out.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
-    /// There is no folder to create the mount point in without touching the host.
+    /// There is no folder to create the mount point in without touching the host (the
+    /// container's own root was not made, so the top-level folder cannot be).
     #[error("cannot create mount point {target}: the host has no {top}, and / is never overlaid")]
     NoMountPoint {
         /// The mount path.
@@ -117,21 +121,38 @@ pub fn depth(p: &Path) -> usize {
         .count()
 }
 
+/// What [`lay_out`] made that later steps must know about.
+#[derive(Debug, Default)]
+pub struct Laid {
+    /// With a root of the container's own: the host's top-level entries bound into it that
+    /// were part of the host's root file system (each is a mount of its own now, so
+    /// [`read_only_root`] remounts them as it remounts `/`; `/proc`, `/dev` and the like were
+    /// mounts of their own before and keep their flags).
+    pub host_tops: Vec<PathBuf>,
+}
+
 /// Lays `mounts` out in the calling thread's mount namespace, which must be private already.
 /// `scratch` is an empty host folder on which the container's private tmpfs is mounted (only
-/// when a writable layer or a mount point is needed). Mounts go in the order given; then the
-/// working directory is made if it is missing.
+/// when a writable layer or a mount point is needed). When a mount point's (or the working
+/// directory's) top-level folder is missing on the host, the container first gets a root of its
+/// own ([`Layout::own_root`]). Mounts go in the order given; then the working directory is made
+/// if it is missing.
 pub fn lay_out(
     mounts: &[Mount],
     scratch: &Path,
     working_dir: Option<&Path>,
-) -> Result<(), MountError> {
+) -> Result<Laid, MountError> {
     let mut layout = Layout {
         scratch: scratch.to_path_buf(),
         scratch_mounted: false,
         next: 0,
         ours: Vec::new(),
     };
+    let missing = missing_tops(mounts.iter().map(|m| m.target.as_path()).chain(working_dir));
+    let mut laid = Laid::default();
+    if !missing.is_empty() {
+        laid.host_tops = layout.own_root(&missing)?;
+    }
     for m in mounts {
         let done = match m.kind {
             MountKind::Layer => layout.layer(&m.source, &m.target),
@@ -151,8 +172,23 @@ pub fn lay_out(
     if let Some(dir) = working_dir {
         layout.mount_point(dir, true)?;
     }
-    Ok(())
+    Ok(laid)
 }
+
+/// The top-level folders (`/data` of `/data/x`) of `paths` that the host lacks, in order.
+fn missing_tops<'a>(paths: impl Iterator<Item = &'a Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let top: PathBuf = path.components().take(2).collect();
+        if depth(&top) == 1 && !out.contains(&top) && std::fs::symlink_metadata(&top).is_err() {
+            out.push(top);
+        }
+    }
+    out
+}
+
+/// Where the host's root stays reachable for a moment after `pivot_root`, inside the new root.
+const OLD_ROOT: &str = ".kubesim-host-root";
 
 /// What has been mounted so far in this namespace.
 struct Layout {
@@ -183,6 +219,73 @@ impl Layout {
         let dir = self.scratch.join(format!("{}-{what}", self.next));
         std::fs::create_dir(&dir).map_err(io_err("create", &dir))?;
         Ok(dir)
+    }
+
+    /// Gives the container a root of its own: a tmpfs in the private scratch, with every
+    /// top-level entry of the host's `/` there (folders bound recursively, so the mounts below
+    /// them come along; links copied; files bound) and the `missing` folders made in the tmpfs,
+    /// then made the namespace's root with `pivot_root` and the host's root detached. Nothing
+    /// is created on the host. The bound folders are the host's: mount points missing below
+    /// them still get overlays ([`Layout::make_writable`]). Returns the bound entries that
+    /// were not mount points on the host.
+    fn own_root(&mut self, missing: &[PathBuf]) -> Result<Vec<PathBuf>, MountError> {
+        let host_mounts =
+            submounts(Path::new("/")).map_err(io_err("read the mounts below", Path::new("/")))?;
+        let root = self.scratch_dir("root")?;
+        // pivot_root needs the new root to be a mount point.
+        mount::<str, Path, str, str>(
+            Some("tmpfs"),
+            &root,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0755"),
+        )
+        .map_err(nix_err("mount a tmpfs on", &root))?;
+        let mut tops = Vec::new();
+        let entries = std::fs::read_dir("/").map_err(io_err("read", Path::new("/")))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("read", Path::new("/")))?;
+            let host = entry.path();
+            let at = root.join(entry.file_name());
+            let kind = entry.file_type().map_err(io_err("read", &host))?;
+            if kind.is_symlink() {
+                let link = std::fs::read_link(&host).map_err(io_err("read", &host))?;
+                std::os::unix::fs::symlink(&link, &at).map_err(io_err("create", &at))?;
+                continue;
+            }
+            if kind.is_dir() {
+                std::fs::create_dir(&at).map_err(io_err("create", &at))?;
+            } else {
+                std::fs::File::create(&at).map_err(io_err("create", &at))?;
+            }
+            mount::<Path, Path, str, str>(
+                Some(&host),
+                &at,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+            )
+            .map_err(nix_err("bind", &host))?;
+            tops.push(host);
+        }
+        for top in missing {
+            let at = root.join(top.strip_prefix("/").unwrap_or(top));
+            std::fs::create_dir_all(&at).map_err(io_err("create", &at))?;
+        }
+        let old = root.join(OLD_ROOT);
+        std::fs::create_dir(&old).map_err(io_err("create", &old))?;
+        nix::unistd::pivot_root(&root, &old).map_err(nix_err("pivot_root to", &root))?;
+        std::env::set_current_dir("/").map_err(io_err("enter", Path::new("/")))?;
+        let old = Path::new("/").join(OLD_ROOT);
+        umount2(&old, MntFlags::MNT_DETACH).map_err(nix_err("detach", &old))?;
+        std::fs::remove_dir(&old).map_err(io_err("remove", &old))?;
+        // The root is the container's tmpfs; the bound folders are the host's.
+        self.ours.push((PathBuf::from("/"), true));
+        for top in &tops {
+            self.ours.push((top.clone(), false));
+        }
+        tops.retain(|t| !host_mounts.contains(t));
+        Ok(tops)
     }
 
     /// Whether writing below `dir` (canonical) stays inside the container: the mount that holds
@@ -344,16 +447,18 @@ impl Layout {
 }
 
 /// Makes `/` and the image's layers read-only, as a container runtime mounts the root file
-/// system of a container with `readOnlyRootFilesystem`. Volumes and the kubelet's files are
-/// mounts of their own and keep their flags. (The writable overlays kubesim makes for mount
-/// points the host lacks stay writable: a container could write next to such a mount point.)
-pub fn read_only_root(mounts: &[Mount]) -> Result<(), MountError> {
+/// system of a container with `readOnlyRootFilesystem`, and with a root of the container's own
+/// the host's folders bound into it (`laid`). Volumes and the kubelet's files are mounts of
+/// their own and keep their flags. (The writable overlays kubesim makes for mount points the
+/// host lacks stay writable: a container could write next to such a mount point.)
+pub fn read_only_root(mounts: &[Mount], laid: &Laid) -> Result<(), MountError> {
     let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
     let layers = mounts
         .iter()
         .filter(|m| m.kind == MountKind::Layer)
         .map(|m| m.target.as_path());
-    for target in std::iter::once(Path::new("/")).chain(layers) {
+    let tops = laid.host_tops.iter().map(PathBuf::as_path);
+    for target in std::iter::once(Path::new("/")).chain(tops).chain(layers) {
         mount::<str, Path, str, str>(None, target, None, read_only, None)
             .map_err(nix_err("remount read-only", target))?;
     }

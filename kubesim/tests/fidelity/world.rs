@@ -429,3 +429,64 @@ async fn a_read_only_root_file_system_leaves_volumes_writable() {
         "scratch: written"
     );
 }
+
+/// Writes into a volume mounted at a top-level folder the host lacks, and says which of the
+/// root's folders are read-only.
+const TOP_LEVEL_PROBE: &str = r#"
+import os
+with open("/kubesim-fidelity-top/written", "w") as f:
+    f.write("x")
+print("top: written", flush=True)
+print("usr:", "ro" if os.statvfs("/usr").f_flag & os.ST_RDONLY else "rw", flush=True)
+with open("/dev/null", "w") as f:
+    f.write("x")
+print("dev: written", flush=True)
+"#;
+
+#[tokio::test]
+async fn a_volume_at_a_top_level_folder_the_host_lacks_is_mounted_there_in_a_root_of_its_own() {
+    let top = std::path::Path::new("/kubesim-fidelity-top");
+    assert!(!top.exists(), "the host has no {top:?}");
+    let images = BTreeMap::from([(
+        "top-probe".to_string(),
+        ImageCommand {
+            command: vec!["python3".into(), "-c".into(), TOP_LEVEL_PROBE.into()],
+            env: BTreeMap::new(),
+        },
+    )]);
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, read_only) in [("top-read-only", true), ("top-writable", false)] {
+        let pod = create(json!({
+            "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "top-probe:1",
+                "securityContext": {"readOnlyRootFilesystem": read_only},
+                "volumeMounts": [{"name": "data", "mountPath": top}],
+            }],
+            "volumes": [{"name": "data", "emptyDir": {}}]},
+        }));
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    for (name, usr) in [("top-read-only", "usr: ro"), ("top-writable", "usr: rw")] {
+        assert_eq!(
+            log_line(&pods, name, "top:").await,
+            "top: written",
+            "{name}"
+        );
+        assert_eq!(log_line(&pods, name, "usr:").await, usr, "{name}");
+        // Device files stay usable under a read-only root, as a runtime's /dev is its own mount.
+        assert_eq!(
+            log_line(&pods, name, "dev:").await,
+            "dev: written",
+            "{name}"
+        );
+    }
+    assert!(!top.exists(), "nothing was made on the host");
+}

@@ -334,3 +334,30 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Installs a minimal copy of a PodGroup CRD (`podgroups.<group>`, namespaced, schemaless), as
+/// the tests' stand-in for a batch scheduler's installation (Volcano's
+/// `scheduling.volcano.sh/v1beta1`, scheduler-plugins' `scheduling.x-k8s.io/v1alpha1`).
+pub async fn install_pod_group_crd(client: &kube::Client, group: &str, version: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("podgroups.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup",
+                      "listKind": "PodGroupList"},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+}
