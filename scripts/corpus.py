@@ -39,6 +39,10 @@ CORPUS = ROOT / "tests" / "corpus"
 GOLDEN = CORPUS / "golden"
 SPARK_TIMEOUT_S = 180
 VERSION_LINE = re.compile(r"^\d+\.\d+\.\d+$")
+# Cases with `maven_repo: true` get this Maven repository on the local disk, holding the tiny
+# greeting library (tests/programs/greeting), as `{maven_repo}` (a file:// URL) in their args:
+# spark-submit resolves --packages on the client in cluster mode, and it has no network here.
+MAVEN_REPO = Path("/tmp/corpus-maven-repo")
 
 
 def image_of(version: str) -> str:
@@ -120,12 +124,21 @@ def spark_argv(case: dict, url: str, namespace: str, version: str) -> list[str]:
                       ("executor_template", "spark.kubernetes.executor.podTemplateFile")):
         if case.get(key):
             argv += ["--conf", f"{conf}={CORPUS / case[key]}"]
-    argv += [str(a).replace("{version}", version) for a in case["args"]]
+    argv += [str(a).replace("{version}", version).replace("{maven_repo}", MAVEN_REPO.as_uri()) for a in case["args"]]
     return argv
+
+
+def make_maven_repo() -> None:
+    """The greeting library laid out as a Maven repository at MAVEN_REPO, made afresh."""
+    shutil.rmtree(MAVEN_REPO, ignore_errors=True)
+    subprocess.run(["bash", str(ROOT / "tests" / "programs" / "greeting" / "make_repo.sh"), str(MAVEN_REPO)],
+                   check=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def run_case(sim: Kubesim, case: dict, spark_submit: str, version: str) -> dict:
     namespace = f"corpus-{case['name']}"[:63]
+    if case.get("maven_repo"):
+        make_maven_repo()
     sim.create_namespace(namespace, case.get("service_accounts", []))
     argv = spark_argv(case, sim.url, namespace, version)
     sim.clear_journal()

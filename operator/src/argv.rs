@@ -18,7 +18,9 @@ mod template;
 
 use serde_json::Value;
 use submission::api::SubmitRequest;
-use submission::builder::SPARK_VERSION_CONF;
+use submission::builder::{
+    DRIVER_MEMORY_LIMIT_CONF, DRIVER_SPARK_CONF_DIR_CONF, SPARK_VERSION_CONF,
+};
 use thiserror::Error;
 
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};
@@ -258,6 +260,14 @@ pub fn build_submission(
     if let Some(config_map) = &spec.hadoop_config_map {
         a.conf("spark.kubernetes.hadoop.configMapName", config_map);
     }
+    // The template mounts sparkConfigMap; the driver's SPARK_CONF_DIR is the submitter's to set.
+    if spec
+        .spark_config_map
+        .as_deref()
+        .is_some_and(|c| !c.is_empty())
+    {
+        a.conf(DRIVER_SPARK_CONF_DIR_CONF, template::SPARK_CONFIG_MAP_DIR);
+    }
     a.conf(DRIVER_POD_NAME_CONF, &pod_name);
 
     driver_confs(&mut a, app, &spec, name, submission_id);
@@ -342,6 +352,31 @@ fn dependencies(a: &mut Argv, spec: &SparkApplicationSpec) {
     }
 }
 
+/// A Java memory string as a Kubernetes quantity, as the widely used operator converts
+/// `memoryLimit` (`ConvertJavaMemoryStringToK8sMemoryString`): `2g`/`2gb` → `2Gi`, likewise
+/// k, m, t and p, case-insensitive; anything else, trimmed, as it is (`2Gi` stays `2Gi`).
+pub fn kubernetes_memory(memory: &str) -> String {
+    let trimmed = memory.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    for (unit, binary) in [
+        ("kb", "Ki"),
+        ("mb", "Mi"),
+        ("gb", "Gi"),
+        ("tb", "Ti"),
+        ("pb", "Pi"),
+        ("k", "Ki"),
+        ("m", "Mi"),
+        ("g", "Gi"),
+        ("t", "Ti"),
+        ("p", "Pi"),
+    ] {
+        if let Some(number) = lower.strip_suffix(unit) {
+            return format!("{number}{binary}");
+        }
+    }
+    trimmed.to_owned()
+}
+
 fn image(a: &mut Argv, spec: &SparkApplicationSpec) {
     if let Some(image) = spec.image.as_deref().filter(|v| !v.is_empty()) {
         a.conf("spark.kubernetes.container.image", image);
@@ -410,6 +445,15 @@ fn driver_confs(
     }
     if let Some(v) = &driver.pod.memory_overhead {
         a.conf("spark.driver.memoryOverhead", v);
+    }
+    // Spark sets the limit equal to the request; the submitter replaces it, as the webhook did.
+    if let Some(v) = driver
+        .pod
+        .memory_limit
+        .as_deref()
+        .filter(|v| !v.trim().is_empty())
+    {
+        a.conf(DRIVER_MEMORY_LIMIT_CONF, &kubernetes_memory(v));
     }
     if let Some(v) = &driver.pod.service_account {
         a.conf("spark.kubernetes.authenticate.driver.serviceAccountName", v);

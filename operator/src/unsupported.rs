@@ -3,10 +3,14 @@
 //! dropped silently.
 //!
 //! What is unsupported follows from the submitter: it runs `spark-submit` server-side for
-//! Kubernetes cluster mode, so anything that needs the client machine (client mode, Maven
-//! resolution) cannot be done, and features of the widely used operator that create extra
-//! objects are built by the operator: the UI Service, Ingresses and the driver PodDisruptionBudget
-//! (`crate::ui`), the monitoring ConfigMap (`crate::monitoring`) and PodGroups (`crate::batch`).
+//! Kubernetes cluster mode, so client mode cannot be done. Maven packages need no client: Spark
+//! resolves them again in the driver, which is where they are used. Features of the widely used
+//! operator that create extra objects are built by the operator: the UI Service, Ingresses and
+//! the driver PodDisruptionBudget (`crate::ui`), the monitoring ConfigMap (`crate::monitoring`)
+//! and PodGroups (`crate::batch`); what its webhook patches into pods goes into the pod templates
+//! or, for the two driver fields Spark sets after any template (the memory limit and
+//! `SPARK_CONF_DIR`), into the submitter's own confs (`crate::argv`). What is left is the
+//! executors' memory limit, which the driver's Spark sets when it creates them.
 
 use crate::crd::{DeployMode, SparkApplicationSpec, SparkPodSpec};
 
@@ -44,20 +48,6 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             true,
         );
     }
-    if spec.deps.as_ref().is_some_and(|d| !d.packages.is_empty()) {
-        push(
-            "spec.deps.packages",
-            "Maven packages are resolved on the submitting machine; put the jars in the image or at a URL and use deps.jars",
-            true,
-        );
-    }
-    if spec.spark_config_map.is_some() {
-        push(
-            "spec.sparkConfigMap",
-            "Spark sets SPARK_CONF_DIR to its own generated configuration, so another conf directory cannot be mounted over it",
-            false,
-        );
-    }
     if spec.failure_retries.is_some() {
         push(
             "spec.failureRetries",
@@ -72,34 +62,25 @@ pub fn unsupported_fields(spec: &SparkApplicationSpec) -> Vec<UnsupportedField> 
             false,
         );
     }
-    pod_fields(
-        &spec.driver.pod,
-        &mut out,
-        "spec.driver.memoryLimit",
-        "spec.driver.gpu",
-    );
-    pod_fields(
-        &spec.executor.pod,
-        &mut out,
-        "spec.executor.memoryLimit",
-        "spec.executor.gpu",
-    );
-    out
-}
-
-fn pod_fields(
-    pod: &SparkPodSpec,
-    out: &mut Vec<UnsupportedField>,
-    memory_limit: &'static str,
-    gpu: &'static str,
-) {
-    if pod.memory_limit.is_some() {
+    gpu_field(&spec.driver.pod, &mut out, "spec.driver.gpu");
+    gpu_field(&spec.executor.pod, &mut out, "spec.executor.gpu");
+    if spec
+        .executor
+        .pod
+        .memory_limit
+        .as_deref()
+        .is_some_and(|l| !l.trim().is_empty())
+    {
         out.push(UnsupportedField {
-            path: memory_limit,
-            reason: "Spark sets the memory limit (memory plus overhead) over any template; raise memoryOverhead instead",
+            path: "spec.executor.memoryLimit",
+            reason: "the driver's Spark creates the executor pods and sets their memory limit equal to the request (executor memory plus overhead) over any template, and only a mutating webhook could change it afterwards; raise executor.memoryOverhead to give executors that room",
             blocking: false,
         });
     }
+    out
+}
+
+fn gpu_field(pod: &SparkPodSpec, out: &mut Vec<UnsupportedField>, gpu: &'static str) {
     if pod
         .gpu
         .as_ref()
@@ -156,21 +137,16 @@ mod tests {
     fn each_unsupported_field_is_reported_with_its_path() {
         let cases = [
             (json!({"mode": "client"}), "spec.mode", true),
-            (
-                json!({"deps": {"packages": ["org.example:lib:1.0"]}}),
-                "spec.deps.packages",
-                true,
-            ),
-            (
-                json!({"sparkConfigMap": "conf"}),
-                "spec.sparkConfigMap",
-                false,
-            ),
             (json!({"failureRetries": 3}), "spec.failureRetries", false),
             (json!({"retryInterval": 3}), "spec.retryInterval", false),
             (
-                json!({"driver": {"memoryLimit": "2g"}}),
-                "spec.driver.memoryLimit",
+                json!({"executor": {"memoryLimit": "2g"}}),
+                "spec.executor.memoryLimit",
+                false,
+            ),
+            (
+                json!({"driver": {"gpu": {"name": "nvidia.com/gpu", "quantity": 0}}}),
+                "spec.driver.gpu",
                 false,
             ),
             (
@@ -188,10 +164,34 @@ mod tests {
     }
 
     #[test]
+    fn fields_honoured_without_a_webhook_are_not_reported() {
+        for honoured in [
+            json!({"deps": {
+                "packages": ["org.example:lib:1.0"],
+                "repositories": ["file:///opt/repo"],
+                "excludePackages": ["org.example:other"]
+            }}),
+            json!({"sparkConfigMap": "spark-conf"}),
+            json!({"hadoopConfigMap": "hadoop-conf"}),
+            json!({"driver": {"memoryLimit": "2g"}}),
+            json!({"executor": {"memoryLimit": " "}}),
+            json!({"driver": {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}),
+        ] {
+            assert_eq!(
+                unsupported_fields(&spec(honoured.clone())),
+                [],
+                "{honoured}"
+            );
+        }
+    }
+
+    #[test]
     fn message_names_every_field() {
-        let found = unsupported_fields(&spec(json!({"mode": "client", "sparkConfigMap": "x"})));
+        let found = unsupported_fields(&spec(
+            json!({"mode": "client", "executor": {"memoryLimit": "4g"}}),
+        ));
         let text = message(&found);
         assert!(text.contains("spec.mode ("), "{text}");
-        assert!(text.contains("; spec.sparkConfigMap ("), "{text}");
+        assert!(text.contains("; spec.executor.memoryLimit ("), "{text}");
     }
 }

@@ -27,6 +27,18 @@ use crate::meta::labels;
 use crate::naming::{self, SubmissionId};
 use crate::template;
 
+/// Ours, not Spark's: the driver container's memory limit, a Kubernetes quantity at or above the
+/// request, in place of the limit Spark sets (equal to the request). What the widely used
+/// operator's webhook patches for `spec.driver.memoryLimit`, applied while building instead.
+pub const DRIVER_MEMORY_LIMIT_CONF: &str = "spark.kubernetes.submitter.driver.limit.memory";
+
+/// Ours, not Spark's: the driver container's `SPARK_CONF_DIR`, an absolute path, in place of
+/// Spark's `/opt/spark/conf` (which still holds `spark.properties`, read through
+/// `--properties-file`). What the widely used operator's webhook sets for `spec.sparkConfigMap`;
+/// the driver then also hands that directory's files to its executors (Spark's executor
+/// ConfigMap is made from the driver's `SPARK_CONF_DIR`).
+pub const DRIVER_SPARK_CONF_DIR_CONF: &str = "spark.kubernetes.submitter.driver.sparkConfDir";
+
 /// Spark-conf keys the builder reads, spelled once.
 pub(crate) mod conf_keys {
     pub const DRIVER_POD_NAME: &str = "spark.kubernetes.driver.pod.name";

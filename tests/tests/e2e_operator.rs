@@ -291,7 +291,7 @@ async fn steady_state_makes_no_list_calls() {
 async fn unsupported_field_is_reported_and_the_app_still_runs() {
     let env = Env::start().await;
     let _operator = env.operator().await;
-    env.create_app("partial", json!({"sparkConfigMap": "my-spark-conf"}))
+    env.create_app("partial", json!({"executor": {"memoryLimit": "4g"}}))
         .await;
     let app = env.wait_for_state("partial", State::Completed).await;
     let conditions = app.status.unwrap().conditions;
@@ -301,7 +301,7 @@ async fn unsupported_field_is_reported_and_the_app_still_runs() {
         .expect("the UnsupportedFields condition");
     assert_eq!(condition.status, "True");
     assert!(
-        condition.message.contains("sparkConfigMap"),
+        condition.message.contains("spec.executor.memoryLimit"),
         "{}",
         condition.message
     );

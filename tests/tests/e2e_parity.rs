@@ -835,3 +835,145 @@ async fn batch_schedulers_get_their_pod_groups_and_a_missing_crd_fails_the_appli
         "{message}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_config_maps_packages_and_the_driver_memory_limit_reach_the_driver_as_kubeflow_sets_them()
+ {
+    use k8s_openapi::api::core::v1::{ConfigMap, Container};
+
+    let env = Env::start().await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    // The pods mount them: without them the kubelet would hold the driver in FailedMount.
+    for (name, key) in [
+        ("spark-conf", "log4j2.properties"),
+        ("hadoop-conf", "core-site.xml"),
+    ] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name}, "data": {key: "x"}}))
+                .unwrap();
+        config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let _operator = env.operator().await;
+    env.create_app(
+        "confs",
+        json!({
+            "sparkConfigMap": "spark-conf",
+            "hadoopConfigMap": "hadoop-conf",
+            "deps": {"packages": ["org.example:greeting:1.0.0"],
+                     "repositories": ["file:///opt/maven-repo"],
+                     "excludePackages": ["org.example:unused"]},
+            "driver": {"memoryLimit": "2g"},
+        }),
+    )
+    .await;
+    let app = env.wait_for_state("confs", State::Completed).await;
+    let conditions = app.status.unwrap().conditions;
+    assert!(
+        conditions.iter().all(|c| c.type_ != "UnsupportedFields"),
+        "{conditions:?}"
+    );
+
+    let driver = env.driver_pods("confs").await.remove(0);
+    let spec = driver.spec.unwrap();
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "spark-kubernetes-driver")
+        .unwrap();
+    let env_values = |c: &Container, name: &str| -> Vec<String> {
+        c.env
+            .iter()
+            .flatten()
+            .filter(|e| e.name == name)
+            .filter_map(|e| e.value.clone())
+            .collect()
+    };
+    assert_eq!(env_values(container, "SPARK_CONF_DIR"), ["/etc/spark/conf"]);
+    assert_eq!(
+        env_values(container, "HADOOP_CONF_DIR"),
+        ["/opt/hadoop/conf"]
+    );
+    let config_map_at = |path: &str| {
+        let mount = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == path)
+            .unwrap_or_else(|| panic!("nothing mounted at {path}"));
+        spec.volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .and_then(|v| v.config_map.as_ref())
+            .map(|c| c.name.clone())
+    };
+    assert_eq!(
+        config_map_at("/etc/spark/conf").as_deref(),
+        Some("spark-conf")
+    );
+    assert_eq!(
+        config_map_at("/etc/hadoop/conf").as_deref(),
+        Some("hadoop-conf")
+    );
+    assert_eq!(
+        config_map_at("/opt/hadoop/conf").as_deref(),
+        Some("hadoop-conf")
+    );
+    // spark.properties stays where the driver reads it.
+    assert!(config_map_at("/opt/spark/conf").is_some_and(|n| n.ends_with("-conf-map")));
+    let resources = container.resources.clone().unwrap();
+    let memory = |m: Option<std::collections::BTreeMap<String, _>>| {
+        m.and_then(
+            |m: std::collections::BTreeMap<
+                String,
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+            >| { m.get("memory").map(|q| q.0.clone()) },
+        )
+    };
+    assert_eq!(memory(resources.requests).as_deref(), Some("896Mi"));
+    assert_eq!(memory(resources.limits).as_deref(), Some("2Gi"));
+
+    // The packages reach the driver's spark.properties, for its own spark-submit to resolve; the
+    // executors' template mounts the Spark conf ConfigMap with SPARK_CONF_DIR pointing at it.
+    let data: Vec<_> = config_maps
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|cm| cm.data)
+        .collect();
+    let properties = data
+        .iter()
+        .find_map(|d| d.get("spark.properties"))
+        .unwrap()
+        .replace('\\', "");
+    for line in [
+        "spark.jars.packages=org.example:greeting:1.0.0",
+        "spark.jars.repositories=file:///opt/maven-repo",
+        "spark.jars.excludes=org.example:unused",
+    ] {
+        assert!(
+            properties.lines().any(|l| l == line),
+            "{line}: {properties}"
+        );
+    }
+    let executor_template = data
+        .iter()
+        .find_map(|d| d.get("podspec-configmap-key"))
+        .unwrap();
+    // (Spark's YAML of the template.)
+    for text in [
+        "SPARK_CONF_DIR",
+        "mountPath: /etc/spark/conf",
+        "name: spark-conf",
+    ] {
+        assert!(
+            executor_template.contains(text),
+            "{text}: {executor_template}"
+        );
+    }
+}

@@ -1,9 +1,10 @@
 //! The inline pod templates: the user's `template` (or an empty pod with Spark's container), with
 //! what the widely used operator's mutating webhook patches into Spark's pods applied on top, and
 //! an ownerReference to the SparkApplication. Spark loads a template as the base of the pod and
-//! layers its own settings over it; the webhook patched after Spark, so the few fields Spark also
-//! sets (the memory limit, SPARK_CONF_DIR) cannot be carried this way and are reported as
-//! unsupported instead.
+//! layers its own settings over it; the webhook patched after Spark, so the two fields Spark also
+//! sets on the driver (the memory limit, `SPARK_CONF_DIR`) go to the submitter as its own confs
+//! (see `super::build_submission`), and the executors' memory limit, which the driver sets, is
+//! reported as unsupported.
 
 use k8s_openapi::api::core::v1::Lifecycle;
 use serde::Serialize;
@@ -13,6 +14,14 @@ use sha2::{Digest, Sha256};
 use super::{BuildArgsError, Role};
 use crate::crd::{Port, SparkApplicationSpec, SparkPodSpec};
 use crate::labels;
+
+/// Where the webhook mounts `spec.sparkConfigMap`, and the `SPARK_CONF_DIR` it sets.
+pub(super) const SPARK_CONFIG_MAP_DIR: &str = "/etc/spark/conf";
+const SPARK_CONFIG_MAP_VOLUME: &str = "spark-configmap-volume";
+/// Where the webhook mounts `spec.hadoopConfigMap`. Spark mounts it too, at `/opt/hadoop/conf`,
+/// with `HADOOP_CONF_DIR` pointing there (`spark.kubernetes.hadoop.configMapName`).
+const HADOOP_CONFIG_MAP_DIR: &str = "/etc/hadoop/conf";
+const HADOOP_CONFIG_MAP_VOLUME: &str = "hadoop-configmap-volume";
 
 /// The SparkApplication the pods belong to.
 pub(super) struct Owner<'a> {
@@ -229,6 +238,43 @@ fn build(
                 "mountPath": config_map.path,
                 "readOnly": true,
             }));
+        }
+        // sparkConfigMap and hadoopConfigMap where the webhook mounts them. SPARK_CONF_DIR: the
+        // executors' Spark sets none, so the template's stands; the driver's Spark sets its own
+        // last, so the submitter is asked to set this one instead (`build_submission`).
+        for (config_map, volume_name, dir) in [
+            (
+                spec.spark_config_map.as_deref(),
+                SPARK_CONFIG_MAP_VOLUME,
+                SPARK_CONFIG_MAP_DIR,
+            ),
+            (
+                spec.hadoop_config_map.as_deref(),
+                HADOOP_CONFIG_MAP_VOLUME,
+                HADOOP_CONFIG_MAP_DIR,
+            ),
+        ] {
+            let Some(config_map) = config_map.filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            new_volumes.push(json!({
+                "name": volume_name,
+                "configMap": {"name": config_map},
+            }));
+            array_at(container, "volumeMounts", role, bad_container)?.push(json!({
+                "name": volume_name,
+                "mountPath": dir,
+                "readOnly": true,
+            }));
+        }
+        if role == Role::Executor
+            && spec
+                .spark_config_map
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+        {
+            array_at(container, "env", role, bad_container)?
+                .push(json!({"name": "SPARK_CONF_DIR", "value": SPARK_CONFIG_MAP_DIR}));
         }
         // volumeMounts of spec.volumes, each volume added once; local dirs went to confs.
         for mount in &pod.volume_mounts {

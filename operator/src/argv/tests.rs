@@ -189,6 +189,20 @@ fn accepted_apps() -> Vec<(&'static str, SparkApplication)> {
             })),
         ),
         (
+            "maven packages, a Spark conf ConfigMap and memory limits",
+            app_with(json!({
+                "deps": {
+                    "packages": ["org.example:greeting:1.0.0"],
+                    "repositories": ["file:///opt/maven-repo"],
+                    "excludePackages": ["org.example:unused"]
+                },
+                "sparkConfigMap": "spark-conf",
+                "hadoopConfigMap": "hadoop-conf",
+                "driver": {"memory": "512m", "memoryLimit": "2g"},
+                "executor": {"memoryLimit": "3g"}
+            })),
+        ),
+        (
             "client-side-free remote main file and repositories without packages",
             app_with(json!({
                 "mainApplicationFile": "https://example.com/app.jar",
@@ -619,17 +633,19 @@ fn deps_and_proxy_user_map_to_flags() {
         "deps": {
             "jars": ["local:///a.jar", "local:///b.jar"], "files": ["local:///f"],
             "pyFiles": ["local:///p.py"], "archives": ["local:///z.zip"],
-            "repositories": ["https://r"], "excludePackages": ["g:a"]
+            "repositories": ["https://r", "file:///opt/repo"], "excludePackages": ["g:a", "h:b"],
+            "packages": ["org.example:greeting:1.0.0", "g:c:2"]
         }
     }));
     let plan = build_args(&app, MASTER).unwrap();
     for (name, value) in [
+        ("--packages", "org.example:greeting:1.0.0,g:c:2"),
+        ("--exclude-packages", "g:a,h:b"),
+        ("--repositories", "https://r,file:///opt/repo"),
         ("--jars", "local:///a.jar,local:///b.jar"),
         ("--files", "local:///f"),
         ("--py-files", "local:///p.py"),
         ("--archives", "local:///z.zip"),
-        ("--repositories", "https://r"),
-        ("--exclude-packages", "g:a"),
         ("--proxy-user", "bob"),
     ] {
         assert_eq!(flag(&plan, name), Some(value), "{name}");
@@ -793,13 +809,8 @@ fn refusals_name_what_is_missing() {
         "missing_metadata"
     );
 
-    for extra in [
-        json!({"mode": "client"}),
-        json!({"deps": {"packages": ["g:a:1"]}}),
-    ] {
-        let err = build_args(&app_with(extra.clone()), MASTER).unwrap_err();
-        assert_eq!(err.kind(), "unsupported", "{extra}");
-    }
+    let err = build_args(&app_with(json!({"mode": "client"})), MASTER).unwrap_err();
+    assert_eq!(err.kind(), "unsupported");
 
     let err = build_args(
         &app_with(json!({"driver": {"volumeMounts": [{"name": "nowhere", "mountPath": "/x"}]}})),
@@ -889,4 +900,177 @@ fn spark_version_of_the_spec_tells_the_submitter_which_spark_to_build_for() {
     // No version in the spec: the submitter reads the image tag.
     let plan = build_args(&app_with(json!({"sparkVersion": ""})), MASTER).unwrap();
     assert_eq!(conf(&self::confs(&plan), SPARK_VERSION_CONF), None);
+}
+
+/// The driver pod the submitter builds from a plan.
+fn submitted_driver(plan: &SubmitPlan) -> Value {
+    submission::builder::build_from_argv(
+        &plan.args,
+        Some(&plan.driver_pod_template),
+        Some(&plan.executor_pod_template),
+        &plan.submission_id,
+        1_750_000_000_000,
+        "root",
+    )
+    .unwrap()
+    .pod()
+    .clone()
+}
+
+fn spark_container<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+fn env_values(container: &Value, name: &str) -> Vec<String> {
+    container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"] == name)
+        .map(|e| e["value"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn mount_of<'a>(container: &'a Value, path: &str) -> Option<&'a Value> {
+    container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["mountPath"] == path)
+}
+
+fn volume_config_map<'a>(pod: &'a Value, volume: &str) -> Option<&'a str> {
+    pod["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == volume)
+        .and_then(|v| v["configMap"]["name"].as_str())
+}
+
+#[test]
+fn spark_config_map_is_mounted_at_etc_spark_conf_with_spark_conf_dir_on_driver_and_executors() {
+    let plan = build_args(&app_with(json!({"sparkConfigMap": "spark-conf"})), MASTER).unwrap();
+    let driver = submitted_driver(&plan);
+    let container = spark_container(&driver, labels::DRIVER_CONTAINER);
+    // One SPARK_CONF_DIR, the webhook's: nothing depends on which duplicate a kubelet keeps.
+    assert_eq!(env_values(container, "SPARK_CONF_DIR"), ["/etc/spark/conf"]);
+    let mount = mount_of(container, "/etc/spark/conf").expect("the ConfigMap is mounted");
+    assert_eq!(mount["readOnly"], true);
+    let volume = mount["name"].as_str().unwrap();
+    assert_eq!(volume_config_map(&driver, volume), Some("spark-conf"));
+    // Spark's own properties stay where the driver's --properties-file reads them.
+    assert!(mount_of(container, "/opt/spark/conf").is_some());
+
+    let executor = &plan.executor_pod_template;
+    let container = &executor["spec"]["containers"][0];
+    assert_eq!(env_values(container, "SPARK_CONF_DIR"), ["/etc/spark/conf"]);
+    let mount = mount_of(container, "/etc/spark/conf").expect("mounted on executors");
+    let volume = mount["name"].as_str().unwrap();
+    assert_eq!(volume_config_map(executor, volume), Some("spark-conf"));
+
+    // Without it, nothing moves.
+    let plain = build_args(&app_with(json!({})), MASTER).unwrap();
+    let driver = submitted_driver(&plain);
+    let container = spark_container(&driver, labels::DRIVER_CONTAINER);
+    assert_eq!(env_values(container, "SPARK_CONF_DIR"), ["/opt/spark/conf"]);
+    assert!(mount_of(container, "/etc/spark/conf").is_none());
+    assert!(
+        env_values(
+            &plain.executor_pod_template["spec"]["containers"][0],
+            "SPARK_CONF_DIR"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn hadoop_config_map_is_spark_s_own_and_also_mounted_at_etc_hadoop_conf() {
+    let plan = build_args(&app_with(json!({"hadoopConfigMap": "hadoop-conf"})), MASTER).unwrap();
+    assert_eq!(
+        conf(&confs(&plan), "spark.kubernetes.hadoop.configMapName"),
+        Some("hadoop-conf")
+    );
+    let driver = submitted_driver(&plan);
+    let container = spark_container(&driver, labels::DRIVER_CONTAINER);
+    // Spark's HadoopConfDriverFeatureStep: /opt/hadoop/conf and HADOOP_CONF_DIR there.
+    assert_eq!(
+        env_values(container, "HADOOP_CONF_DIR"),
+        ["/opt/hadoop/conf"]
+    );
+    for path in ["/opt/hadoop/conf", "/etc/hadoop/conf"] {
+        let mount = mount_of(container, path).unwrap_or_else(|| panic!("{path} mounted"));
+        let volume = mount["name"].as_str().unwrap();
+        assert_eq!(
+            volume_config_map(&driver, volume),
+            Some("hadoop-conf"),
+            "{path}"
+        );
+    }
+    let executor = &plan.executor_pod_template;
+    let mount = mount_of(&executor["spec"]["containers"][0], "/etc/hadoop/conf").unwrap();
+    let volume = mount["name"].as_str().unwrap();
+    assert_eq!(volume_config_map(executor, volume), Some("hadoop-conf"));
+}
+
+#[test]
+fn driver_memory_limit_replaces_the_limit_spark_sets() {
+    let limit_of = |extra: Value| {
+        let plan = build_args(&app_with(extra), MASTER).unwrap();
+        let driver = submitted_driver(&plan);
+        let resources = &spark_container(&driver, labels::DRIVER_CONTAINER)["resources"];
+        (
+            resources["requests"]["memory"].as_str().unwrap().to_owned(),
+            resources["limits"]["memory"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        limit_of(json!({"driver": {"memory": "512m"}})),
+        ("896Mi".into(), "896Mi".into())
+    );
+    assert_eq!(
+        limit_of(json!({"driver": {"memory": "512m", "memoryLimit": "2g"}})),
+        ("896Mi".into(), "2Gi".into())
+    );
+    assert_eq!(
+        limit_of(json!({"driver": {"memory": "512m", "memoryLimit": "1536Mi"}})),
+        ("896Mi".into(), "1536Mi".into())
+    );
+    // The executors' limit is the driver's Spark's to set: reported, never sent.
+    let plan = build_args(
+        &app_with(json!({"executor": {"memoryLimit": "3g"}})),
+        MASTER,
+    )
+    .unwrap();
+    assert!(
+        !plan.args.iter().any(|a| a.contains("limit.memory")),
+        "{:?}",
+        plan.args
+    );
+}
+
+#[test]
+fn java_memory_strings_become_kubernetes_quantities_as_kubeflow_converts_them() {
+    for (java, quantity) in [
+        ("2g", "2Gi"),
+        ("2G", "2Gi"),
+        ("2gb", "2Gi"),
+        ("512m", "512Mi"),
+        ("512MB", "512Mi"),
+        ("100k", "100Ki"),
+        ("1kb", "1Ki"),
+        ("1t", "1Ti"),
+        ("1p", "1Pi"),
+        (" 3g ", "3Gi"),
+        ("2Gi", "2Gi"),
+        ("1500M", "1500Mi"),
+        ("1048576", "1048576"),
+    ] {
+        assert_eq!(kubernetes_memory(java), quantity, "{java}");
+    }
 }

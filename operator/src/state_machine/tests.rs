@@ -1024,7 +1024,7 @@ fn blocking_unsupported_field_fails_the_app_without_submitting() {
 
 #[test]
 fn non_blocking_unsupported_field_is_reported_once_and_the_app_runs() {
-    let spec = spec(json!({"sparkConfigMap": "conf"}));
+    let spec = spec(json!({"executor": {"memoryLimit": "4g"}}));
     let first = decide_at(&spec, None, &synced(None), 0);
     assert_eq!(
         kinds(&first.actions),
@@ -1034,7 +1034,7 @@ fn non_blocking_unsupported_field_is_reported_once_and_the_app_runs() {
     assert!(
         first.status.conditions[0]
             .message
-            .contains("spec.sparkConfigMap")
+            .contains("spec.executor.memoryLimit")
     );
     let second = decide_at(&spec, Some(&first.status), &synced(None), 1);
     assert_eq!(kinds(&second.actions), ["Submit"]);

@@ -78,10 +78,13 @@ pub enum ParseArgsError {
         argument: &'static str,
         value: String,
     },
-    #[error(
-        "{argument}: spark-submit resolves Maven packages with Ivy on the submitting machine, which the submitter cannot do; put the jars in the image (local://) or at an http(s) URL and pass --jars"
-    )]
-    MavenPackages { argument: &'static str },
+    #[error("{argument}: {coordinate:?} is not a Maven coordinate: {reason}")]
+    InvalidMavenCoordinate {
+        // First: the value at fault, as the user wrote it, leads the Debug text.
+        coordinate: String,
+        argument: &'static str,
+        reason: &'static str,
+    },
     #[error(
         "missing --class for jar {resource:?}: spark-submit would read Main-Class from the jar, which the submitter does not fetch; please specify one with --class"
     )]
@@ -133,7 +136,7 @@ impl ParseArgsError {
             ParseArgsError::Supervise => "supervise",
             ParseArgsError::SparkConnect { .. } => "spark_connect",
             ParseArgsError::NotApplicableInClusterMode { .. } => "not_applicable_in_cluster_mode",
-            ParseArgsError::MavenPackages { .. } => "maven_packages",
+            ParseArgsError::InvalidMavenCoordinate { .. } => "invalid_maven_coordinate",
             ParseArgsError::MissingMainClass { .. } => "missing_main_class",
             ParseArgsError::LocalResourceWithoutUploadPath { .. } => {
                 "local_resource_without_upload_path"
@@ -172,7 +175,7 @@ impl ParseArgsError {
             | ParseArgsError::ClientDeployMode { argument }
             | ParseArgsError::SparkConnect { argument }
             | ParseArgsError::NotApplicableInClusterMode { argument, .. }
-            | ParseArgsError::MavenPackages { argument }
+            | ParseArgsError::InvalidMavenCoordinate { argument, .. }
             | ParseArgsError::LocalResourceWithoutUploadPath { argument, .. }
             | ParseArgsError::LocalResourceUpload { argument, .. }
             | ParseArgsError::UnresolvableResource { argument, .. }

@@ -255,6 +255,31 @@ fn accepted_edge_cases() {
         &["--driver-memory", "1b"],
         &["--driver-cores", "+2"],
         &["--packages", "  "],
+        // Maven packages: the driver resolves them (coordinates as Spark splits them).
+        &["--packages", "org.apache.commons:commons-lang3:3.12.0"],
+        &["--packages", "g:a:1,h:b:2,"],
+        &["--packages", "g/a/1"],
+        &["--packages", "g:a:1:"],
+        &["--packages", ",,,"],
+        &["--conf", "spark.jars.packages=g:a:1"],
+        &[
+            "--packages",
+            "g:a:1",
+            "--repositories",
+            "file:///opt/repo,https://repo.example.com/maven2",
+            "--exclude-packages",
+            "h:b,i/c,",
+        ],
+        &["--packages", "g:a:1", "-c", "spark.jars.excludes=h:b"],
+        &["--packages", "g:a:1", "--exclude-packages", " "],
+        // Exclusions without packages are never looked at.
+        &["--exclude-packages", "not a coordinate"],
+        &[
+            "--packages",
+            "g:a:1",
+            "-c",
+            "spark.jars.ivySettings=/opt/ivysettings.xml",
+        ],
         &[
             "--repositories",
             "https://repo",
@@ -420,13 +445,46 @@ fn rejections_have_stable_kinds() {
             ),
             "not_applicable_in_cluster_mode",
         ),
+        // Maven coordinates, checked as spark-submit checks them before resolving.
+        (submit(&["--packages", "g:a"]), "invalid_maven_coordinate"),
         (
-            submit(&["--packages", "org.apache.commons:commons-lang3:3.12.0"]),
-            "maven_packages",
+            submit(&["--packages", "g:a:1:x"]),
+            "invalid_maven_coordinate",
         ),
         (
-            submit(&["--conf", "spark.jars.packages=g:a:1"]),
-            "maven_packages",
+            submit(&["--packages", "g:a:1,,h:b:2"]),
+            "invalid_maven_coordinate",
+        ),
+        (submit(&["--packages", " :a:1"]), "invalid_maven_coordinate"),
+        (submit(&["--packages", "g: :1"]), "invalid_maven_coordinate"),
+        (submit(&["--packages", "g:a: "]), "invalid_maven_coordinate"),
+        (
+            submit(&["--packages", "g/a/1/x"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--conf", "spark.jars.packages=g:a"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--packages", "g:a:1", "--exclude-packages", "g"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--packages", "g:a:1", "--exclude-packages", "g:a:1"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--packages", "g:a:1", "--exclude-packages", "g:a,,h:b"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--packages", "g:a:1", "--exclude-packages", "g:"]),
+            "invalid_maven_coordinate",
+        ),
+        (
+            submit(&["--packages", "g:a:1", "-c", "spark.jars.excludes=g"]),
+            "invalid_maven_coordinate",
         ),
         (
             submit(&["--principal", "p", "--keytab", "/home/me/me.keytab"]),
@@ -535,6 +593,16 @@ fn errors_name_the_argument_and_read_lowercase() {
         (&["--deploy-mode", "client"], "--deploy-mode"),
         (&["--supervise"], "--supervise"),
         (&["--bogus"], "--bogus"),
+        (&["--packages", "g:a"], "--packages"),
+        (&["--conf", "spark.jars.packages=g"], "spark.jars.packages"),
+        (
+            &["--packages", "g:a:1", "--exclude-packages", "g"],
+            "--exclude-packages",
+        ),
+        (
+            &["--packages", "g:a:1", "-c", "spark.jars.excludes=g"],
+            "spark.jars.excludes",
+        ),
     ];
     for (extra, argument) in cases {
         let Err(err) = parse(&submit(extra)) else {

@@ -174,14 +174,90 @@ fn check_cluster_mode_applicable(args: &SubmitArgs) -> Result<(), ParseArgsError
     }
 }
 
+/// Spark resolves `--packages` with Ivy twice in Kubernetes cluster mode: on the client, only to
+/// put the jars on the client JVM's class path, and again in the driver (`submitInDriver`), which
+/// adds them to `spark.jars` for the executors. The submitter leaves resolution to the driver, as
+/// the confs reach it unchanged; what the client checks before resolving is checked here, in
+/// `MavenUtils.extractMavenCoordinates`' order: each coordinate, then each exclusion.
 fn check_packages(args: &SubmitArgs) -> Result<(), ParseArgsError> {
+    let Some((packages, argument)) =
+        flag_or_conf(&args.packages, "--packages", args, keys::JAR_PACKAGES)
+    else {
+        return Ok(());
+    };
     // Blank coordinates resolve to nothing, so Spark does not touch Ivy for them.
-    match flag_or_conf(&args.packages, "--packages", args, keys::JAR_PACKAGES) {
-        Some((packages, argument)) if !resource::java_trim(packages).is_empty() => {
-            Err(ParseArgsError::MavenPackages { argument })
-        }
-        _ => Ok(()),
+    if resource::java_trim(packages).is_empty() {
+        return Ok(());
     }
+    for coordinate in java_split_commas(packages) {
+        check_coordinate(coordinate, coordinate, argument)?;
+    }
+    let exclusions = flag_or_conf(
+        &args.exclude_packages,
+        "--exclude-packages",
+        args,
+        keys::JAR_PACKAGES_EXCLUSIONS,
+    );
+    if let Some((exclusions, argument)) =
+        exclusions.filter(|(list, _)| !resource::java_trim(list).is_empty())
+    {
+        // Spark excludes `groupId:artifactId:*`, checked as a coordinate.
+        for exclusion in java_split_commas(exclusions) {
+            check_coordinate(&format!("{exclusion}:*"), exclusion, argument)?;
+        }
+    }
+    Ok(())
+}
+
+/// Java's `String.split(",")`: trailing empty pieces dropped, inner ones kept.
+fn java_split_commas(list: &str) -> impl Iterator<Item = &str> {
+    java_split(list, ',').into_iter()
+}
+
+/// Java's `String.split` on one character: trailing empty pieces dropped (all of them when the
+/// text is only separators), but `""` splits into one empty piece.
+fn java_split(s: &str, separator: char) -> Vec<&str> {
+    let mut pieces: Vec<&str> = s.split(separator).collect();
+    if s.is_empty() {
+        return pieces;
+    }
+    while pieces.last().is_some_and(|p| p.is_empty()) {
+        pieces.pop();
+    }
+    pieces
+}
+
+/// `groupId:artifactId:version`, `/` counting as `:`, each part not blank
+/// (`MavenUtils.extractMavenCoordinates`); `given` is what the user wrote.
+fn check_coordinate(
+    coordinate: &str,
+    given: &str,
+    argument: &'static str,
+) -> Result<(), ParseArgsError> {
+    let replaced = coordinate.replace('/', ":");
+    let parts = java_split(&replaced, ':');
+    let invalid = |reason| ParseArgsError::InvalidMavenCoordinate {
+        argument,
+        coordinate: given.to_owned(),
+        reason,
+    };
+    let [group, artifact, version] = parts[..] else {
+        return Err(invalid(if argument.contains("exclude") {
+            "an exclusion must be groupId:artifactId"
+        } else {
+            "it must be groupId:artifactId:version"
+        }));
+    };
+    for (value, reason) in [
+        (group, "its groupId is blank"),
+        (artifact, "its artifactId is blank"),
+        (version, "its version is blank"),
+    ] {
+        if resource::java_trim(value).is_empty() {
+            return Err(invalid(reason));
+        }
+    }
+    Ok(())
 }
 
 fn kerberos_principal(args: &SubmitArgs) -> Option<(&str, &'static str)> {

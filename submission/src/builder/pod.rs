@@ -163,7 +163,11 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
             cpu_limit.map(|l| ("cpu", l.to_owned())),
         );
         put_all(resources, "requests", [("memory", memory_quantity.clone())]);
-        put_all(resources, "limits", [("memory", memory_quantity)]);
+        let memory_limit = match conf.get(super::DRIVER_MEMORY_LIMIT_CONF) {
+            Some(limit) => checked_memory_limit(limit, memory.total_mib)?,
+            None => memory_quantity,
+        };
+        put_all(resources, "limits", [("memory", memory_limit)]);
         put_all(
             resources,
             "limits",
@@ -416,11 +420,17 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
     }
 
     // Client.run: the spark-conf volume, and the Spark container after the template's others.
-    append(
-        &mut container,
-        "env",
-        [env("SPARK_CONF_DIR", SPARK_CONF_DIR)],
-    );
+    let conf_dir = match conf.get(super::DRIVER_SPARK_CONF_DIR_CONF) {
+        Some(dir) if dir.starts_with('/') => dir,
+        Some(dir) => {
+            return Err(BuildError::InvalidConf {
+                key: super::DRIVER_SPARK_CONF_DIR_CONF.to_owned(),
+                reason: format!("{dir:?} is not an absolute path"),
+            });
+        }
+        None => SPARK_CONF_DIR,
+    };
+    append(&mut container, "env", [env("SPARK_CONF_DIR", conf_dir)]);
     append(
         &mut container,
         "volumeMounts",
@@ -446,6 +456,64 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
         claims,
         extra_properties: extra,
     })
+}
+
+/// The memory limit asked for, refused when it is not a Kubernetes quantity or is below the
+/// request (the API server would refuse the pod for either).
+fn checked_memory_limit(limit: &str, request_mib: i64) -> Result<String, BuildError> {
+    let invalid = |reason: String| BuildError::InvalidConf {
+        key: super::DRIVER_MEMORY_LIMIT_CONF.to_owned(),
+        reason,
+    };
+    let bytes = quantity_bytes(limit)
+        .ok_or_else(|| invalid(format!("{limit:?} is not a Kubernetes quantity")))?;
+    if bytes < (request_mib as f64) * 1024.0 * 1024.0 {
+        return Err(invalid(format!(
+            "{limit} is below the driver's memory request ({request_mib}Mi: memory plus overhead)"
+        )));
+    }
+    Ok(limit.to_owned())
+}
+
+/// The value of a non-negative Kubernetes quantity (`2Gi`, `1500M`, `1e9`, `0.5Gi`), in bytes.
+fn quantity_bytes(quantity: &str) -> Option<f64> {
+    let split = quantity
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(split);
+    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        exponent => {
+            let digits = exponent.strip_prefix(['e', 'E'])?;
+            let digits = digits.strip_prefix('+').unwrap_or(digits);
+            let (sign, digits) = match digits.strip_prefix('-') {
+                Some(d) => (-1, d),
+                None => (1, digits),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            10f64.powi(sign * digits.parse::<i32>().ok()?)
+        }
+    };
+    Some(value * scale)
 }
 
 pub(crate) fn pod_template_config_map_name(plan: &Plan<'_>) -> String {

@@ -607,3 +607,108 @@ fn only_spark_3_5_0_writes_total_executor_cores() {
         assert_eq!(property(&o, "spark.cores.max"), expected, "{image}");
     }
 }
+
+#[test]
+fn driver_memory_limit_conf_replaces_the_limit_spark_sets() {
+    let limit = |extra: &[&str]| {
+        let objects = build_ok(&java_app(extra));
+        let resources = container(&objects)["resources"].clone();
+        (
+            resources["requests"]["memory"].as_str().unwrap().to_owned(),
+            resources["limits"]["memory"].as_str().unwrap().to_owned(),
+        )
+    };
+    // 1g + 384Mi overhead = 1408Mi requested; Spark's limit equals it.
+    assert_eq!(limit(&[]), ("1408Mi".into(), "1408Mi".into()));
+    let cases = [
+        ("2Gi", "2Gi"),
+        ("1408Mi", "1408Mi"),
+        ("1500M", "1500M"),
+        ("3e9", "3e9"),
+        ("1.5Gi", "1.5Gi"),
+    ];
+    for (asked, limit_set) in cases {
+        let conf = format!("{DRIVER_MEMORY_LIMIT_CONF}={asked}");
+        assert_eq!(
+            limit(&["--conf", &conf]),
+            ("1408Mi".into(), limit_set.into()),
+            "{asked}"
+        );
+    }
+}
+
+#[test]
+fn driver_memory_limit_conf_is_refused_when_not_a_quantity_or_below_the_request() {
+    for bad in [
+        "", "2g", "lots", "1.2.3Gi", "-2Gi", "1Gi", "1407Mi", "1e", ".", "2 Gi",
+    ] {
+        let conf = format!("{DRIVER_MEMORY_LIMIT_CONF}={bad}");
+        let err = build_err(&java_app(&["--conf", &conf]));
+        assert_eq!(err.kind(), "invalid_conf", "{bad:?}");
+        assert!(err.message().contains(DRIVER_MEMORY_LIMIT_CONF), "{bad:?}");
+    }
+}
+
+#[test]
+fn driver_spark_conf_dir_conf_replaces_spark_conf_dir_and_keeps_the_properties_mount() {
+    let plain = build_ok(&java_app(&[]));
+    assert_eq!(
+        env_value(&plain, "SPARK_CONF_DIR").unwrap()["value"],
+        "/opt/spark/conf"
+    );
+    let conf = format!("{DRIVER_SPARK_CONF_DIR_CONF}=/etc/spark/conf");
+    let moved = build_ok(&java_app(&["--conf", &conf]));
+    let vars: Vec<&Value> = container(&moved)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "SPARK_CONF_DIR")
+        .collect();
+    assert_eq!(
+        vars,
+        [&json!({"name": "SPARK_CONF_DIR", "value": "/etc/spark/conf"})]
+    );
+    // spark.properties is still mounted where the driver's --properties-file names it.
+    assert_eq!(
+        container(&moved)["volumeMounts"],
+        container(&plain)["volumeMounts"]
+    );
+    assert_eq!(container(&moved)["args"], container(&plain)["args"]);
+
+    let relative = format!("{DRIVER_SPARK_CONF_DIR_CONF}=etc/spark/conf");
+    assert_eq!(
+        build_err(&java_app(&["--conf", &relative])).kind(),
+        "invalid_conf"
+    );
+}
+
+#[test]
+fn maven_packages_reach_spark_properties_for_the_driver_to_resolve() {
+    let objects = build_ok(&java_app(&[
+        "--packages",
+        "org.example:greeting:1.0.0",
+        "--repositories",
+        "file:///opt/repo",
+        "--exclude-packages",
+        "org.example:unused",
+        "--conf",
+        "spark.jars.ivy=/tmp/ivy",
+    ]));
+    for (key, value) in [
+        ("spark.jars.packages", "org.example:greeting:1.0.0"),
+        ("spark.jars.repositories", "file:///opt/repo"),
+        ("spark.jars.excludes", "org.example:unused"),
+        ("spark.jars.ivy", "/tmp/ivy"),
+    ] {
+        // (Java properties escape `:`.)
+        let found = property(&objects, key).map(|v| v.replace('\\', ""));
+        assert_eq!(found.as_deref(), Some(value), "{key}");
+    }
+    // The client's resolution only feeds the client's class path: spark.jars is untouched.
+    assert_eq!(
+        property(&objects, "spark.jars")
+            .map(|v| v.replace('\\', ""))
+            .as_deref(),
+        Some("local:///opt/spark/examples/jars/spark-examples.jar")
+    );
+}
