@@ -39,6 +39,14 @@ if [ -n "$py_missing" ]; then
   python3 -m pip install -q --disable-pip-version-check $py_missing
 fi
 
+# The Spark Connect client (pyspark 4.3's `connect` extra), used by a client pod in
+# tests/tests/real_spark_connect.rs. pandas stays below 3, which pyspark 4.3 does not support yet.
+if ! python3 -c 'import grpc, grpc_status, google.rpc.status_pb2, zstandard, pandas, pyarrow' >/dev/null 2>&1; then
+  echo "== pip install the Spark Connect client's packages"
+  python3 -m pip install -q --disable-pip-version-check grpcio==1.85.3 grpcio-status==1.85.3 \
+    googleapis-common-protos==1.76.0 zstandard==0.25.0 pandas==2.3.3 pyarrow==26.0.1
+fi
+
 # The real Helm (Helm's Go library, used to install charts into kubesim). It declares
 # Python >= 3.12 but works on this machine's 3.11.
 if ! python3 -c 'import helm_sdkpy' >/dev/null 2>&1; then

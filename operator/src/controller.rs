@@ -37,6 +37,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
+use crate::connect_controller;
 use crate::crd::SparkApplication;
 use crate::executors::ExecutorIndex;
 use crate::metrics::Metrics;
@@ -317,6 +318,15 @@ pub async fn run(
         config.metrics.clone(),
         shutdown.clone(),
     )));
+    // SparkConnects: their server pods run Spark in client mode, which makes the executors.
+    let mut connects = AbortOnDrop(tokio::spawn(connect_controller::run(
+        client.clone(),
+        namespaces.iter().map(|ns| ns.map(str::to_owned)).collect(),
+        config.master.clone(),
+        health.clone(),
+        config.metrics.clone(),
+        shutdown.clone(),
+    )));
     let effects = KubeEffects {
         client: client.clone(),
         submitter,
@@ -351,8 +361,9 @@ pub async fn run(
             control(all_streams, effects.with_store(store), &config, shutdown).await
         }
     }
-    // The schedules stop on the same shutdown (or with this future, when it is dropped).
+    // The schedules and SparkConnects stop on the same shutdown (or with this future, when it is dropped).
     let _ = (&mut schedules.0).await;
+    let _ = (&mut connects.0).await;
     info!("controller stopped");
     Ok(())
 }

@@ -1,14 +1,20 @@
 //! The `SparkApplication` and `ScheduledSparkApplication` custom resources
-//! (`sparkoperator.k8s.io/v1beta2`) and their CRDs.
+//! (`sparkoperator.k8s.io/v1beta2`), the `SparkConnect` one (`v1alpha1`), and their CRDs.
 //!
-//! The committed CRDs are `operator/crd/sparkapplications.yaml` and
-//! `operator/crd/scheduledsparkapplications.yaml`; a test keeps them equal to [`crd_yaml`] and
-//! [`scheduled_crd_yaml`]. `operator crd` prints both, as one YAML stream ([`crds_yaml`]).
+//! The committed CRDs are `operator/crd/sparkapplications.yaml`,
+//! `operator/crd/scheduledsparkapplications.yaml` and `operator/crd/sparkconnects.yaml`; a test
+//! keeps them equal to [`crd_yaml`], [`scheduled_crd_yaml`] and [`connect_crd_yaml`].
+//! `operator crd` prints them all, as one YAML stream ([`crds_yaml`]).
 
+mod connect;
 mod scheduled;
 mod spec;
 mod status;
 
+pub use connect::{
+    ConnectExecutorSpec, ConnectPodSpec, ServerSpec, ServerStatus, SparkConnect, SparkConnectSpec,
+    SparkConnectState, SparkConnectStatus,
+};
 pub use scheduled::{
     ConcurrencyPolicy, ScheduleState, ScheduledSparkApplication, ScheduledSparkApplicationSpec,
     ScheduledSparkApplicationStatus,
@@ -56,14 +62,29 @@ pub fn scheduled_crd_yaml() -> Result<String, CrdError> {
     yaml_serde::to_string(&scheduled_crd()).map_err(CrdError::Render)
 }
 
+/// The SparkConnect CRD as YAML, exactly as committed.
+pub fn connect_crd_yaml() -> Result<String, CrdError> {
+    yaml_serde::to_string(&connect_crd()).map_err(CrdError::Render)
+}
+
 /// Every CRD of this operator, as one YAML stream (`operator crd`).
 pub fn crds_yaml() -> Result<String, CrdError> {
-    Ok(format!("{}---\n{}", crd_yaml()?, scheduled_crd_yaml()?))
+    Ok(format!(
+        "{}---\n{}---\n{}",
+        crd_yaml()?,
+        scheduled_crd_yaml()?,
+        connect_crd_yaml()?
+    ))
 }
 
 /// Every CRD of this operator, in the order `operator crd` prints them.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![crd(), scheduled_crd()]
+    vec![crd(), scheduled_crd(), connect_crd()]
+}
+
+/// The SparkConnect CRD (`v1alpha1`).
+pub fn connect_crd() -> CustomResourceDefinition {
+    adjusted(SparkConnect::crd())
 }
 
 /// The ScheduledSparkApplication CRD: its template is a SparkApplication spec, so it accepts

@@ -28,3 +28,9 @@ pub const LOCAL_DIR_VOLUME_PREFIX: &str = "spark-local-dir-";
 
 /// On driver pods of recovery-enabled applications: the epoch the driver runs under.
 pub const RECOVERY_EPOCH: &str = "sparkoperator.k8s.io/recovery-epoch";
+
+/// On a SparkConnect's objects, server pod and executors: the SparkConnect's name.
+pub const CONNECT_NAME: &str = "sparkoperator.k8s.io/connect-name";
+
+/// The `spark-role` of a Spark Connect server pod.
+pub const CONNECT_SERVER_ROLE: &str = "connect-server";

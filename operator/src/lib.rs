@@ -65,6 +65,12 @@ pub mod ui;
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;
 
+/// SparkConnect: its server pod, Service and ConfigMap, and its status (pure).
+pub mod connect;
+
+/// `operator run`'s SparkConnect controller: watches, caches, the server's objects, status.
+pub mod connect_controller;
+
 /// Leader election on a Lease: only the leader replica reconciles.
 pub mod leader;
 

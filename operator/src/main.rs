@@ -27,8 +27,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the CustomResourceDefinitions (SparkApplication, ScheduledSparkApplication) as one
-    /// YAML stream.
+    /// Print the CustomResourceDefinitions (SparkApplication, ScheduledSparkApplication,
+    /// SparkConnect) as one YAML stream.
     Crd,
     /// Reconcile SparkApplications, submitting through the submitter over mTLS.
     Run(Box<RunArgs>),

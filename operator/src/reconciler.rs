@@ -142,6 +142,9 @@ pub struct Health {
     /// The ScheduledSparkApplication controller's watches: schedules and their runs.
     pub schedules: WatchHealth,
     pub runs: WatchHealth,
+    /// The SparkConnect controller's watches: SparkConnects and their pods.
+    pub connects: WatchHealth,
+    pub connect_pods: WatchHealth,
 }
 
 impl Health {
@@ -157,6 +160,8 @@ impl Health {
             && self.pods.up()
             && self.schedules.ready_or_unused()
             && self.runs.ready_or_unused()
+            && self.connects.ready_or_unused()
+            && self.connect_pods.ready_or_unused()
     }
 }
 

@@ -1,7 +1,8 @@
 //! The committed CRDs are the ones the code generates. When this fails after a deliberate change
-//! to the types, regenerate them: `operator crd` prints both, separated by `---`; the first
+//! to the types, regenerate them: `operator crd` prints all three, separated by `---`; the first
 //! document is `operator/crd/sparkapplications.yaml`, the second
-//! `operator/crd/scheduledsparkapplications.yaml` (the chart's `crds/` holds the same files).
+//! `operator/crd/scheduledsparkapplications.yaml`, the third `operator/crd/sparkconnects.yaml`
+//! (the chart's `crds/` holds the same files).
 
 use std::path::Path;
 
@@ -32,6 +33,67 @@ fn committed_scheduled_crd_matches_the_types_and_the_charts_copy() {
             committed == generated,
             "{} is stale; regenerate it from `operator crd`",
             path.display()
+        );
+    }
+}
+
+#[test]
+fn committed_connect_crd_matches_the_types_and_the_charts_copy() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let generated = operator::crd::connect_crd_yaml().unwrap();
+    for path in [
+        dir.join("crd/sparkconnects.yaml"),
+        dir.join("../charts/spark-submitter/crds/sparkconnects.sparkoperator.k8s.io.yaml"),
+    ] {
+        let committed = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            committed == generated,
+            "{} is stale; regenerate it from `operator crd`",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn connect_crd_is_kubeflows_v1alpha1_with_its_columns_and_schemaless_templates() {
+    let crd: serde_json::Value =
+        yaml_serde::from_str(&operator::crd::connect_crd_yaml().unwrap()).unwrap();
+    assert_eq!(
+        crd["metadata"]["name"],
+        "sparkconnects.sparkoperator.k8s.io"
+    );
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "sparkconn");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["jsonPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ".metadata.creationTimestamp",
+            ".status.state",
+            ".status.server.podName"
+        ]
+    );
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let mut required: Vec<&str> = spec["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    required.sort_unstable();
+    assert_eq!(required, ["executor", "server", "sparkVersion"]);
+    for role in ["server", "executor"] {
+        let template = &spec["properties"][role]["properties"]["template"];
+        assert_eq!(
+            template["x-kubernetes-preserve-unknown-fields"], true,
+            "{role}"
         );
     }
 }
@@ -101,9 +163,10 @@ fn crd_subcommand_prints_the_committed_crds() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |file: &str| std::fs::read_to_string(dir.join("crd").join(file)).unwrap();
     let committed = format!(
-        "{}---\n{}",
+        "{}---\n{}---\n{}",
         read("sparkapplications.yaml"),
-        read("scheduledsparkapplications.yaml")
+        read("scheduledsparkapplications.yaml"),
+        read("sparkconnects.yaml")
     );
     assert!(String::from_utf8(output.stdout).unwrap() == committed);
 }

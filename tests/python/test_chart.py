@@ -83,8 +83,9 @@ def test_crds_are_the_operators_own_and_validate():
     assert [c["metadata"]["name"] for c in crds] == [
         "scheduledsparkapplications.sparkoperator.k8s.io",
         "sparkapplications.sparkoperator.k8s.io",
+        "sparkconnects.sparkoperator.k8s.io",
     ]
-    for crd, file in zip(crds, ["scheduledsparkapplications.yaml", "sparkapplications.yaml"]):
+    for crd, file in zip(crds, ["scheduledsparkapplications.yaml", "sparkapplications.yaml", "sparkconnects.yaml"]):
         committed = yaml.load((cu.REPO / "operator" / "crd" / file).read_text(), Loader=cu.LOADER)
         assert crd == committed
         cu.validate(crd)
@@ -253,7 +254,8 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
-    "pods: get list watch delete; events.k8s.io/events: create patch; events: list; services: get create; "
+    "sparkoperator.k8s.io/sparkconnects: list watch; sparkoperator.k8s.io/sparkconnects/status: update; "
+    "pods: get list watch create delete; events.k8s.io/events: create patch; events: list; services: get create; "
     "networking.k8s.io/ingresses: create; configmaps: get create update patch") | {
     ("policy", "poddisruptionbudgets", "create"),
     ("scheduling.volcano.sh", "podgroups", "create"), ("scheduling.x-k8s.io", "podgroups", "create")}
@@ -277,7 +279,8 @@ def test_operator_rbac_is_exactly_what_its_code_uses():
 def test_operator_gets_crd_rights_only_when_it_installs_the_crd_and_configmaps_only_for_the_kubernetes_store():
     grants = rules_by_namespace(render({"jobNamespaces": [], "operator": {
         "installCRD": True, "recovery": {"store": "redis", "redis": {"url": "redis://redis:6379"}}}}), OPERATOR)
-    crds = ("sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io")
+    crds = ("sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io",
+            "sparkconnects.sparkoperator.k8s.io")
     # configmaps: only the monitoring ConfigMap's create without the Kubernetes store.
     assert grants["*"] == {r for r in OPERATOR_RULES if r[1] != "configmaps"} | {("", "configmaps", "create")} | {
         ("apiextensions.k8s.io", "customresourcedefinitions", "create")} | {

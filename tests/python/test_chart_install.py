@@ -729,6 +729,8 @@ UNUSED_REASONS = {
     ("operator", "jobs", "sparkoperator.k8s.io/scheduledsparkapplications", "get"): "a live read of a ScheduledSparkApplication before its due run is made; none here",
     ("operator", "jobs", "sparkoperator.k8s.io/scheduledsparkapplications/status", "update"): "the status of a ScheduledSparkApplication; none here",
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "create"): "the runs of a ScheduledSparkApplication; none here",
+    ("operator", "jobs", "sparkoperator.k8s.io/sparkconnects/status", "update"): "the status of a SparkConnect; none here",
+    ("operator", "jobs", "pods", "create"): "the server pod of a SparkConnect; none here",
     ("driver", "jobs", "pods", "patch"): "labels an executor it decommissions (`spark.kubernetes.executor.decommissionLabel`)",
     ("driver", "jobs", "pods", "delete"): "deletes one executor it gives up (failed, or released by dynamic allocation); here the executor ended with the job",
     ("driver", "jobs", "persistentvolumeclaims", "get"): "only executors with on-demand claims (`claimName=OnDemand`)",

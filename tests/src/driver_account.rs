@@ -24,6 +24,16 @@ pub struct GrantDriverAccountError {
 /// Creates the `spark` ServiceAccount in `namespace` and grants it what a Spark driver and its
 /// recovery agent do (the chart's rules for `recovery.store=kubernetes`).
 pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAccountError> {
+    grant_named(client, namespace, NAME).await
+}
+
+/// As [`grant`], for an account named `name` (the widely used operator's examples name
+/// `spark-operator-spark`, its chart's account).
+pub async fn grant_named(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), GrantDriverAccountError> {
     let fail = |what: &'static str| {
         move |source| GrantDriverAccountError {
             what,
@@ -32,7 +42,7 @@ pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAc
         }
     };
     let meta = ObjectMeta {
-        name: Some(NAME.to_owned()),
+        name: Some(name.to_owned()),
         namespace: Some(namespace.to_owned()),
         ..ObjectMeta::default()
     };
@@ -78,11 +88,11 @@ pub async fn grant(client: &Client, namespace: &str) -> Result<(), GrantDriverAc
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".to_owned(),
             kind: "Role".to_owned(),
-            name: NAME.to_owned(),
+            name: name.to_owned(),
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".to_owned(),
-            name: NAME.to_owned(),
+            name: name.to_owned(),
             namespace: Some(namespace.to_owned()),
             ..Subject::default()
         }]),

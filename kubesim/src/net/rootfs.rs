@@ -364,10 +364,16 @@ impl Layout {
                 None,
             )
             .map_err(nix_err("bind", dir))?;
-            Some(keep)
+            // Held open: the scratch tmpfs (and `keep` in it) may itself be below `dir` (the
+            // pod's folder under /tmp, a mount point made under /tmp), and then the overlay
+            // hides its path. The descriptor still reaches it.
+            let held = std::fs::File::open(&keep).map_err(io_err("open", &keep))?;
+            Some(held)
         };
         self.overlay(dir, dir)?;
-        if let Some(keep) = keep {
+        if let Some(held) = keep {
+            use std::os::fd::AsRawFd;
+            let keep = PathBuf::from(format!("/proc/thread-self/fd/{}", held.as_raw_fd()));
             for point in below {
                 let Ok(rel) = point.strip_prefix(dir) else {
                     continue;

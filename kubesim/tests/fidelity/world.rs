@@ -490,3 +490,65 @@ async fn a_volume_at_a_top_level_folder_the_host_lacks_is_mounted_there_in_a_roo
     }
     assert!(!top.exists(), "nothing was made on the host");
 }
+
+/// Prints the file `$FILE` names.
+const CAT: &str = r#"
+import os
+with open(os.environ["FILE"]) as f:
+    print("file:", f.read().strip(), flush=True)
+"#;
+
+/// A mount point the host lacks, under `/tmp` where the cluster keeps its own folders (and the
+/// container's private scratch): `/tmp` is overlaid in the container and the mounts below it,
+/// the scratch among them, are bound again on top (the widely used operator's Spark Connect
+/// server mounts its executor template at `/tmp/spark/…`).
+#[tokio::test]
+async fn a_sub_path_mounted_under_tmp_where_the_host_has_no_folder_is_read() {
+    let images = BTreeMap::from([(
+        "cat".to_string(),
+        ImageCommand {
+            command: vec!["python3".into(), "-c".into(), CAT.into()],
+            env: BTreeMap::new(),
+        },
+    )]);
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    maps.create(
+        &PostParams::default(),
+        &create(json!({"metadata": {"name": "conf"}, "data": {"t.yaml": "kind: Pod"}})),
+    )
+    .await
+    .unwrap();
+    let missing = format!("/tmp/kubesim-no-such-folder-{}", std::process::id());
+    assert!(!std::path::Path::new(&missing).exists());
+    let file = format!("{missing}/t.yaml");
+    // A first mount point the host lacks, elsewhere: the container's scratch is mounted for
+    // its overlay before `/tmp` is overlaid (as an image's layers mount it).
+    let elsewhere = format!("/opt/kubesim-no-such-folder-{}/t.yaml", std::process::id());
+    let pod = create(json!({
+        "metadata": {"name": "reader"},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "cat:1",
+            "env": [{"name": "FILE", "value": file}],
+            "volumeMounts": [
+                {"name": "conf", "mountPath": elsewhere, "subPath": "t.yaml", "readOnly": true},
+                {"name": "conf", "mountPath": file, "subPath": "t.yaml", "readOnly": true},
+            ],
+        }],
+        "volumes": [{"name": "conf", "configMap": {"name": "conf"}}]},
+    }));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    assert_eq!(log_line(&pods, "reader", "file:").await, "file: kind: Pod");
+    assert!(
+        !std::path::Path::new(&missing).exists(),
+        "the mount point was made in the container only"
+    );
+}

@@ -622,7 +622,7 @@ pub struct DriverIngressConfiguration {
 }
 
 /// An object whose fields the API server keeps unvalidated.
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(super) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
