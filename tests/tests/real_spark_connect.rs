@@ -1,7 +1,7 @@
 //! Spark Connect through our operator, with real Spark: the widely used operator's example
-//! `examples/sparkconnect/spark-connect.yaml` (vendored unchanged, license header included, from
-//! kubeflow/spark-operator at commit 38082f33 as
-//! `tests/data/kubeflow/examples/sparkconnect/spark-connect.yaml`) is applied as published, with
+//! application (`examples/sparkconnect/spark-connect.yaml` of kubeflow/spark-operator, written here
+//! from its facts as `tests/data/spark_connect/spark-connect.json`: files of fetched repositories
+//! stay out of this repository) is applied as a user would, with
 //! what it assumes: the `spark-operator-spark` service account, granted what a Spark driver does.
 //!
 //! The operator makes the server pod, its ConfigMap and Service; the server pod runs Spark's own
@@ -29,7 +29,7 @@ use real_spark_support::{PeakMemory, RUN_LIMIT, real_spark_sandbox};
 use serde_json::json;
 
 /// The example, exactly as published.
-const EXAMPLE: &str = include_str!("../data/kubeflow/examples/sparkconnect/spark-connect.yaml");
+const EXAMPLE: &str = include_str!("../data/spark_connect/spark-connect.json");
 
 /// The account the example's server pod runs as (the widely used operator's chart makes it).
 const SERVICE_ACCOUNT: &str = "spark-operator-spark";

@@ -3,9 +3,8 @@ use serde_json::json;
 
 use super::*;
 
-/// The widely used operator's example, as published.
-const EXAMPLE: &str =
-    include_str!("../../../tests/data/kubeflow/examples/sparkconnect/spark-connect.yaml");
+/// The widely used operator's example application, from its facts (tests/data/spark_connect/).
+const EXAMPLE: &str = include_str!("../../../tests/data/spark_connect/spark-connect.json");
 
 const MASTER: &str = "k8s://https://kubernetes.default.svc:443";
 
