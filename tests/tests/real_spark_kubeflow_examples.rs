@@ -1,8 +1,11 @@
 //! Kubeflow's examples, unchanged, through our operator with real Spark on kubesim.
 //!
-//! Every file of kubeflow/spark-operator's `examples/` (vendored in `tests/data/kubeflow/`, see its
-//! README; the SparkConnect example has its own test) is applied as published, every document
-//! of it, with server-side apply as `kubectl apply --server-side -f` does. Each SparkApplication
+//! Every file of kubeflow/spark-operator's `examples/` (the SparkConnect example has its own
+//! test) is applied, every document of it, with server-side apply as `kubectl apply
+//! --server-side -f` does. The documents come from `tests/data/kubeflow/manifests.rs`, which
+//! writes each file's objects with the upstream field values (see that folder's README); with
+//! `KUBEFLOW_EXAMPLES_DIR` set to a checkout's `examples/` folder, the upstream files themselves
+//! are read and applied instead, after checking that the built-in documents equal them. Each SparkApplication
 //! must reach `COMPLETED` with `Pi is roughly 3…` in its driver's log, the TTL example is then
 //! deleted by its TTL, and the ScheduledSparkApplication (`@every 3m`, whose first tick is three
 //! minutes after it is created) must create its first run, which must complete too. No
@@ -31,6 +34,8 @@
 //! peak memory of the pods' processes.
 
 mod e2e_support;
+#[path = "../data/kubeflow/manifests.rs"]
+mod manifests;
 mod real_spark_support;
 
 use std::collections::BTreeMap;
@@ -56,8 +61,9 @@ use real_spark_support::{PeakMemory, RUN_LIMIT, driver_log, init_tracing};
 use sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
-/// The vendored examples.
-const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/kubeflow/examples");
+/// Names a checkout's `examples/` folder whose files are applied instead of the built-in
+/// manifests.
+const EXAMPLES_DIR_VAR: &str = "KUBEFLOW_EXAMPLES_DIR";
 /// The stand-ins' sources.
 const IMAGE_SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/kubeflow/image");
 
@@ -142,15 +148,46 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn read_example(file: &str) -> String {
-    std::fs::read_to_string(Path::new(EXAMPLES).join(file)).expect("the vendored example")
+/// The documents `file` applies: the built-in ones, or with [`EXAMPLES_DIR_VAR`] set the
+/// upstream file's, which must equal the built-in ones.
+fn example(file: &str) -> Vec<Value> {
+    let built_in = manifests::documents(file).unwrap_or_else(|| panic!("{file} is described"));
+    let Some(dir) = std::env::var_os(EXAMPLES_DIR_VAR) else {
+        return built_in;
+    };
+    let path = Path::new(&dir).join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let upstream = documents(&quote_placeholder_image(&text));
+    assert_eq!(
+        upstream, built_in,
+        "{file}: the built-in documents (left: upstream) follow the file"
+    );
+    upstream
 }
 
-/// Applies every document of `text` as `kubectl apply --server-side` does: the kind's resource
+/// `spark-pi-prometheus.yaml` publishes its image unquoted as `{IMAGE_REGISTRY}/…`; a plain YAML
+/// value cannot start with `{` (it opens a flow mapping), so `kubectl apply` refuses the file
+/// as published. The value is quoted, nothing else changed.
+fn quote_placeholder_image(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        match body.split_once("image: {") {
+            Some((indent, rest)) if indent.trim().is_empty() => {
+                out.push_str(&format!("{indent}image: \"{{{rest}\""));
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Applies every document of `docs` as `kubectl apply --server-side` does: the kind's resource
 /// found through discovery, the object's namespace or `default` (the context's), field manager
 /// `kubectl`, no forced conflicts.
-async fn apply(client: &kube::Client, text: &str) {
-    for doc in documents(text) {
+async fn apply(client: &kube::Client, docs: &[Value]) {
+    for doc in docs {
         let api_version = doc["apiVersion"].as_str().expect("apiVersion");
         let kind = doc["kind"].as_str().expect("kind");
         let name = doc["metadata"]["name"].as_str().expect("metadata.name");
@@ -166,7 +203,7 @@ async fn apply(client: &kube::Client, text: &str) {
             }
             Scope::Cluster => Api::all_with(client.clone(), &resource),
         };
-        api.patch(name, &PatchParams::apply("kubectl"), &Patch::Apply(&doc))
+        api.patch(name, &PatchParams::apply("kubectl"), &Patch::Apply(doc))
             .await
             .unwrap_or_else(|e| panic!("kubectl apply {kind}/{name}: {e}"));
     }
@@ -398,9 +435,9 @@ async fn check_example_specifics(sandbox: &Sandbox, file: &str, app: &SparkAppli
 /// then deleted (the TTL example is left to its TTL: the returned task waits for that).
 async fn run_example(sandbox: &Sandbox, file: &'static str) -> Option<tokio::task::JoinHandle<()>> {
     let started = Instant::now();
-    let text = read_example(file);
-    let names: Vec<String> = documents(&text)
-        .into_iter()
+    let docs = example(file);
+    let names: Vec<String> = docs
+        .iter()
         .filter(|d| d["kind"] == "SparkApplication")
         .map(|d| d["metadata"]["name"].as_str().expect("name").to_owned())
         .collect();
@@ -412,7 +449,7 @@ async fn run_example(sandbox: &Sandbox, file: &'static str) -> Option<tokio::tas
         watcher::Config::default().fields(&format!("metadata.name={name}")),
     )
     .await;
-    apply(&sandbox.client, &text).await;
+    apply(&sandbox.client, &docs).await;
     let app = until_completed(&mut events, file, RUN_LIMIT).await;
     let log = check_pi(sandbox, &app, file).await;
     check_example_specifics(sandbox, file, &app, &log).await;
@@ -500,6 +537,17 @@ async fn first_scheduled_run(sandbox: &Sandbox, mut runs: AppEvents, started: In
 async fn every_kubeflow_example_runs_unchanged_to_completed() {
     init_tracing();
     let total = Instant::now();
+    // Every example file runs, once; with upstream files given, each is checked against its
+    // built-in description before anything starts.
+    let mut planned: Vec<&str> = LANES.concat();
+    planned.push(SCHEDULED.0);
+    planned.sort_unstable();
+    let mut described = manifests::FILES.to_vec();
+    described.sort_unstable();
+    assert_eq!(planned, described, "every example file is run once");
+    for file in manifests::FILES {
+        example(file);
+    }
     let stand_ins = tempfile::tempdir().expect("tempdir");
     let spark_home = kubesim::kubelet::spark_image::SparkImage::resolve(
         &Default::default(),
@@ -526,7 +574,7 @@ async fn every_kubeflow_example_runs_unchanged_to_completed() {
         .expect("the operator starts");
 
     // What the examples presuppose.
-    apply(&sandbox.client, SPARK_ACCOUNT).await;
+    apply(&sandbox.client, &documents(SPARK_ACCOUNT)).await;
     let test_configmap: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "test-configmap", "namespace": "default"},
     }))
@@ -547,7 +595,7 @@ async fn every_kubeflow_example_runs_unchanged_to_completed() {
         watcher::Config::default().labels(&format!("{SCHEDULED_APP_NAME_LABEL}={schedule_name}")),
     )
     .await;
-    apply(&sandbox.client, &read_example(schedule_file)).await;
+    apply(&sandbox.client, &example(schedule_file)).await;
     let schedule = first_scheduled_run(&sandbox, runs, total);
 
     let (a, b, ()) = tokio::join!(
