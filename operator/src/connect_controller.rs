@@ -13,21 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube_runtime::reflector::{self, ObjectRef, Store};
-use kube_runtime::watcher;
+use kube_runtime::reflector::{ObjectRef, Store};
 use submission::error_chain::error_chain;
 use thiserror::Error;
 use tracing::{info, instrument, warn};
 
 use crate::connect::{self, Observed};
-use crate::controller::track;
+use crate::controller::{ParentWatches, WatchOf, parent_watches};
 use crate::crd::SparkConnect;
 use crate::labels::CONNECT_NAME;
 use crate::metrics::Metrics;
@@ -76,56 +73,6 @@ pub struct ConnectContext {
     metrics: Arc<Metrics>,
 }
 
-struct Streams {
-    connects: BoxStream<'static, Result<SparkConnect, watcher::Error>>,
-    connect_reader: Store<SparkConnect>,
-    pods: BoxStream<'static, Result<Pod, watcher::Error>>,
-    pod_reader: Store<Pod>,
-}
-
-fn streams(
-    client: &Client,
-    namespace: Option<&str>,
-    health: &Health,
-    metrics: &Arc<Metrics>,
-) -> Streams {
-    let (connects_api, pods_api): (Api<SparkConnect>, Api<Pod>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
-    let owned = namespace.map(str::to_owned);
-    let (connect_reader, connect_writer) = reflector::store();
-    let connects = watcher::watcher(connects_api, watcher::Config::default())
-        .default_backoff()
-        .modify(|conn| conn.metadata.managed_fields = None)
-        .reflect(connect_writer)
-        .inspect(track(
-            &health.connects,
-            metrics.clone(),
-            "sparkconnects",
-            owned.clone(),
-        ))
-        .applied_objects()
-        .boxed();
-    let (pod_reader, pod_writer) = reflector::store();
-    let pods = watcher::watcher(pods_api, watcher::Config::default().labels(CONNECT_NAME))
-        .default_backoff()
-        .modify(|pod| pod.metadata.managed_fields = None)
-        .reflect(pod_writer)
-        .inspect(track(&health.connect_pods, metrics.clone(), "pods", owned))
-        .touched_objects()
-        .boxed();
-    Streams {
-        connects,
-        connect_reader,
-        pods,
-        pod_reader,
-    }
-}
-
 /// The SparkConnect a pod belongs to, by its label.
 fn connect_of(pod: Pod) -> Option<ObjectRef<SparkConnect>> {
     let name = pod.labels().get(CONNECT_NAME)?.clone();
@@ -141,21 +88,38 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let all: Vec<Streams> = namespaces
+    let all: Vec<ParentWatches<SparkConnect, Pod>> = namespaces
         .iter()
-        .map(|ns| streams(&client, ns.as_deref(), &health, &metrics))
+        .map(|ns| {
+            parent_watches::<SparkConnect, Pod>(
+                &client,
+                ns.as_deref(),
+                (
+                    WatchOf {
+                        health: &health.connects,
+                        resource: "sparkconnects",
+                    },
+                    WatchOf {
+                        health: &health.connect_pods,
+                        resource: "pods",
+                    },
+                ),
+                CONNECT_NAME,
+                &metrics,
+            )
+        })
         .collect();
     let ctx = Arc::new(ConnectContext {
         client,
-        pods: all.iter().map(|s| s.pod_reader.clone()).collect(),
+        pods: all.iter().map(|s| s.child_reader.clone()).collect(),
         master,
         metrics,
     });
     let shutdown = futures::FutureExt::shared(shutdown);
     let controllers = all.into_iter().map(|streams| {
-        Controller::for_stream(streams.connects, streams.connect_reader)
+        Controller::for_stream(streams.parents, streams.parent_reader)
             .with_config(ControllerConfig::default().concurrency(4))
-            .watches_stream(streams.pods, connect_of)
+            .watches_stream(streams.children, connect_of)
             .graceful_shutdown_on(shutdown.clone())
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|result| async move {

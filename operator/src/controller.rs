@@ -24,13 +24,17 @@ use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::{Client, Resource, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
 use kube_runtime::events::Reporter;
 use kube_runtime::reflector;
 use kube_runtime::watcher::{self, Event as WatchEvent};
+use serde::de::DeserializeOwned;
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -195,6 +199,96 @@ pub(crate) fn track<K>(
     }
 }
 
+/// Which watch: its health stream and its resource's name in logs and metrics.
+pub(crate) struct WatchOf<'a> {
+    pub health: &'a WatchHealth,
+    pub resource: &'static str,
+}
+
+/// A kind's watch and the watch of its children (the objects carrying `child_label`), each
+/// feeding a reflector cache without managed fields: the shape of the schedule and Spark
+/// Connect controllers, in one namespace or (`None`) all.
+pub(crate) struct ParentWatches<P, C>
+where
+    P: Resource<DynamicType = ()> + 'static,
+    C: Resource<DynamicType = ()> + 'static,
+{
+    pub parents: BoxStream<'static, Result<P, watcher::Error>>,
+    pub parent_reader: reflector::Store<P>,
+    pub children: BoxStream<'static, Result<C, watcher::Error>>,
+    pub child_reader: reflector::Store<C>,
+}
+
+pub(crate) fn parent_watches<P, C>(
+    client: &Client,
+    namespace: Option<&str>,
+    (parent, child): (WatchOf<'_>, WatchOf<'_>),
+    child_label: &str,
+    metrics: &Arc<Metrics>,
+) -> ParentWatches<P, C>
+where
+    P: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+    C: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let owned = namespace.map(str::to_owned);
+    let (parent_reader, parent_writer) = reflector::store();
+    let parents = watcher::watcher(
+        scoped_api::<P>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|o| o.meta_mut().managed_fields = None)
+    .reflect(parent_writer)
+    .inspect(track(
+        parent.health,
+        metrics.clone(),
+        parent.resource,
+        owned.clone(),
+    ))
+    .applied_objects()
+    .boxed();
+    let (child_reader, child_writer) = reflector::store();
+    let children = watcher::watcher(
+        scoped_api::<C>(client, namespace),
+        watcher::Config::default().labels(child_label),
+    )
+    .default_backoff()
+    .modify(|o| o.meta_mut().managed_fields = None)
+    .reflect(child_writer)
+    .inspect(track(child.health, metrics.clone(), child.resource, owned))
+    .touched_objects()
+    .boxed();
+    ParentWatches {
+        parents,
+        parent_reader,
+        children,
+        child_reader,
+    }
+}
+
+/// The API of `K` in `namespace`, or in all namespaces.
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
 /// One namespace's (or all namespaces') two watch streams and their caches.
 struct Streams {
     apps: BoxStream<'static, Result<SparkApplication, watcher::Error>>,
@@ -213,13 +307,8 @@ fn streams(
     metrics: &Arc<Metrics>,
     executor_index: &Arc<ExecutorIndex>,
 ) -> Streams {
-    let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let (apps_api, pods_api): (Api<SparkApplication>, Api<Pod>) =
+        (scoped_api(client, namespace), scoped_api(client, namespace));
     let owned = namespace.map(str::to_owned);
     let (app_reader, app_writer) = reflector::store::<SparkApplication>();
     let apps = watcher(apps_api, watcher::Config::default())

@@ -117,12 +117,12 @@ impl WatchHealth {
         !streams.is_empty() && streams.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
-    /// Synced and connected, or no stream at all (a controller that is not running).
-    pub fn ready_or_unused(&self) -> bool {
-        let streams = self.lock();
-        streams
-            .iter()
-            .all(|s| s.synced.load(Ordering::Relaxed) && s.up.load(Ordering::Relaxed))
+    /// Listed once, or no stream at all (a controller that is not running). For the schedule
+    /// and Spark Connect controllers' watches: they may see no event for hours, and a watch that
+    /// reconnected shows it only with its next event, so "connected" would hold readiness down
+    /// after a blip until then (the watcher retries on its own).
+    pub fn synced_or_unused(&self) -> bool {
+        self.lock().iter().all(|s| s.synced.load(Ordering::Relaxed))
     }
 
     /// Times a stream went down after being up.
@@ -153,15 +153,16 @@ impl Health {
         self.apps.synced() && self.pods.synced()
     }
 
-    /// Ready to serve: every watch synced and connected.
+    /// Ready to serve: the applications' and drivers' watches synced and connected, the other
+    /// controllers' watches synced.
     pub fn ready(&self) -> bool {
         self.synced()
             && self.apps.up()
             && self.pods.up()
-            && self.schedules.ready_or_unused()
-            && self.runs.ready_or_unused()
-            && self.connects.ready_or_unused()
-            && self.connect_pods.ready_or_unused()
+            && self.schedules.synced_or_unused()
+            && self.runs.synced_or_unused()
+            && self.connects.synced_or_unused()
+            && self.connect_pods.synced_or_unused()
     }
 }
 

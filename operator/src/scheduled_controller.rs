@@ -14,23 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
-use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube_runtime::events::{Event, EventType};
 
 use crate::controller::events::EventRecorder;
-use kube_runtime::reflector::{self, Store};
-use kube_runtime::watcher;
+use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
 use thiserror::Error;
 use tracing::{info, instrument, warn};
 
-use crate::controller::track;
+use crate::controller::{ParentWatches, WatchOf, parent_watches};
 use crate::crd::{ApplicationStateType, ScheduledSparkApplication, SparkApplication};
 use crate::metrics::Metrics;
 use crate::reconciler::Health;
@@ -143,65 +140,6 @@ pub struct ScheduleContext {
     metrics: Arc<Metrics>,
 }
 
-/// One namespace's (or all namespaces') schedule and run watches.
-struct Streams {
-    schedules: BoxStream<'static, Result<ScheduledSparkApplication, watcher::Error>>,
-    schedule_reader: Store<ScheduledSparkApplication>,
-    runs: BoxStream<'static, Result<SparkApplication, watcher::Error>>,
-    run_reader: Store<SparkApplication>,
-}
-
-fn streams(
-    client: &Client,
-    namespace: Option<&str>,
-    health: &Health,
-    metrics: &Arc<Metrics>,
-) -> Streams {
-    let (schedules_api, runs_api): (Api<ScheduledSparkApplication>, Api<SparkApplication>) =
-        match namespace {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (Api::all(client.clone()), Api::all(client.clone())),
-        };
-    let owned = namespace.map(str::to_owned);
-    let (schedule_reader, schedule_writer) = reflector::store();
-    let schedules = watcher::watcher(schedules_api, watcher::Config::default())
-        .default_backoff()
-        .reflect(schedule_writer)
-        .inspect(track(
-            &health.schedules,
-            metrics.clone(),
-            "scheduledsparkapplications",
-            owned.clone(),
-        ))
-        .applied_objects()
-        .boxed();
-    let (run_reader, run_writer) = reflector::store();
-    // Only runs: SparkApplications a schedule made carry its label.
-    let runs = watcher::watcher(
-        runs_api,
-        watcher::Config::default().labels(SCHEDULED_APP_NAME_LABEL),
-    )
-    .default_backoff()
-    .reflect(run_writer)
-    .inspect(track(
-        &health.runs,
-        metrics.clone(),
-        "sparkapplications",
-        owned,
-    ))
-    .touched_objects()
-    .boxed();
-    Streams {
-        schedules,
-        schedule_reader,
-        runs,
-        run_reader,
-    }
-}
-
 /// Runs the ScheduledSparkApplication controller over `namespaces` (`None`: all) until
 /// `shutdown`.
 pub async fn run(
@@ -213,22 +151,40 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let all: Vec<Streams> = namespaces
+    let all: Vec<ParentWatches<ScheduledSparkApplication, SparkApplication>> = namespaces
         .iter()
-        .map(|ns| streams(&client, ns.as_deref(), &health, &metrics))
+        .map(|ns| {
+            // Only runs: SparkApplications a schedule made carry its label.
+            parent_watches::<ScheduledSparkApplication, SparkApplication>(
+                &client,
+                ns.as_deref(),
+                (
+                    WatchOf {
+                        health: &health.schedules,
+                        resource: "scheduledsparkapplications",
+                    },
+                    WatchOf {
+                        health: &health.runs,
+                        resource: "sparkapplications",
+                    },
+                ),
+                SCHEDULED_APP_NAME_LABEL,
+                &metrics,
+            )
+        })
         .collect();
     let ctx = Arc::new(ScheduleContext {
         client,
-        runs: all.iter().map(|s| s.run_reader.clone()).collect(),
+        runs: all.iter().map(|s| s.child_reader.clone()).collect(),
         recorder,
         clock,
         metrics,
     });
     let shutdown = futures::FutureExt::shared(shutdown);
     let controllers = all.into_iter().map(|streams| {
-        Controller::for_stream(streams.schedules, streams.schedule_reader)
+        Controller::for_stream(streams.parents, streams.parent_reader)
             .with_config(ControllerConfig::default().concurrency(4))
-            .owns_stream(streams.runs)
+            .owns_stream(streams.children)
             .graceful_shutdown_on(shutdown.clone())
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|result| async move {
