@@ -26,11 +26,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
-use kube::runtime::wait::await_condition;
 use operator::crd::{ApplicationStateType, SparkApplication};
 use real_spark_support::{
-    DRIVER_CONTAINER, PeakMemory, RUN_LIMIT, app_spark_conf, driver_exit_code, real_spark_sandbox,
-    report, spark_confs,
+    DRIVER_CONTAINER, PeakMemory, RUN_LIMIT, app_spark_conf, await_terminal, driver_exit_code,
+    real_spark_sandbox, report, spark_confs,
 };
 use sandbox::Sandbox;
 use serde_json::{Value, json};
@@ -395,25 +394,7 @@ async fn slow_real_spark_pyspark_pi_runs_in_real_pods_as_a_spark_application() {
     apps.create(&PostParams::default(), &app)
         .await
         .expect("create the SparkApplication");
-    let state =
-        |a: Option<&SparkApplication>| a.and_then(|a| a.status.as_ref()).map(|s| s.app_state.state);
-    let done = tokio::time::timeout(
-        RUN_LIMIT,
-        await_condition(
-            apps.clone(),
-            "pi-app",
-            move |a: Option<&SparkApplication>| {
-                matches!(
-                    state(a),
-                    Some(ApplicationStateType::Completed | ApplicationStateType::Failed)
-                )
-            },
-        ),
-    )
-    .await
-    .expect("the application finishes within the run's bound")
-    .expect("watching the application")
-    .expect("the application exists");
+    let done = await_terminal(&apps, "pi-app").await;
     report("a SparkApplication", started, memory.finish());
     let status = done.status.clone().unwrap_or_default();
     let driver = status.driver_info.pod_name.clone();

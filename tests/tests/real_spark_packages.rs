@@ -20,10 +20,9 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, PostParams};
-use kube::runtime::wait::await_condition;
 use operator::crd::{ApplicationStateType, SparkApplication};
 use real_spark_support::{
-    PeakMemory, RUN_LIMIT, app_spark_conf, driver_exit_code, driver_log, init_tracing, report,
+    PeakMemory, app_spark_conf, await_terminal, driver_exit_code, driver_log, init_tracing, report,
 };
 use sandbox::{Sandbox, SandboxConfig};
 use serde_json::json;
@@ -130,25 +129,7 @@ async fn slow_real_spark_driver_resolves_deps_packages_from_a_local_maven_reposi
     apps.create(&PostParams::default(), &app)
         .await
         .expect("create the SparkApplication");
-    let state =
-        |a: Option<&SparkApplication>| a.and_then(|a| a.status.as_ref()).map(|s| s.app_state.state);
-    let done = tokio::time::timeout(
-        RUN_LIMIT,
-        await_condition(
-            apps.clone(),
-            "packages-app",
-            move |a: Option<&SparkApplication>| {
-                matches!(
-                    state(a),
-                    Some(ApplicationStateType::Completed | ApplicationStateType::Failed)
-                )
-            },
-        ),
-    )
-    .await
-    .expect("the application finishes within the run's bound")
-    .expect("watching the application")
-    .expect("the application exists");
+    let done = await_terminal(&apps, "packages-app").await;
     report(
         "a SparkApplication with deps.packages",
         started,

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube::runtime::wait::await_condition;
 use operator::crd::{ApplicationStateType, SparkApplication};
 use real_spark_support::{
-    PeakMemory, RUN_LIMIT, app_spark_conf, driver_exit_code, driver_log, real_spark_sandbox, report,
+    PeakMemory, RUN_LIMIT, app_spark_conf, await_terminal, driver_exit_code, driver_log,
+    real_spark_sandbox, report,
 };
 use sandbox::spark_demo::clean_result;
 use serde_json::json;
@@ -150,22 +150,7 @@ async fn slow_real_spark_a_killed_driver_resumes_after_its_last_committed_stage(
         .kill("default", &first, None, 137)
         .expect("kill the driver mid-stage");
 
-    let state =
-        |a: Option<&SparkApplication>| a.and_then(|a| a.status.as_ref()).map(|s| s.app_state.state);
-    let done = tokio::time::timeout(
-        RUN_LIMIT,
-        await_condition(
-            apps.clone(),
-            "staged",
-            move |a: Option<&SparkApplication>| {
-                state(a).is_some_and(ApplicationStateType::is_terminal)
-            },
-        ),
-    )
-    .await
-    .expect("the rerun finishes within the run's bound")
-    .expect("watching the application")
-    .expect("the application exists");
+    let done = await_terminal(&apps, "staged").await;
     let status = done.status.clone().unwrap_or_default();
     let second = status.driver_info.pod_name.clone();
     let pods = Api::namespaced(sandbox.client.clone(), "default");

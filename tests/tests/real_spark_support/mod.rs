@@ -206,3 +206,21 @@ pub fn report(path: &str, started: Instant, peak_mib: u64) {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Waits (on watch events, bounded by [`RUN_LIMIT`]) until the SparkApplication `name` reaches a
+/// terminal state, and returns it.
+pub async fn await_terminal(
+    apps: &Api<operator::crd::SparkApplication>,
+    name: &str,
+) -> operator::crd::SparkApplication {
+    use operator::crd::{ApplicationStateType, SparkApplication};
+    let terminal = |a: Option<&SparkApplication>| {
+        a.and_then(|a| a.status.as_ref())
+            .is_some_and(|s| ApplicationStateType::is_terminal(s.app_state.state))
+    };
+    tokio::time::timeout(RUN_LIMIT, await_condition(apps.clone(), name, terminal))
+        .await
+        .expect("the application finishes within the run's bound")
+        .expect("watching the application")
+        .expect("the application exists")
+}
