@@ -88,7 +88,7 @@ impl std::fmt::Display for Role {
 pub enum BuildArgsError {
     #[error("the SparkApplication has no {field}")]
     MissingMetadata { field: &'static str },
-    #[error("status.submissionID is empty: it must be persisted before submitting")]
+    #[error("the submission id is empty")]
     MissingSubmissionId,
     #[error("the spec uses fields this operator cannot honour: {fields}")]
     Unsupported { fields: String },
@@ -157,29 +157,28 @@ pub fn master_url(host: &str, port: &str) -> String {
 }
 
 /// Builds the submission of `app` for the submitter at Kubernetes master `master`
-/// (`k8s://https://...`), with the submission id persisted in `app.status`, for an operator
-/// running without fenced restarts.
+/// (`k8s://https://...`), under the submission id in `app.status`, for an operator running
+/// without fenced restarts.
 pub fn build_args(app: &SparkApplication, master: &str) -> Result<SubmitPlan, BuildArgsError> {
-    build_submission(app, master, None)
+    let submission_id = app.status.as_ref().map_or("", |s| s.submission_id.as_str());
+    build_submission(app, submission_id, master, None)
 }
 
-/// [`build_args`], with the operator's fenced-restart settings (`None`: the feature is off). A
-/// recovery-enabled app runs its driver under `status.recoveryStatus.epoch`, which must be
-/// persisted (fenced) before the submission, like the submission id.
+/// [`build_args`] under `submission_id`, with the operator's fenced-restart settings (`None`:
+/// the feature is off). A recovery-enabled app runs its driver under
+/// `status.recoveryStatus.epoch`, which must be persisted (fenced) before the submission.
 pub fn build_submission(
     app: &SparkApplication,
+    submission_id: &str,
     master: &str,
     recovery: Option<&RecoverySettings>,
 ) -> Result<SubmitPlan, BuildArgsError> {
     let name = metadata(app.metadata.name.as_deref(), "metadata.name")?;
     let namespace = metadata(app.metadata.namespace.as_deref(), "metadata.namespace")?;
     let uid = metadata(app.metadata.uid.as_deref(), "metadata.uid")?;
-    let submission_id = app
-        .status
-        .as_ref()
-        .map(|s| s.submission_id.as_str())
-        .filter(|id| !id.is_empty())
-        .ok_or(BuildArgsError::MissingSubmissionId)?;
+    if submission_id.is_empty() {
+        return Err(BuildArgsError::MissingSubmissionId);
+    }
     let blocking: Vec<_> = unsupported_fields(&app.spec)
         .into_iter()
         .filter(|f| f.blocking)

@@ -35,7 +35,7 @@ use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
     Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
-    PendingReason, Settings, SubmissionOutcome, UiMade, decide,
+    PendingReason, Settings, SubmissionOutcome, UiMade, decide, submission_number,
 };
 use crate::ui::UiSettings;
 
@@ -535,11 +535,8 @@ impl<E: Effects> Reconciler<E> {
                         again = true;
                     }
                     Action::Submit { submission_id } => {
-                        if app
-                            .status
-                            .as_ref()
-                            .is_some_and(|s| s.submission_attempts > 1)
-                        {
+                        let uid = app.metadata.uid.as_deref().unwrap_or_default();
+                        if submission_number(uid, &submission_id) > 1 {
                             self.metrics.retry("submission");
                         }
                         observed.submission = Some(self.effects.submit(&app, submission_id).await);

@@ -429,12 +429,18 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// The id of the next submission: `<uid>-<n+1>` after `<uid>-<n>`, else `<uid>-1`. The same
 /// persisted status always gives the same id.
 pub fn next_submission_id(uid: &str, current: &str) -> String {
-    let n = current
-        .strip_prefix(uid)
+    format!(
+        "{uid}-{}",
+        submission_number(uid, current).saturating_add(1)
+    )
+}
+
+/// Which submission of the application `id` is (1 for the first), 0 for an id not of this form.
+pub fn submission_number(uid: &str, id: &str) -> u64 {
+    id.strip_prefix(uid)
         .and_then(|rest| rest.strip_prefix('-'))
         .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
-    format!("{uid}-{}", n.saturating_add(1))
+        .unwrap_or(0)
 }
 
 /// Decides the next status and actions. Pure: `now` is the only clock.
@@ -458,6 +464,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         events: Vec::new(),
         requeue: None,
         delete_app: false,
+        awaiting_answer: false,
     };
     d.update_unsupported_condition();
     d.update_refused_condition();
@@ -504,6 +511,16 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             State::Invalidating => d.invalidating(),
             State::Completed | State::Failed => d.terminal(),
         }
+        // SUCCEEDING and FAILING need nothing more from the world to be left: entered in this
+        // decision, they are left in it too, and the status is written once (RUNNING →
+        // COMPLETED rather than RUNNING → SUCCEEDING → COMPLETED), with both transitions' events.
+        if d.status.app_state.state != original.app_state.state {
+            match d.status.app_state.state {
+                State::Succeeding => d.succeeding(),
+                State::Failing => d.failing(),
+                _ => {}
+            }
+        }
     }
     d.track_executors();
     if matches!(d.status.app_state.state, State::Submitted | State::Running) {
@@ -527,11 +544,24 @@ struct Draft<'a> {
     events: Vec<Action>,
     requeue: Option<Duration>,
     delete_app: bool,
+    /// A submission is sent before anything of this decision is stored (see
+    /// [`Draft::submit_path`]): the next round decides it all again with the answer.
+    awaiting_answer: bool,
 }
 
 impl Draft<'_> {
     fn finish(self, original: &SparkApplicationStatus) -> Decision {
         let mut actions = self.effects;
+        if self.awaiting_answer {
+            // Its status and events are decided again, from the same stored status, once the
+            // answer is in; recording them now would write twice and repeat the events.
+            actions.extend(self.requeue.map(Action::Requeue));
+            actions.sort_by_key(Action::order);
+            return Decision {
+                status: original.clone(),
+                actions,
+            };
+        }
         if self.delete_app {
             // The object goes away: writing its status first would only race the deletion.
             actions.push(Action::DeleteApplication);
@@ -674,8 +704,14 @@ impl Draft<'_> {
             .as_ref()
             .filter(|_| self.recovery().is_none())
         {
-            let of_this_submission = self.status.submission_pending
-                && driver.submission_id.as_deref() == Some(self.status.submission_id.as_str());
+            // Ours to keep when made for the id being sent: the stored one while pending, else
+            // the next one, which a predecessor may have sent before it could record the answer.
+            let sending = if self.status.submission_pending {
+                self.status.submission_id.clone()
+            } else {
+                next_submission_id(self.app.uid, &self.status.submission_id)
+            };
+            let of_this_submission = driver.submission_id.as_deref() == Some(sending.as_str());
             // A previous run's driver holds the pod name; only ours is removed. A foreign pod
             // is left to the submitter to report as a conflict.
             if !of_this_submission && driver.owned {
@@ -746,7 +782,28 @@ impl Draft<'_> {
         self.status.last_submission_attempt_time = Some(self.time());
         self.status.driver_info.pod_name = pod_name;
         self.status.spec_hash = Some(hash.to_owned());
-        self.requeue(Duration::ZERO);
+        if self.recovery().is_some() {
+            // The fenced epoch is stored before a driver runs under it.
+            self.requeue(Duration::ZERO);
+            return;
+        }
+        // Nothing is stored before the request: the id is a function of the stored status
+        // (`next_submission_id`), so an operator that dies before recording the answer sends the
+        // same id again and the submitter answers it from the driver it already made. The
+        // status is written once, with the answer.
+        match observed
+            .submission
+            .as_ref()
+            .filter(|o| o.submission_id() == self.status.submission_id)
+        {
+            Some(outcome) => self.apply_outcome(outcome),
+            None => {
+                self.effects.push(Action::Submit {
+                    submission_id: self.status.submission_id.clone(),
+                });
+                self.awaiting_answer = true;
+            }
+        }
     }
 
     /// The operator's recovery settings, when this app uses fenced restarts.

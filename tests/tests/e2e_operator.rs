@@ -189,43 +189,145 @@ async fn driver_deleted_by_hand_is_rerun_per_policy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restart_after_the_id_was_persisted_submits_exactly_one_driver() {
+async fn restart_before_the_answer_was_recorded_keeps_the_driver_and_records_the_same_id() {
     let env = Env::start().await;
-    // A submitter that accepts connections and never answers: the first operator persists the
-    // submission id, then hangs in the submission, which never reaches the real submitter.
+    // Every status write of the app fails: the first operator submits, and its driver is made,
+    // but the answer never reaches the status (as when the operator dies right after sending).
+    let rule: kubesim::control::FaultRule = serde_json::from_value(json!({
+        "verb": "update", "resource": "sparkapplications/status", "name": "restart",
+        "code": 500, "count": 1_000_000
+    }))
+    .unwrap();
+    env.cluster.control.add_fault(rule);
+    let first = env.operator().await;
+    let app = env
+        .create_app(
+            "restart",
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "1"}}}),
+        )
+        .await;
+    let uid = app.metadata.uid.unwrap();
+    let made = wait_until("the driver to be made", || async {
+        env.driver_pods("restart").await.into_iter().next()
+    })
+    .await;
+    drop(first);
+    let stored = env.apps().get("restart").await.unwrap().status;
+    assert!(
+        stored.as_ref().is_none_or(|s| s.submission_id.is_empty()),
+        "nothing recorded: {stored:?}"
+    );
+
+    env.cluster.control.clear_faults();
+    let _second = env.operator().await;
+    let app = env.wait_for_state("restart", State::Completed).await;
+    let id = format!("{uid}-1");
+    assert_eq!(app.status.unwrap().submission_id, id, "the id first sent");
+    let drivers = env.driver_pods("restart").await;
+    assert_eq!(drivers.len(), 1);
+    assert_eq!(
+        drivers[0].metadata.uid, made.metadata.uid,
+        "the first driver"
+    );
+    assert_eq!(
+        drivers[0].metadata.labels.as_ref().unwrap()["sparkoperator.k8s.io/submission-id"],
+        id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_before_a_reruns_answer_was_recorded_keeps_that_rerun_driver() {
+    let env = Env::start().await;
+    let first = env.operator().await;
+    let app = env
+        .create_app(
+            "rerun",
+            json!({
+                "driver": {"annotations": {"kubesim.io/exit-code": "1"}},
+                "restartPolicy": {"type": "OnFailure", "onFailureRetries": 1,
+                                  "onFailureRetryInterval": 1},
+            }),
+        )
+        .await;
+    let uid = app.metadata.uid.unwrap();
+    // The old driver's deletion is slow, which leaves time to make every status write fail
+    // before the rerun is submitted: its driver is made, its answer never recorded.
+    env.cluster.control.add_latency(
+        serde_json::from_value(json!({"verb": "delete", "resource": "pods", "millis": 2000}))
+            .unwrap(),
+    );
+    env.wait_for_state("rerun", State::PendingRerun).await;
+    env.cluster.control.add_fault(
+        serde_json::from_value(json!({
+            "verb": "update", "resource": "sparkapplications/status", "name": "rerun",
+            "code": 500, "count": 1_000_000
+        }))
+        .unwrap(),
+    );
+    let second_id = format!("{uid}-2");
+    let made = wait_until("the rerun's driver to be made", || async {
+        env.driver_pods("rerun").await.into_iter().find(|pod| {
+            pod.metadata.labels.as_ref().unwrap()["sparkoperator.k8s.io/submission-id"] == second_id
+        })
+    })
+    .await;
+    drop(first);
+    let stored = env.apps().get("rerun").await.unwrap().status.unwrap();
+    assert_eq!(
+        (stored.app_state.state, stored.submission_id.as_str()),
+        (State::PendingRerun, format!("{uid}-1").as_str()),
+        "the rerun's answer was not recorded"
+    );
+
+    env.cluster.control.clear_faults();
+    env.cluster.control.clear_latency();
+    let _second = env.operator().await;
+    // The rerun's driver exits 1 as well, and no retry is left.
+    let app = env.wait_for_state("rerun", State::Failed).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.submission_id, second_id);
+    assert_eq!(status.execution_attempts, 2);
+    let drivers = env.driver_pods("rerun").await;
+    assert_eq!(drivers.len(), 1);
+    assert_eq!(
+        drivers[0].metadata.uid, made.metadata.uid,
+        "the rerun's driver was kept, not deleted and made again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_while_a_submission_hangs_submits_exactly_one_driver() {
+    let env = Env::start().await;
+    // A submitter that accepts connections and never answers: the first operator hangs in the
+    // submission, which never reaches the real submitter.
     let black_hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hole = black_hole.local_addr().unwrap();
+    let (accepted, mut connected) = tokio::sync::mpsc::unbounded_channel();
     let holder = tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((stream, _)) = black_hole.accept().await {
             held.push(stream);
+            let _ = accepted.send(());
         }
     });
     let mut config = env.run_config();
     config.submitter.url = format!("https://localhost:{}/api/v1/spark-submit", hole.port());
     config.submitter.request_timeout = Duration::from_secs(25);
     let first = env.operator_with(config).await;
-    env.create_app(
-        "restart",
-        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "1"}}}),
-    )
-    .await;
-    let persisted = env
-        .wait_for_app("restart", "the submission id to be persisted", |app| {
-            app.status
-                .as_ref()
-                .is_some_and(|s| s.submission_pending && !s.submission_id.is_empty())
-        })
-        .await
-        .status
-        .unwrap()
-        .submission_id;
+    let app = env
+        .create_app(
+            "restart",
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "1"}}}),
+        )
+        .await;
+    connected.recv().await.unwrap();
     drop(first);
     assert_eq!(env.pod_creations(), 0, "nothing was submitted yet");
 
     let _second = env.operator().await;
-    let app = env.wait_for_state("restart", State::Completed).await;
-    assert_eq!(app.status.unwrap().submission_id, persisted);
+    let app_done = env.wait_for_state("restart", State::Completed).await;
+    let uid = app.metadata.uid.unwrap();
+    assert_eq!(app_done.status.unwrap().submission_id, format!("{uid}-1"));
     assert_eq!(env.driver_pods("restart").await.len(), 1);
     assert_eq!(env.pod_creations(), 1);
     holder.abort();

@@ -424,7 +424,7 @@ pub async fn send_submission(
     app: &SparkApplication,
     submission_id: String,
 ) -> SubmissionOutcome {
-    let plan = match build_submission(app, master, recovery) {
+    let plan = match build_submission(app, &submission_id, master, recovery) {
         Ok(plan) => plan,
         Err(error) => {
             metrics.submission(outcome::REJECTED);

@@ -278,22 +278,42 @@ fn run<F: Future>(f: F) -> F::Output {
 }
 
 #[test]
-fn a_new_application_is_persisted_then_submitted_then_recorded_in_one_reconcile() {
+fn a_new_application_is_submitted_then_recorded_with_the_answer_in_one_write() {
     let r = reconciler(Fake::new(), Settings::default());
     let action = run(r.reconcile(&app(json!({}), None))).unwrap();
     assert_eq!(
         r.effects().take(),
         [
-            Call::WriteStatus(State::New),
             Call::Submit(format!("{UID}-1")),
             Call::WriteStatus(State::Submitted),
             Call::Event(reasons::SUBMITTED),
         ],
-        "the id is stored before it is sent, the answer before the reconcile ends"
+        "the id follows from the stored status; it is stored with the answer"
     );
     assert_eq!(
         action,
         ControllerAction::requeue(Settings::default().driver_creation_grace)
+    );
+}
+
+#[test]
+fn a_driver_made_by_a_predecessor_that_died_before_recording_the_answer_is_kept_and_asked_for_again()
+ {
+    let pending = DriverPhase::Pending {
+        waiting_reason: None,
+        blocked: None,
+    };
+    let fake = Fake::new().with_driver(driver("pi-driver", &format!("{UID}-1"), pending));
+    let r = reconciler(fake, Settings::default());
+    run(r.reconcile(&app(json!({}), None))).unwrap();
+    assert_eq!(
+        r.effects().take(),
+        [
+            Call::Submit(format!("{UID}-1")),
+            Call::WriteStatus(State::Submitted),
+            Call::Event(reasons::SUBMITTED),
+        ],
+        "the same id again, and no delete"
     );
 }
 
@@ -313,9 +333,10 @@ fn a_timed_out_driver_is_deleted_only_after_its_failure_is_written() {
     assert_eq!(
         r.effects().take(),
         [
-            Call::WriteStatus(State::Failing),
+            Call::WriteStatus(State::Failed),
             Call::DeleteDriver("pi-driver".into()),
             Call::Event(reasons::DRIVER_START_TIMED_OUT),
+            Call::Event(reasons::FAILED),
         ]
     );
     // The cache still shows the pod being deleted: look again once it is gone.
@@ -337,7 +358,7 @@ fn a_status_write_that_loses_a_race_stops_the_reconcile_and_requeues_soon() {
     let action = run(r.reconcile(&app(spec, Some(status)))).unwrap();
     assert_eq!(
         r.effects().take(),
-        [Call::WriteStatus(State::Failing)],
+        [Call::WriteStatus(State::Failed)],
         "nothing after a lost status write: no delete, no event"
     );
     assert_eq!(action, ControllerAction::requeue(CONFLICT_REQUEUE));
@@ -369,12 +390,23 @@ fn a_reconcile_from_a_cache_older_than_its_own_write_reads_the_live_object() {
 
 #[test]
 fn a_decision_that_never_settles_stops_after_the_round_limit() {
-    let mut fake = Fake::new();
+    let base = app(json!({}), None);
+    let status = run_status(&base, State::Running, "pi-driver");
+    let failed = DriverPhase::Failed {
+        exit_code: Some(1),
+        reason: crate::crd::FailureReason::ApplicationError,
+        message: String::new(),
+    };
+    let mut fake = Fake::new().with_driver(driver("pi-driver", &format!("{UID}-1"), failed));
     fake.writes_ignored = true;
     let r = reconciler(fake, Settings::default());
-    let action = run(r.reconcile(&app(json!({}), None))).unwrap();
+    let action = run(r.reconcile(&app(json!({}), Some(status)))).unwrap();
     let calls = r.effects().take();
-    assert_eq!(calls, vec![Call::WriteStatus(State::New); MAX_ROUNDS]);
+    let writes: Vec<&Call> = calls
+        .iter()
+        .filter(|c| matches!(c, Call::WriteStatus(_)))
+        .collect();
+    assert_eq!(writes, vec![&Call::WriteStatus(State::Failed); MAX_ROUNDS]);
     assert_eq!(action, ControllerAction::requeue(ROUNDS_EXHAUSTED_REQUEUE));
 }
 
@@ -388,9 +420,8 @@ fn a_driver_missing_from_the_cache_is_read_live_and_the_loss_recorded_in_the_sam
         r.effects().take(),
         [
             Call::DriverAbsent("pi-driver".into()),
-            Call::WriteStatus(State::Failing),
-            Call::Event(reasons::DRIVER_NOT_FOUND),
             Call::WriteStatus(State::Failed),
+            Call::Event(reasons::DRIVER_NOT_FOUND),
             Call::Event(reasons::FAILED),
         ]
     );

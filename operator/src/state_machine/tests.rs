@@ -191,38 +191,84 @@ fn transitions_of_the_state_diagram() {
             expect_actions: &["Requeue(4s)"],
         },
         Case {
-            name: "SUBMITTED → SUCCEEDING when the driver finishes before it was seen running",
+            name: "SUBMITTED → COMPLETED in one write when the driver finishes before it was seen running",
             spec: json!({}),
             state: State::Submitted,
             tweak: none,
             observed: synced(Some(driver(DriverPhase::Succeeded))),
             now: 1,
-            expect_state: State::Succeeding,
-            expect_actions: &["WriteStatus", "Event(SparkDriverCompleted)", "Requeue(0s)"],
+            expect_state: State::Completed,
+            expect_actions: &[
+                "WriteStatus",
+                "Event(SparkDriverCompleted)",
+                "Event(SparkApplicationCompleted)",
+                "Requeue(0s)",
+            ],
         },
         Case {
-            name: "SUBMITTED → FAILING when the driver fails",
+            name: "SUBMITTED → FAILED (Never) in one write when the driver fails",
             spec: json!({}),
             state: State::Submitted,
             tweak: none,
             observed: synced(Some(driver(failed(FailureReason::ApplicationError)))),
             now: 1,
-            expect_state: State::Failing,
-            expect_actions: &["WriteStatus", "Event(SparkDriverFailed)", "Requeue(0s)"],
+            expect_state: State::Failed,
+            expect_actions: &[
+                "WriteStatus",
+                "Event(SparkDriverFailed)",
+                "Event(SparkApplicationFailed)",
+                "Requeue(0s)",
+            ],
         },
         Case {
-            name: "RUNNING → SUCCEEDING",
+            name: "RUNNING → COMPLETED (Never) in one write, with SUCCEEDING's event",
             spec: json!({}),
             state: State::Running,
             tweak: none,
             observed: synced(Some(driver(DriverPhase::Succeeded))),
             now: 100,
-            expect_state: State::Succeeding,
-            expect_actions: &["WriteStatus", "Event(SparkDriverCompleted)", "Requeue(0s)"],
+            expect_state: State::Completed,
+            expect_actions: &[
+                "WriteStatus",
+                "Event(SparkDriverCompleted)",
+                "Event(SparkApplicationCompleted)",
+                "Requeue(0s)",
+            ],
         },
         Case {
-            name: "RUNNING → FAILING",
+            name: "RUNNING → PENDING_RERUN (Always) in one write, deleting the driver",
+            spec: json!({"restartPolicy": {"type": "Always"}}),
+            state: State::Running,
+            tweak: none,
+            observed: synced(Some(driver(DriverPhase::Succeeded))),
+            now: 100,
+            expect_state: State::PendingRerun,
+            expect_actions: &[
+                "WriteStatus",
+                "DeleteDriver",
+                "Event(SparkDriverCompleted)",
+                "Event(SparkApplicationPendingRerun)",
+                "Requeue(0s)",
+            ],
+        },
+        Case {
+            name: "RUNNING → FAILED (Never) in one write, with FAILING's event",
             spec: json!({}),
+            state: State::Running,
+            tweak: none,
+            observed: synced(Some(driver(failed(FailureReason::ApplicationError)))),
+            now: 100,
+            expect_state: State::Failed,
+            expect_actions: &[
+                "WriteStatus",
+                "Event(SparkDriverFailed)",
+                "Event(SparkApplicationFailed)",
+                "Requeue(0s)",
+            ],
+        },
+        Case {
+            name: "RUNNING → FAILING (OnFailure) stays there for the retry interval",
+            spec: on_failure(),
             state: State::Running,
             tweak: none,
             observed: synced(Some(driver(failed(FailureReason::ApplicationError)))),
@@ -390,14 +436,14 @@ fn transitions_of_the_state_diagram() {
             expect_actions: &["Requeue(2s)"],
         },
         Case {
-            name: "PENDING_RERUN prepares the next submission once the driver is gone",
+            name: "PENDING_RERUN sends the next submission once the driver is gone",
             spec: on_failure(),
             state: State::PendingRerun,
             tweak: none,
             observed: synced(None),
             now: 20,
             expect_state: State::PendingRerun,
-            expect_actions: &["WriteStatus", "Requeue(0s)"],
+            expect_actions: &["Submit"],
         },
         Case {
             name: "SUBMISSION_FAILED waits onSubmissionFailureRetryInterval × attempts",
@@ -410,14 +456,14 @@ fn transitions_of_the_state_diagram() {
             expect_actions: &["Requeue(5s)"],
         },
         Case {
-            name: "SUBMISSION_FAILED prepares a retry once the interval passed",
+            name: "SUBMISSION_FAILED sends a retry once the interval passed",
             spec: on_failure(),
             state: State::SubmissionFailed,
             tweak: |s| s.execution_attempts = 0,
             observed: synced(None),
             now: 20,
             expect_state: State::SubmissionFailed,
-            expect_actions: &["WriteStatus", "Requeue(0s)"],
+            expect_actions: &["Submit"],
         },
         Case {
             name: "SUBMISSION_FAILED → FAILED (retries exhausted)",
@@ -532,8 +578,13 @@ fn transitions_of_the_state_diagram() {
                 ..synced(None)
             },
             now: 11,
-            expect_state: State::Failing,
-            expect_actions: &["WriteStatus", "Event(SparkDriverNotFound)", "Requeue(0s)"],
+            expect_state: State::Failed,
+            expect_actions: &[
+                "WriteStatus",
+                "Event(SparkDriverNotFound)",
+                "Event(SparkApplicationFailed)",
+                "Requeue(0s)",
+            ],
         },
         Case {
             name: "a running driver that vanished is read live at once",
@@ -580,40 +631,80 @@ fn transitions_of_the_state_diagram() {
 }
 
 #[test]
-fn new_app_persists_its_submission_id_before_anything_is_sent() {
+fn a_new_app_sends_its_first_submission_before_storing_anything_and_stores_it_with_the_answer() {
     let spec = spec(json!({}));
     let first = decide_at(&spec, None, &synced(None), 0);
-    assert_eq!(kinds(&first.actions), ["WriteStatus", "Requeue(0s)"]);
-    let status = &first.status;
-    assert_eq!(status.app_state.state, State::New);
-    assert_eq!(status.submission_id, "uid-1-1");
-    assert!(status.submission_pending);
-    assert_eq!(status.submission_attempts, 1);
-    assert_eq!(status.driver_info.pod_name, "pi-driver");
-    assert_eq!(status.last_submission_attempt_time, t(0));
-
-    // The same persisted status (a crash before the write) gives the same id.
     assert_eq!(
-        decide_at(&spec, None, &synced(None), 5)
-            .status
-            .submission_id,
-        "uid-1-1"
+        first.actions,
+        [Action::Submit {
+            submission_id: "uid-1-1".into()
+        }],
+        "no status write before the answer"
+    );
+    assert_eq!(first.status, SparkApplicationStatus::default());
+
+    // The same stored status (an operator that died before the answer was stored) sends the
+    // same id, which the submitter answers from the driver it made.
+    assert_eq!(
+        decide_at(&spec, None, &synced(None), 5).actions,
+        first.actions
     );
 
-    let second = decide_at(&spec, Some(status), &synced(None), 1);
+    let answered = Observed {
+        submission: Some(SubmissionOutcome::Accepted {
+            submission_id: "uid-1-1".into(),
+            driver_pod_name: "pi-driver".into(),
+            spark_app_id: "spark-123".into(),
+        }),
+        ..synced(None)
+    };
+    let second = decide_at(&spec, None, &answered, 1);
     assert_eq!(
-        second.actions,
+        kinds(&second.actions),
+        [
+            "WriteStatus",
+            "Event(SparkApplicationSubmitted)",
+            "Requeue(10s)"
+        ],
+        "one write, holding the id and the answer"
+    );
+    let status = &second.status;
+    assert_eq!(status.app_state.state, State::Submitted);
+    assert_eq!(status.submission_id, "uid-1-1");
+    assert!(!status.submission_pending);
+    assert_eq!(status.submission_attempts, 1);
+    assert_eq!(status.driver_info.pod_name, "pi-driver");
+    assert_eq!(status.last_submission_attempt_time, t(1));
+}
+
+#[test]
+fn a_stored_pending_submission_is_sent_again_with_its_stored_id() {
+    // A status an earlier operator version stored before sending.
+    let spec = spec(json!({}));
+    let pending = SparkApplicationStatus {
+        submission_id: "uid-1-1".into(),
+        submission_pending: true,
+        submission_attempts: 1,
+        spec_hash: Some(spec_hash(&spec)),
+        driver_info: DriverInfo {
+            pod_name: "pi-driver".into(),
+            ..DriverInfo::default()
+        },
+        ..SparkApplicationStatus::default()
+    };
+    let decision = decide_at(&spec, Some(&pending), &synced(None), 1);
+    assert_eq!(
+        decision.actions,
         [Action::Submit {
             submission_id: "uid-1-1".into()
         }]
     );
-    assert_eq!(&second.status, status);
+    assert_eq!(decision.status, pending);
 }
 
 #[test]
 fn accepted_submission_moves_to_submitted() {
     let spec = spec(json!({}));
-    let prepared = decide_at(&spec, None, &synced(None), 0).status;
     let observed = Observed {
         submission: Some(SubmissionOutcome::Accepted {
             submission_id: "uid-1-1".into(),
@@ -622,7 +713,7 @@ fn accepted_submission_moves_to_submitted() {
         }),
         ..synced(None)
     };
-    let decision = decide_at(&spec, Some(&prepared), &observed, 1);
+    let decision = decide_at(&spec, None, &observed, 1);
     assert_eq!(decision.status.app_state.state, State::Submitted);
     assert!(!decision.status.submission_pending);
     assert_eq!(decision.status.execution_attempts, 1);
@@ -640,7 +731,6 @@ fn accepted_submission_moves_to_submitted() {
 #[test]
 fn rejected_submission_moves_to_submission_failed() {
     let spec = spec(json!({}));
-    let prepared = decide_at(&spec, None, &synced(None), 0).status;
     for (retryable, reason) in [
         (false, FailureReason::SubmissionRejected),
         (true, FailureReason::SubmitterUnavailable),
@@ -653,7 +743,7 @@ fn rejected_submission_moves_to_submission_failed() {
             }),
             ..synced(None)
         };
-        let decision = decide_at(&spec, Some(&prepared), &observed, 1);
+        let decision = decide_at(&spec, None, &observed, 1);
         assert_eq!(decision.status.app_state.state, State::SubmissionFailed);
         assert_eq!(decision.status.failure_reason, Some(reason));
         assert_eq!(
@@ -675,7 +765,6 @@ fn rejected_submission_moves_to_submission_failed() {
 #[test]
 fn answer_to_another_submission_is_ignored() {
     let spec = spec(json!({}));
-    let prepared = decide_at(&spec, None, &synced(None), 0).status;
     let observed = Observed {
         submission: Some(SubmissionOutcome::Accepted {
             submission_id: "uid-1-0".into(),
@@ -684,20 +773,20 @@ fn answer_to_another_submission_is_ignored() {
         }),
         ..synced(None)
     };
-    let decision = decide_at(&spec, Some(&prepared), &observed, 1);
+    let decision = decide_at(&spec, None, &observed, 1);
     assert_eq!(kinds(&decision.actions), ["Submit"]);
 }
 
 #[test]
 fn crash_after_submit_resends_the_same_id_and_never_deletes_its_driver() {
     let spec = spec(json!({}));
-    let prepared = decide_at(&spec, None, &synced(None), 0).status;
-    // The driver of this very submission exists: the previous Submit got through.
+    // The driver of the id about to be sent exists: the previous operator's Submit got through
+    // and it died before storing the answer, so the stored status still says NEW.
     let observed = synced(Some(ObservedDriver {
         submission_id: Some("uid-1-1".into()),
         ..driver(pending())
     }));
-    let decision = decide_at(&spec, Some(&prepared), &observed, 30);
+    let decision = decide_at(&spec, None, &observed, 30);
     assert_eq!(
         decision.actions,
         [Action::Submit {
@@ -709,10 +798,13 @@ fn crash_after_submit_resends_the_same_id_and_never_deletes_its_driver() {
 #[test]
 fn previous_run_driver_is_deleted_but_a_foreign_pod_is_not() {
     let spec = spec(json!({}));
-    let mut prepared = decide_at(&spec, None, &synced(None), 0).status;
-    prepared.submission_id = "uid-1-2".into();
+    // The last submission was `uid-1-2`; the cached driver is of `uid-1-1`.
+    let stored = SparkApplicationStatus {
+        submission_id: "uid-1-2".into(),
+        ..SparkApplicationStatus::default()
+    };
     let old = synced(Some(driver(failed(FailureReason::ApplicationError))));
-    let decision = decide_at(&spec, Some(&prepared), &old, 1);
+    let decision = decide_at(&spec, Some(&stored), &old, 1);
     assert_eq!(kinds(&decision.actions), ["DeleteDriver", "Requeue(2s)"]);
 
     let foreign = synced(Some(ObservedDriver {
@@ -720,7 +812,7 @@ fn previous_run_driver_is_deleted_but_a_foreign_pod_is_not() {
         submission_id: None,
         ..driver(running(true))
     }));
-    let decision = decide_at(&spec, Some(&prepared), &foreign, 1);
+    let decision = decide_at(&spec, Some(&stored), &foreign, 1);
     assert_eq!(kinds(&decision.actions), ["Submit"]);
 }
 
@@ -754,15 +846,26 @@ fn rerun_gets_a_new_submission_id_and_resets_the_run() {
         ]
     );
 
-    let prepared = decide_at(&spec, Some(s), &synced(None), 11).status;
-    assert_eq!(prepared.submission_id, "uid-1-2");
-    assert_eq!(prepared.submission_attempts, 1);
-    let submit = decide_at(&spec, Some(&prepared), &synced(None), 12);
+    let submit = decide_at(&spec, Some(s), &synced(None), 11);
     assert_eq!(
         submit.actions,
         [Action::Submit {
             submission_id: "uid-1-2".into()
         }]
+    );
+    let answered = Observed {
+        submission: Some(SubmissionOutcome::Accepted {
+            submission_id: "uid-1-2".into(),
+            driver_pod_name: "pi-driver".into(),
+            spark_app_id: "spark-2".into(),
+        }),
+        ..synced(None)
+    };
+    let submitted = decide_at(&spec, Some(s), &answered, 12).status;
+    assert_eq!(submitted.submission_id, "uid-1-2");
+    assert_eq!(
+        (submitted.execution_attempts, submitted.submission_attempts),
+        (2, 1)
     );
 }
 
@@ -862,7 +965,8 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
     );
 
     let late = decide_at(&spec, Some(&status), &synced(Some(driver(pending()))), 60);
-    assert_eq!(late.status.app_state.state, State::Failing);
+    // Without retries (policy Never), FAILED in the same write.
+    assert_eq!(late.status.app_state.state, State::Failed);
     assert_eq!(
         late.status.failure_reason,
         Some(FailureReason::DriverStartTimeout)
@@ -873,6 +977,7 @@ fn driver_start_timeout_fails_the_run_as_an_infrastructure_failure() {
             "WriteStatus",
             "DeleteDriver",
             "Event(SparkDriverStartTimedOut)",
+            "Event(SparkApplicationFailed)",
             "Requeue(0s)"
         ]
     );
@@ -918,7 +1023,7 @@ fn driver_ready_timeout_counts_from_the_container_start() {
         &synced(Some(driver(running(false)))),
         35,
     );
-    assert_eq!(late.status.app_state.state, State::Failing);
+    assert_eq!(late.status.app_state.state, State::Failed);
     assert_eq!(
         late.status.failure_reason,
         Some(FailureReason::DriverReadyTimeout)
@@ -1026,18 +1131,44 @@ fn blocking_unsupported_field_fails_the_app_without_submitting() {
 fn non_blocking_unsupported_field_is_reported_once_and_the_app_runs() {
     let spec = spec(json!({"executor": {"memoryLimit": "4g"}}));
     let first = decide_at(&spec, None, &synced(None), 0);
+    // Recorded with the answer, not before the submission.
+    assert_eq!(kinds(&first.actions), ["Submit"]);
+    let answered = Observed {
+        submission: Some(SubmissionOutcome::Accepted {
+            submission_id: "uid-1-1".into(),
+            driver_pod_name: "pi-driver".into(),
+            spark_app_id: "spark-1".into(),
+        }),
+        ..synced(None)
+    };
+    let submitted = decide_at(&spec, None, &answered, 1);
     assert_eq!(
-        kinds(&first.actions),
-        ["WriteStatus", "Event(UnsupportedFields)", "Requeue(0s)"]
+        kinds(&submitted.actions),
+        [
+            "WriteStatus",
+            "Event(UnsupportedFields)",
+            "Event(SparkApplicationSubmitted)",
+            "Requeue(10s)"
+        ]
     );
-    assert!(first.status.submission_pending);
+    assert_eq!(submitted.status.app_state.state, State::Submitted);
     assert!(
-        first.status.conditions[0]
+        submitted.status.conditions[0]
             .message
             .contains("spec.executor.memoryLimit")
     );
-    let second = decide_at(&spec, Some(&first.status), &synced(None), 1);
-    assert_eq!(kinds(&second.actions), ["Submit"]);
+    let later = decide_at(
+        &spec,
+        Some(&submitted.status),
+        &synced(Some(driver(running(true)))),
+        2,
+    );
+    assert_eq!(
+        kinds(&later.actions),
+        ["WriteStatus", "Event(SparkDriverRunning)"],
+        "reported once"
+    );
+    let first = submitted;
 
     // Once the field is removed, the condition goes.
     let status = run_status(&spec, State::Running);
@@ -1147,8 +1278,7 @@ fn spark_conf_keys_that_escape_the_operator_fail_the_app_before_anything_is_subm
     // The application's own namespace is fine.
     let spec = spec(json!({"sparkConf": {"spark.kubernetes.namespace": "default"}}));
     let decision = decide_at(&spec, None, &synced(None), 0);
-    assert_eq!(decision.status.app_state.state, State::New);
-    assert!(!decision.status.submission_id.is_empty());
+    assert_eq!(kinds(&decision.actions), ["Submit"]);
 }
 
 fn blocked(reason: &str, message: &str) -> PendingReason {
@@ -1340,19 +1470,17 @@ fn suspend_deletes_the_driver_then_resume_submits_a_new_run() {
     // Nothing happens while suspend stays set.
     let still = decide_at(&suspended_spec, Some(&gone.status), &synced(None), 100);
     assert!(kinds(&still.actions).is_empty(), "{:?}", still.actions);
-    // Cleared: RESUMING, then a new submission id is persisted and sent.
+    // Cleared: RESUMING, then a new submission id is sent.
     let resumed_spec = spec(json!({"suspend": false}));
     let resuming = decide_at(&resumed_spec, Some(&gone.status), &synced(None), 101);
     assert_eq!(resuming.status.app_state.state, State::Resuming);
     assert_eq!(resuming.status.execution_attempts, 0);
-    let prepared = decide_at(&resumed_spec, Some(&resuming.status), &synced(None), 101);
-    assert!(prepared.status.submission_pending);
-    assert_eq!(prepared.status.submission_id, format!("{UID}-2"));
-    let sent = decide_at(&resumed_spec, Some(&prepared.status), &synced(None), 101);
-    assert!(
-        kinds(&sent.actions).contains(&"Submit".to_owned()),
-        "{:?}",
-        sent.actions
+    let sent = decide_at(&resumed_spec, Some(&resuming.status), &synced(None), 101);
+    assert_eq!(
+        sent.actions,
+        [Action::Submit {
+            submission_id: format!("{UID}-2")
+        }]
     );
     // Terminal applications are not suspended.
     let done = run_status(&suspended_spec, State::Completed);
