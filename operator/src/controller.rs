@@ -9,6 +9,7 @@
 
 pub mod events;
 pub mod index;
+pub mod warnings;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use axum::routing::get;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use http::StatusCode;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use std::fmt::Debug;
@@ -416,11 +417,17 @@ pub async fn run(
         config.metrics.clone(),
         shutdown.clone(),
     )));
+    let warnings = warnings::PodWarnings::default();
+    let _warning_watches: Vec<AbortOnDrop<()>> = namespaces
+        .iter()
+        .map(|ns| AbortOnDrop(tokio::spawn(watch_warnings(&client, *ns, warnings.clone()))))
+        .collect();
     let effects = KubeEffects {
         client: client.clone(),
         submitter,
         pods: all_streams.iter().map(|s| s.drivers.clone()).collect(),
         executors: executor_index,
+        warnings,
         health,
         recorder: Arc::new(events::EventRecorder::new(client.clone(), reporter)),
         master: config.master.clone(),
@@ -455,6 +462,31 @@ pub async fn run(
     let _ = (&mut connects.0).await;
     info!("controller stopped");
     Ok(())
+}
+
+/// Feeds `warnings` from the pods' Warning events in `namespace` (`None`: all) until dropped.
+/// Not a readiness condition: a driver's pending reason is shown later, not wrongly, while this
+/// watch is down.
+fn watch_warnings(
+    client: &Client,
+    namespace: Option<&str>,
+    warnings: warnings::PodWarnings,
+) -> impl Future<Output = ()> + Send + 'static {
+    let owned = namespace.map(str::to_owned);
+    watcher(
+        scoped_api::<CoreEvent>(client, namespace),
+        watcher::Config::default().fields(warnings::SELECTOR),
+    )
+    .default_backoff()
+    .for_each(move |event| {
+        match event {
+            Ok(event) => warnings.apply(&event),
+            Err(error) => {
+                warn!(resource = "events", namespace = ?owned, error = %error_chain(&error), "watch failed; retrying with backoff")
+            }
+        }
+        std::future::ready(())
+    })
 }
 
 /// A task that ends with its owner: a dropped `run` (an aborted operator) stops its schedules.

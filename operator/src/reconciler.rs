@@ -216,13 +216,8 @@ pub trait Effects: Send + Sync {
     ) -> impl Future<Output = Result<bool, ReconcileError>> + Send;
 
     /// The latest Warning event about the driver pod `pod` (with `uid`): what holds it pending
-    /// when the pod does not say (`FailedMount`). `None`: there is none.
-    fn driver_warning(
-        &self,
-        app: &SparkApplication,
-        pod: &str,
-        uid: &str,
-    ) -> impl Future<Output = Result<Option<PendingReason>, ReconcileError>> + Send;
+    /// when the pod does not say (`FailedMount`). `None`: there is none. From a cache.
+    fn driver_warning(&self, pod: &str, uid: &str) -> Option<PendingReason>;
 
     /// Creates the app's UI Service and Ingresses under `settings`, and its driver
     /// PodDisruptionBudget when the spec asks for one (existing ones are taken as they are).
@@ -298,12 +293,6 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
-    #[error("cannot read the events of driver pod {name}")]
-    InspectPendingDriver {
-        name: String,
-        #[source]
-        source: ::kube::Error,
-    },
     #[error("cannot create the owned object {name}")]
     EnsureOwnedObjects {
         name: String,
@@ -332,7 +321,6 @@ impl ReconcileError {
             ReconcileError::ReadLatest(_) => "read_latest",
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
-            ReconcileError::InspectPendingDriver { .. } => "inspect_pending_driver",
             ReconcileError::EnsureOwnedObjects { .. } => "ensure_owned_objects",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
@@ -521,7 +509,7 @@ impl<E: Effects> Reconciler<E> {
                         again = true;
                     }
                     Action::InspectPendingDriver { name: pod, uid } => {
-                        let warning = self.effects.driver_warning(&app, &pod, &uid).await?;
+                        let warning = self.effects.driver_warning(&pod, &uid);
                         debug!(pod = %pod, warning = ?warning, "read a pending driver's events");
                         observed.driver_warning = Some(warning);
                         again = true;

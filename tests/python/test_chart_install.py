@@ -720,7 +720,6 @@ UNUSED_REASONS = {
     ("operator", "jobs", "pods", "delete"): "deletes a previous run's driver (uid precondition) unless it is already terminating, as a killed one often is by then",
     ("operator", "jobs", "events.k8s.io/events", "patch"): "a repeated event (its series)",
     ("operator", "jobs", "configmaps", "patch"): "adopts a progress ConfigMap left without its owner reference",
-    ("operator", "jobs", "events", "list"): "reads the Warning events of a driver still pending 5 s after its submission (`FailedMount` is only in events); the drivers here start sooner",
     ("operator", "jobs", "networking.k8s.io/ingresses", "create"): "only applications with `driverIngressOptions`, or an operator run with `--ingress-url-format`",
     ("operator", "jobs", "policy/poddisruptionbudgets", "create"): "only applications with `driverPodDisruptionBudget: true`",
     ("operator", "jobs", "scheduling.volcano.sh/podgroups", "create"): "only applications with `batchScheduler: volcano`",

@@ -611,7 +611,7 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
         {"apiGroups": [""], "resources": ["pods"],
          "verbs": ["get", "list", "watch", "create", "delete"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},
         {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},

@@ -334,6 +334,18 @@ async fn a_driver_held_pending_shows_why_on_the_application() {
         .await;
         assert!(notes[0].contains(says), "{app}: {notes:?}");
     }
+    // The warnings come from the operator's events watch: no LIST per pending driver, only the
+    // list each watch starts from.
+    let counts = env.cluster.control.counts();
+    let events = |watch: bool| -> u64 {
+        counts
+            .iter()
+            .filter(|c| c.resource == "events" && c.group.is_empty() && c.watch == watch)
+            .filter(|c| watch || c.verb == "list")
+            .map(|c| c.count)
+            .sum()
+    };
+    assert_eq!(events(false), events(true), "{counts:?}");
 }
 
 /// An executor pod as a Spark driver of `app` creates it: Spark's role label, the operator's

@@ -261,7 +261,7 @@ seccompProfile:
   verbs: ["create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "create"]

@@ -4,11 +4,9 @@
 
 use std::sync::Arc;
 
-use ::kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions,
-};
+use ::kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_runtime::events::{Event, EventType as KubeEventType};
@@ -40,6 +38,8 @@ pub struct KubeEffects<S> {
     pub pods: Vec<crate::controller::index::DriverCache>,
     /// The executors of every application, from the executor watches.
     pub executors: Arc<ExecutorIndex>,
+    /// The pods' recent Warning events, from the events watches.
+    pub warnings: crate::controller::warnings::PodWarnings,
     pub health: Arc<Health>,
     pub recorder: Arc<crate::controller::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
@@ -85,6 +85,7 @@ impl<S> KubeEffects<S> {
             submitter: self.submitter,
             pods: self.pods,
             executors: self.executors,
+            warnings: self.warnings,
             health: self.health,
             recorder: self.recorder,
             master: self.master,
@@ -305,24 +306,8 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         Ok(Ok(made))
     }
 
-    async fn driver_warning(
-        &self,
-        app: &SparkApplication,
-        pod: &str,
-        uid: &str,
-    ) -> Result<Option<PendingReason>, ReconcileError> {
-        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace(app));
-        let selector = format!(
-            "involvedObject.kind=Pod,involvedObject.name={pod},involvedObject.uid={uid},type=Warning"
-        );
-        let list = events
-            .list(&ListParams::default().fields(&selector))
-            .await
-            .map_err(|source| ReconcileError::InspectPendingDriver {
-                name: pod.to_owned(),
-                source,
-            })?;
-        Ok(observe::latest_warning(&list.items))
+    fn driver_warning(&self, _pod: &str, uid: &str) -> Option<PendingReason> {
+        self.warnings.latest(uid)
     }
 
     async fn submit(&self, app: &SparkApplication, submission_id: String) -> SubmissionOutcome {

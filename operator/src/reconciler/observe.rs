@@ -176,24 +176,6 @@ pub fn pending_reason(pod: &Pod) -> Option<PendingReason> {
     })
 }
 
-/// The latest of a pod's Warning events (by last time seen), as what holds it pending.
-pub fn latest_warning(events: &[k8s_openapi::api::core::v1::Event]) -> Option<PendingReason> {
-    events
-        .iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .max_by_key(|e| {
-            e.last_timestamp
-                .as_ref()
-                .or(e.first_timestamp.as_ref())
-                .map(|t| t.0)
-                .or(e.event_time.as_ref().map(|t| t.0))
-        })
-        .map(|e| PendingReason {
-            reason: e.reason.clone().unwrap_or_default(),
-            message: e.message.clone().unwrap_or_default(),
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,14 +143,9 @@ impl Effects for Fake {
         Ok(Ok(UiMade::default()))
     }
 
-    async fn driver_warning(
-        &self,
-        _app: &SparkApplication,
-        pod: &str,
-        _uid: &str,
-    ) -> Result<Option<PendingReason>, ReconcileError> {
+    fn driver_warning(&self, pod: &str, _uid: &str) -> Option<PendingReason> {
         self.call(Call::DriverWarning(pod.to_owned()));
-        Ok(self.warning.clone())
+        self.warning.clone()
     }
 
     async fn submit(&self, _app: &SparkApplication, submission_id: String) -> SubmissionOutcome {
