@@ -96,6 +96,19 @@ fn synced(driver: Option<ObservedDriver>) -> Observed {
     }
 }
 
+/// The submitter's acceptance of `submission_id` (driver `pi-driver`, Spark app `spark-123`), just
+/// answered, with no driver in the cache yet.
+fn answered(submission_id: &str) -> Observed {
+    Observed {
+        submission: Some(SubmissionOutcome::Accepted {
+            submission_id: submission_id.into(),
+            driver_pod_name: "pi-driver".into(),
+            spark_app_id: "spark-123".into(),
+        }),
+        ..synced(None)
+    }
+}
+
 fn decide_at(
     spec: &SparkApplicationSpec,
     status: Option<&SparkApplicationStatus>,
@@ -650,14 +663,7 @@ fn a_new_app_sends_its_first_submission_before_storing_anything_and_stores_it_wi
         first.actions
     );
 
-    let answered = Observed {
-        submission: Some(SubmissionOutcome::Accepted {
-            submission_id: "uid-1-1".into(),
-            driver_pod_name: "pi-driver".into(),
-            spark_app_id: "spark-123".into(),
-        }),
-        ..synced(None)
-    };
+    let answered = answered("uid-1-1");
     let second = decide_at(&spec, None, &answered, 1);
     assert_eq!(
         kinds(&second.actions),
@@ -705,14 +711,7 @@ fn a_stored_pending_submission_is_sent_again_with_its_stored_id() {
 #[test]
 fn accepted_submission_moves_to_submitted() {
     let spec = spec(json!({}));
-    let observed = Observed {
-        submission: Some(SubmissionOutcome::Accepted {
-            submission_id: "uid-1-1".into(),
-            driver_pod_name: "pi-driver".into(),
-            spark_app_id: "spark-123".into(),
-        }),
-        ..synced(None)
-    };
+    let observed = answered("uid-1-1");
     let decision = decide_at(&spec, None, &observed, 1);
     assert_eq!(decision.status.app_state.state, State::Submitted);
     assert!(!decision.status.submission_pending);
@@ -853,14 +852,7 @@ fn rerun_gets_a_new_submission_id_and_resets_the_run() {
             submission_id: "uid-1-2".into()
         }]
     );
-    let answered = Observed {
-        submission: Some(SubmissionOutcome::Accepted {
-            submission_id: "uid-1-2".into(),
-            driver_pod_name: "pi-driver".into(),
-            spark_app_id: "spark-2".into(),
-        }),
-        ..synced(None)
-    };
+    let answered = answered("uid-1-2");
     let submitted = decide_at(&spec, Some(s), &answered, 12).status;
     assert_eq!(submitted.submission_id, "uid-1-2");
     assert_eq!(
@@ -1133,14 +1125,7 @@ fn non_blocking_unsupported_field_is_reported_once_and_the_app_runs() {
     let first = decide_at(&spec, None, &synced(None), 0);
     // Recorded with the answer, not before the submission.
     assert_eq!(kinds(&first.actions), ["Submit"]);
-    let answered = Observed {
-        submission: Some(SubmissionOutcome::Accepted {
-            submission_id: "uid-1-1".into(),
-            driver_pod_name: "pi-driver".into(),
-            spark_app_id: "spark-1".into(),
-        }),
-        ..synced(None)
-    };
+    let answered = answered("uid-1-1");
     let submitted = decide_at(&spec, None, &answered, 1);
     assert_eq!(
         kinds(&submitted.actions),

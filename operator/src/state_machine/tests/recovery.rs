@@ -285,14 +285,7 @@ fn apps_without_recovery_never_fence() {
     let spec = spec(json!({"restartPolicy": {"type": "OnFailure", "onFailureRetries": 2}}));
     let d = decide_with(&spec, None, &synced(None), 0, &settings());
     assert_eq!(kinds(&d.actions), ["Submit"]);
-    let answered = Observed {
-        submission: Some(SubmissionOutcome::Accepted {
-            submission_id: "uid-1-1".into(),
-            driver_pod_name: "pi-driver".into(),
-            spark_app_id: "spark-1".into(),
-        }),
-        ..synced(None)
-    };
+    let answered = answered("uid-1-1");
     let d = decide_with(&spec, None, &answered, 0, &settings());
     assert_eq!(d.status.driver_info.pod_name, "pi-driver");
     assert!(d.status.recovery_status.is_none());
