@@ -44,8 +44,17 @@ impl Level {
         self.requests.total() as f64 / self.submissions.max(1) as f64
     }
 
-    pub fn kubesim_cpu_per_request_us(&self) -> f64 {
-        self.kubesim_cpu_us * self.submissions as f64 / self.requests.total().max(1) as f64
+    /// `None` when the level made no API request (cached duplicates): kubesim's CPU then went to
+    /// the watches, not to requests.
+    pub fn kubesim_cpu_per_request_us(&self) -> Option<f64> {
+        let requests = self.requests.total();
+        (requests > 0).then(|| self.kubesim_cpu_us * self.submissions as f64 / requests as f64)
+    }
+
+    /// [`Level::kubesim_cpu_per_request_us`] as a table cell.
+    pub fn kubesim_cpu_per_request_cell(&self) -> String {
+        self.kubesim_cpu_per_request_us()
+            .map_or_else(|| "n/a".to_owned(), |us| format!("{us:.0}"))
     }
 }
 
@@ -356,7 +365,7 @@ pub async fn run(
             .collect::<anyhow::Result<_>>()?;
         let measured = level(&kubesim, &submitter, &pool, ids.clone()).await?;
         eprintln!(
-            "  submitter, {clients} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU/submission, {:.1} requests/submission, {} errors; kubesim {:.0} µs CPU/submission, {:.0} µs/request; peak RSS {:.1} MiB",
+            "  submitter, {clients} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU/submission, {:.1} requests/submission, {} errors; kubesim {:.0} µs CPU/submission, {} µs/request; peak RSS {:.1} MiB",
             measured.per_second(),
             measured.latencies_ms.p50,
             measured.latencies_ms.p99,
@@ -364,7 +373,7 @@ pub async fn run(
             measured.requests_per_submission(),
             measured.errors,
             measured.kubesim_cpu_us,
-            measured.kubesim_cpu_per_request_us(),
+            measured.kubesim_cpu_per_request_cell(),
             measured.submitter_peak_mib,
         );
         submitted.extend(ids);

@@ -328,7 +328,7 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
                     ),
                     format!("{:.0}", l.submitter_cpu_us),
                     format!("{:.0}", l.kubesim_cpu_us),
-                    format!("{:.0}", l.kubesim_cpu_per_request_us()),
+                    l.kubesim_cpu_per_request_cell(),
                     format!("{:.2}", l.requests_per_submission()),
                     format!("{:.1}", l.submitter_peak_mib),
                     l.errors.to_string(),
