@@ -35,7 +35,7 @@ use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
     Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
-    PendingReason, Settings, SubmissionOutcome, UiMade, decide, submission_number,
+    PendingReason, Settings, SubmissionOutcome, UiMade, decide, submission_attempt,
 };
 use crate::ui::UiSettings;
 
@@ -523,8 +523,8 @@ impl<E: Effects> Reconciler<E> {
                         again = true;
                     }
                     Action::Submit { submission_id } => {
-                        let uid = app.metadata.uid.as_deref().unwrap_or_default();
-                        if submission_number(uid, &submission_id) > 1 {
+                        let stored = app.status.clone().unwrap_or_default();
+                        if submission_attempt(&stored) > 1 {
                             self.metrics.retry("submission");
                         }
                         observed.submission = Some(self.effects.submit(&app, submission_id).await);

@@ -436,11 +436,32 @@ pub fn next_submission_id(uid: &str, current: &str) -> String {
 }
 
 /// Which submission of the application `id` is (1 for the first), 0 for an id not of this form.
-pub fn submission_number(uid: &str, id: &str) -> u64 {
+fn submission_number(uid: &str, id: &str) -> u64 {
     id.strip_prefix(uid)
         .and_then(|rest| rest.strip_prefix('-'))
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or(0)
+}
+
+/// The id the next `Submit` of an application with status `stored` sends: the stored pending id,
+/// else the next one. A function of the stored status, so an operator that dies before recording
+/// the answer sends the same id again.
+pub fn sending_id(uid: &str, stored: &SparkApplicationStatus) -> String {
+    if stored.submission_pending {
+        stored.submission_id.clone()
+    } else {
+        next_submission_id(uid, &stored.submission_id)
+    }
+}
+
+/// The attempt of its run the next `Submit` of an application with status `stored` is (1 for the
+/// first): the stored one while pending, else the next.
+pub fn submission_attempt(stored: &SparkApplicationStatus) -> i32 {
+    if stored.submission_pending {
+        stored.submission_attempts
+    } else {
+        stored.submission_attempts.saturating_add(1)
+    }
 }
 
 /// Decides the next status and actions. Pure: `now` is the only clock.
@@ -549,7 +570,7 @@ struct Draft<'a> {
     awaiting_answer: bool,
 }
 
-impl Draft<'_> {
+impl<'a> Draft<'a> {
     fn finish(self, original: &SparkApplicationStatus) -> Decision {
         let mut actions = self.effects;
         if self.awaiting_answer {
@@ -689,10 +710,7 @@ impl Draft<'_> {
     fn submit_path(&mut self, hash: &str) {
         let observed = self.observed;
         if self.status.submission_pending
-            && let Some(outcome) = observed
-                .submission
-                .as_ref()
-                .filter(|o| o.submission_id() == self.status.submission_id)
+            && let Some(outcome) = self.answer()
         {
             self.apply_outcome(outcome);
             return;
@@ -704,13 +722,9 @@ impl Draft<'_> {
             .as_ref()
             .filter(|_| self.recovery().is_none())
         {
-            // Ours to keep when made for the id being sent: the stored one while pending, else
-            // the next one, which a predecessor may have sent before it could record the answer.
-            let sending = if self.status.submission_pending {
-                self.status.submission_id.clone()
-            } else {
-                next_submission_id(self.app.uid, &self.status.submission_id)
-            };
+            // Ours to keep when made for the id being sent, which a predecessor may have sent
+            // before it could record the answer.
+            let sending = sending_id(self.app.uid, &self.status);
             let of_this_submission = driver.submission_id.as_deref() == Some(sending.as_str());
             // A previous run's driver holds the pod name; only ours is removed. A foreign pod
             // is left to the submitter to report as a conflict.
@@ -776,9 +790,9 @@ impl Draft<'_> {
             self.record_fence(fence);
             pod_name = recovery::pod_name(&pod_name, fence.epoch);
         }
-        self.status.submission_id = next_submission_id(self.app.uid, &self.status.submission_id);
+        self.status.submission_attempts = submission_attempt(&self.status);
+        self.status.submission_id = sending_id(self.app.uid, &self.status);
         self.status.submission_pending = true;
-        self.status.submission_attempts = self.status.submission_attempts.saturating_add(1);
         self.status.last_submission_attempt_time = Some(self.time());
         self.status.driver_info.pod_name = pod_name;
         self.status.spec_hash = Some(hash.to_owned());
@@ -791,11 +805,7 @@ impl Draft<'_> {
         // (`next_submission_id`), so an operator that dies before recording the answer sends the
         // same id again and the submitter answers it from the driver it already made. The
         // status is written once, with the answer.
-        match observed
-            .submission
-            .as_ref()
-            .filter(|o| o.submission_id() == self.status.submission_id)
-        {
+        match self.answer() {
             Some(outcome) => self.apply_outcome(outcome),
             None => {
                 self.effects.push(Action::Submit {
@@ -804,6 +814,14 @@ impl Draft<'_> {
                 self.awaiting_answer = true;
             }
         }
+    }
+
+    /// The submitter's answer to the status' submission id, if it came in this reconcile.
+    fn answer(&self) -> Option<&'a SubmissionOutcome> {
+        self.observed
+            .submission
+            .as_ref()
+            .filter(|o| o.submission_id() == self.status.submission_id)
     }
 
     /// The operator's recovery settings, when this app uses fenced restarts.

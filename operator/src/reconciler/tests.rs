@@ -313,6 +313,37 @@ fn a_driver_made_by_a_predecessor_that_died_before_recording_the_answer_is_kept_
 }
 
 #[test]
+fn a_retried_submission_counts_as_a_retry_and_a_reruns_first_submission_does_not() {
+    let spec = json!({"restartPolicy": {"type": "OnFailure", "onFailureRetries": 2,
+                                        "onSubmissionFailureRetries": 2}});
+    let base = app(spec.clone(), None);
+    let retries = |r: &Reconciler<Fake>| {
+        r.metrics
+            .encode()
+            .lines()
+            .find(|l| l.starts_with("spark_operator_retries_total{kind=\"submission\"}"))
+            .map(str::to_owned)
+    };
+    // A rerun after a failed run: its first submission (`<uid>-2`) is not a submission retry.
+    let mut rerun = run_status(&base, State::PendingRerun, "");
+    rerun.submission_attempts = 0;
+    let r = reconciler(Fake::new(), Settings::default());
+    run(r.reconcile(&app(spec.clone(), Some(rerun)))).unwrap();
+    assert_eq!(r.effects().take()[0], Call::Submit(format!("{UID}-2")));
+    assert_eq!(retries(&r), None);
+
+    // A submission that failed once and is due again is.
+    let failed = run_status(&base, State::SubmissionFailed, "");
+    let r = reconciler(Fake::new(), Settings::default());
+    run(r.reconcile(&app(spec, Some(failed)))).unwrap();
+    assert_eq!(r.effects().take()[0], Call::Submit(format!("{UID}-2")));
+    assert_eq!(
+        retries(&r).as_deref(),
+        Some("spark_operator_retries_total{kind=\"submission\"} 1")
+    );
+}
+
+#[test]
 fn a_timed_out_driver_is_deleted_only_after_its_failure_is_written() {
     let spec = json!({"applicationTimeoutConfig": {"driverStartTimeoutMillis": 1000}});
     let base = app(spec.clone(), None);
