@@ -220,29 +220,36 @@ where
     pub child_reader: reflector::Store<C>,
 }
 
-pub(crate) fn parent_watches<P, C>(
+/// A namespaced kind the operator watches into a reflector cache.
+pub(crate) trait Watched:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+pub(crate) fn parent_watches<P: Watched, C: Watched>(
     client: &Client,
     namespace: Option<&str>,
     (parent, child): (WatchOf<'_>, WatchOf<'_>),
     child_label: &str,
     metrics: &Arc<Metrics>,
-) -> ParentWatches<P, C>
-where
-    P: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    C: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> ParentWatches<P, C> {
     let owned = namespace.map(str::to_owned);
     let (parent_reader, parent_writer) = reflector::store();
     let parents = watcher::watcher(
@@ -420,7 +427,10 @@ pub async fn run(
     let warnings = warnings::PodWarnings::default();
     let _warning_watches: Vec<AbortOnDrop<()>> = namespaces
         .iter()
-        .map(|ns| AbortOnDrop(tokio::spawn(watch_warnings(&client, *ns, warnings.clone()))))
+        .map(|ns| {
+            let watch = watch_warnings(&client, *ns, &health, &config.metrics, warnings.clone());
+            AbortOnDrop(tokio::spawn(watch))
+        })
         .collect();
     let effects = KubeEffects {
         client: client.clone(),
@@ -465,25 +475,29 @@ pub async fn run(
 }
 
 /// Feeds `warnings` from the pods' Warning events in `namespace` (`None`: all) until dropped.
-/// Not a readiness condition: a driver's pending reason is shown later, not wrongly, while this
-/// watch is down.
+/// Not a readiness condition (`Health::warnings`): a driver's pending reason is shown later, not
+/// wrongly, while this watch is down.
 fn watch_warnings(
     client: &Client,
     namespace: Option<&str>,
+    health: &Health,
+    metrics: &Arc<Metrics>,
     warnings: warnings::PodWarnings,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let owned = namespace.map(str::to_owned);
     watcher(
         scoped_api::<CoreEvent>(client, namespace),
         watcher::Config::default().fields(warnings::SELECTOR),
     )
     .default_backoff()
+    .inspect(track(
+        &health.warnings,
+        metrics.clone(),
+        "events",
+        namespace.map(str::to_owned),
+    ))
     .for_each(move |event| {
-        match event {
-            Ok(event) => warnings.apply(&event),
-            Err(error) => {
-                warn!(resource = "events", namespace = ?owned, error = %error_chain(&error), "watch failed; retrying with backoff")
-            }
+        if let Ok(event) = event {
+            warnings.apply(&event);
         }
         std::future::ready(())
     })

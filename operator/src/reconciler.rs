@@ -145,6 +145,8 @@ pub struct Health {
     /// The SparkConnect controller's watches: SparkConnects and their pods.
     pub connects: WatchHealth,
     pub connect_pods: WatchHealth,
+    /// The pods' Warning events (stuck drivers): logged and counted, not a readiness condition.
+    pub warnings: WatchHealth,
 }
 
 impl Health {

@@ -23,8 +23,55 @@ struct Maps {
     owners_of: HashMap<PodKey, Vec<String>>,
 }
 
+/// An index of watched objects, kept by [`Relisted`].
+pub trait Indexed<K>: Default {
+    /// Adds `object`, replacing what was indexed of it.
+    fn insert(&mut self, object: &K);
+    /// Removes what was indexed of `object`.
+    fn remove(&mut self, object: &K);
+}
+
+/// An index fed by a watch's events with the reflector's semantics: `Init` starts a buffer,
+/// `InitApply` fills it, `InitDone` swaps it in (a re-list never shows a half index),
+/// `Apply`/`Delete` edit in place.
+#[derive(Debug, Default)]
+pub struct Relisted<M> {
+    live: M,
+    buffer: Option<M>,
+}
+
+impl<M> Relisted<M> {
+    pub fn apply<K>(&mut self, event: &Event<K>)
+    where
+        M: Indexed<K>,
+    {
+        match event {
+            Event::Apply(object) => self.live.insert(object),
+            Event::Delete(object) => self.live.remove(object),
+            Event::Init => self.buffer = Some(M::default()),
+            Event::InitApply(object) => self.buffer.get_or_insert_with(M::default).insert(object),
+            Event::InitDone => self.live = self.buffer.take().unwrap_or_default(),
+        }
+    }
+
+    /// The index as of the last complete listing and the changes since.
+    pub fn live(&self) -> &M {
+        &self.live
+    }
+}
+
+impl Indexed<Pod> for Maps {
+    fn insert(&mut self, pod: &Pod) {
+        self.put(key(pod), owners(pod));
+    }
+
+    fn remove(&mut self, pod: &Pod) {
+        self.take(&key(pod));
+    }
+}
+
 impl Maps {
-    fn remove(&mut self, pod: &PodKey) {
+    fn take(&mut self, pod: &PodKey) {
         for owner in self.owners_of.remove(pod).unwrap_or_default() {
             if let Some(pods) = self.by_owner.get_mut(&owner) {
                 pods.remove(pod);
@@ -35,8 +82,8 @@ impl Maps {
         }
     }
 
-    fn insert(&mut self, pod: PodKey, owners: Vec<String>) {
-        self.remove(&pod);
+    fn put(&mut self, pod: PodKey, owners: Vec<String>) {
+        self.take(&pod);
         if owners.is_empty() {
             return;
         }
@@ -50,16 +97,10 @@ impl Maps {
     }
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    live: Maps,
-    buffer: Option<Maps>,
-}
-
 /// The index; cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
 pub struct OwnerIndex {
-    inner: Arc<RwLock<Inner>>,
+    inner: Arc<RwLock<Relisted<Maps>>>,
 }
 
 fn key(pod: &Pod) -> PodKey {
@@ -77,24 +118,17 @@ impl OwnerIndex {
     /// Applies one watcher event, as the reflector applies it to the pod cache.
     pub fn apply(&self, event: &Event<Pod>) {
         // A panic under the lock cannot leave the maps worse than stale; keep serving them.
-        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        match event {
-            Event::Apply(pod) => inner.live.insert(key(pod), owners(pod)),
-            Event::Delete(pod) => inner.live.remove(&key(pod)),
-            Event::Init => inner.buffer = Some(Maps::default()),
-            Event::InitApply(pod) => inner
-                .buffer
-                .get_or_insert_with(Maps::default)
-                .insert(key(pod), owners(pod)),
-            Event::InitDone => inner.live = inner.buffer.take().unwrap_or_default(),
-        }
+        self.inner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .apply(event);
     }
 
     /// The pods owned by the object with `uid`.
     pub fn owned_by(&self, uid: &str) -> Vec<PodKey> {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         inner
-            .live
+            .live()
             .by_owner
             .get(uid)
             .map(|pods| pods.iter().cloned().collect())

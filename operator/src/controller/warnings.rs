@@ -3,8 +3,8 @@
 //! `FailedScheduling` are only in events) is a look-up, not a LIST per pending driver every few
 //! seconds (which, with many drivers waiting for room, would be a steady stream of LISTs).
 //!
-//! Fed with the reflector's semantics (`Init` starts a buffer, `InitDone` swaps it in, `Apply`
-//! and `Delete` edit in place). Only what the look-up needs is kept, a few warnings per pod;
+//! Fed with the reflector's semantics ([`Relisted`]). Only what the look-up needs is kept, a few
+//! warnings per pod;
 //! the API server deletes events after their TTL (1 h by default), and their deletions remove
 //! them here. Synchronous and free of I/O.
 
@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube_runtime::watcher::Event as WatchEvent;
 
+use crate::controller::index::{Indexed, Relisted};
 use crate::state_machine::PendingReason;
 
 /// The watch's field selector.
@@ -34,18 +35,14 @@ struct Warning {
     message: String,
 }
 
-type Map = HashMap<String, Vec<Warning>>;
-
+/// Pod uid → its newest warnings.
 #[derive(Debug, Default)]
-struct Inner {
-    live: Map,
-    buffer: Option<Map>,
-}
+struct Map(HashMap<String, Vec<Warning>>);
 
 /// The index; cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
 pub struct PodWarnings {
-    inner: Arc<RwLock<Inner>>,
+    inner: Arc<RwLock<Relisted<Map>>>,
 }
 
 /// The pod uid an event is about, and what is kept of it; `None` for anything else.
@@ -77,28 +74,30 @@ fn key(event: &Event) -> (String, String) {
     (event.namespace().unwrap_or_default(), event.name_any())
 }
 
-fn insert(map: &mut Map, event: &Event) {
-    remove(map, event);
-    let Some((uid, warning)) = warning_of(event) else {
-        return;
-    };
-    let warnings = map.entry(uid).or_default();
-    warnings.push(warning);
-    if warnings.len() > PER_POD {
-        warnings.sort_by_key(|w| std::cmp::Reverse(w.at));
-        warnings.truncate(PER_POD);
+impl Indexed<Event> for Map {
+    fn insert(&mut self, event: &Event) {
+        self.remove(event);
+        let Some((uid, warning)) = warning_of(event) else {
+            return;
+        };
+        let warnings = self.0.entry(uid).or_default();
+        warnings.push(warning);
+        if warnings.len() > PER_POD {
+            warnings.sort_by_key(|w| std::cmp::Reverse(w.at));
+            warnings.truncate(PER_POD);
+        }
     }
-}
 
-fn remove(map: &mut Map, event: &Event) {
-    let Some(uid) = event.involved_object.uid.as_deref() else {
-        return;
-    };
-    let key = key(event);
-    if let Some(warnings) = map.get_mut(uid) {
-        warnings.retain(|w| w.key != key);
-        if warnings.is_empty() {
-            map.remove(uid);
+    fn remove(&mut self, event: &Event) {
+        let Some(uid) = event.involved_object.uid.as_deref() else {
+            return;
+        };
+        let key = key(event);
+        if let Some(warnings) = self.0.get_mut(uid) {
+            warnings.retain(|w| w.key != key);
+            if warnings.is_empty() {
+                self.0.remove(uid);
+            }
         }
     }
 }
@@ -107,21 +106,18 @@ impl PodWarnings {
     /// Applies one watcher event, as a reflector would.
     pub fn apply(&self, event: &WatchEvent<Event>) {
         // A panic under the lock cannot leave the map worse than stale; keep serving it.
-        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        match event {
-            WatchEvent::Apply(e) => insert(&mut inner.live, e),
-            WatchEvent::Delete(e) => remove(&mut inner.live, e),
-            WatchEvent::Init => inner.buffer = Some(Map::default()),
-            WatchEvent::InitApply(e) => insert(inner.buffer.get_or_insert_with(Map::default), e),
-            WatchEvent::InitDone => inner.live = inner.buffer.take().unwrap_or_default(),
-        }
+        self.inner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .apply(event);
     }
 
     /// The latest Warning event about the pod with `uid`, as what holds it pending.
     pub fn latest(&self, uid: &str) -> Option<PendingReason> {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         inner
-            .live
+            .live()
+            .0
             .get(uid)?
             .iter()
             .max_by_key(|w| w.at)
@@ -134,7 +130,7 @@ impl PodWarnings {
     /// Pods with warnings kept (for tests and metrics).
     pub fn pods(&self) -> usize {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        inner.live.len()
+        inner.live().0.len()
     }
 }
 
@@ -143,39 +139,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn event(name: &str, pod_uid: &str, reason: &str, at: &str) -> Event {
+    /// A Warning `reason` about `pod_uid`, last seen `second`s past the minute.
+    fn event(name: &str, pod_uid: &str, reason: &str, second: u32) -> Event {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns"},
             "involvedObject": {"kind": "Pod", "name": "pi-driver", "uid": pod_uid},
             "type": "Warning",
             "reason": reason,
             "message": format!("{reason} happened"),
-            "lastTimestamp": at,
+            "lastTimestamp": format!("2026-01-01T00:00:{second:02}Z"),
         }))
         .unwrap()
+    }
+
+    fn applied(w: &PodWarnings, name: &str, pod: &str, reason: &str, second: u32) {
+        w.apply(&WatchEvent::Apply(event(name, pod, reason, second)));
     }
 
     #[test]
     fn the_latest_warning_of_a_pod_is_what_holds_it() {
         let w = PodWarnings::default();
-        w.apply(&WatchEvent::Apply(event(
-            "e1",
-            "pod-1",
-            "FailedScheduling",
-            "2026-01-01T00:00:01Z",
-        )));
-        w.apply(&WatchEvent::Apply(event(
-            "e2",
-            "pod-1",
-            "FailedMount",
-            "2026-01-01T00:00:05Z",
-        )));
-        w.apply(&WatchEvent::Apply(event(
-            "e3",
-            "pod-2",
-            "BackOff",
-            "2026-01-01T00:00:09Z",
-        )));
+        applied(&w, "e1", "pod-1", "FailedScheduling", 1);
+        applied(&w, "e2", "pod-1", "FailedMount", 5);
+        applied(&w, "e3", "pod-2", "BackOff", 9);
         let latest = w.latest("pod-1").unwrap();
         assert_eq!(
             (latest.reason.as_str(), latest.message.as_str()),
@@ -183,27 +169,12 @@ mod tests {
         );
         assert_eq!(w.latest("pod-3"), None);
         // A series update of an older event makes it the latest again.
-        w.apply(&WatchEvent::Apply(event(
-            "e1",
-            "pod-1",
-            "FailedScheduling",
-            "2026-01-01T00:00:07Z",
-        )));
+        applied(&w, "e1", "pod-1", "FailedScheduling", 7);
         assert_eq!(w.latest("pod-1").unwrap().reason, "FailedScheduling");
         // Expired events go.
-        w.apply(&WatchEvent::Delete(event(
-            "e1",
-            "pod-1",
-            "",
-            "2026-01-01T00:00:07Z",
-        )));
+        w.apply(&WatchEvent::Delete(event("e1", "pod-1", "", 7)));
         assert_eq!(w.latest("pod-1").unwrap().reason, "FailedMount");
-        w.apply(&WatchEvent::Delete(event(
-            "e2",
-            "pod-1",
-            "",
-            "2026-01-01T00:00:05Z",
-        )));
+        w.apply(&WatchEvent::Delete(event("e2", "pod-1", "", 5)));
         assert_eq!(w.latest("pod-1"), None);
         assert_eq!(w.pods(), 1);
     }
@@ -211,10 +182,10 @@ mod tests {
     #[test]
     fn normal_events_and_other_kinds_are_not_kept() {
         let w = PodWarnings::default();
-        let mut normal = event("n", "pod-1", "Scheduled", "2026-01-01T00:00:01Z");
+        let mut normal = event("n", "pod-1", "Scheduled", 1);
         normal.type_ = Some("Normal".into());
         w.apply(&WatchEvent::Apply(normal));
-        let mut node = event("x", "node-1", "NodeNotReady", "2026-01-01T00:00:01Z");
+        let mut node = event("x", "node-1", "NodeNotReady", 1);
         node.involved_object.kind = Some("Node".into());
         w.apply(&WatchEvent::Apply(node));
         assert_eq!(w.pods(), 0);
@@ -224,15 +195,10 @@ mod tests {
     fn a_pod_keeps_only_its_newest_warnings() {
         let w = PodWarnings::default();
         for i in 0..20 {
-            w.apply(&WatchEvent::Apply(event(
-                &format!("e{i}"),
-                "pod-1",
-                &format!("R{i}"),
-                &format!("2026-01-01T00:00:{i:02}Z"),
-            )));
+            applied(&w, &format!("e{i}"), "pod-1", &format!("R{i}"), i);
         }
         let inner = w.inner.read().unwrap();
-        assert_eq!(inner.live["pod-1"].len(), PER_POD);
+        assert_eq!(inner.live().0["pod-1"].len(), PER_POD);
         drop(inner);
         assert_eq!(w.latest("pod-1").unwrap().reason, "R19");
     }
@@ -240,18 +206,13 @@ mod tests {
     #[test]
     fn a_relist_swaps_in_whole() {
         let w = PodWarnings::default();
-        w.apply(&WatchEvent::Apply(event(
-            "old",
-            "pod-1",
-            "FailedMount",
-            "2026-01-01T00:00:01Z",
-        )));
+        applied(&w, "old", "pod-1", "FailedMount", 1);
         w.apply(&WatchEvent::Init);
         w.apply(&WatchEvent::InitApply(event(
             "new",
             "pod-2",
             "FailedScheduling",
-            "2026-01-01T00:00:02Z",
+            2,
         )));
         assert!(w.latest("pod-1").is_some(), "no half listing");
         w.apply(&WatchEvent::InitDone);
