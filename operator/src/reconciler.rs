@@ -461,6 +461,8 @@ impl<E: Effects> Reconciler<E> {
             };
             let decision = decide(&view, &observed, Timestamp::now());
             let mut again = false;
+            // Owned objects made in this round: their answer reaches the status in the next one.
+            let mut made_objects = false;
             let mut requeue: Option<Duration> = None;
             // In the order listed: `decide` lists them in execution order (`Action::order`).
             for action in decision.actions {
@@ -487,6 +489,9 @@ impl<E: Effects> Reconciler<E> {
                                 observed.submission = None;
                                 observed.driver_absent_verified = false;
                                 observed.fence = None;
+                                // An answer about owned objects is recorded by this write or was
+                                // about a run this status has left.
+                                observed.ui = None;
                                 again = true;
                             }
                             StatusWrite::Conflict => {
@@ -522,6 +527,7 @@ impl<E: Effects> Reconciler<E> {
                                 .ensure_owned_objects(&app, &self.settings.ui)
                                 .await?,
                         );
+                        made_objects = true;
                         again = true;
                     }
                     Action::Submit { submission_id } => {
@@ -569,11 +575,13 @@ impl<E: Effects> Reconciler<E> {
                     Action::Requeue(after) => requeue = min_delay(requeue, after),
                 }
             }
-            // An answer (a submission's, a live read's, a fence's) must reach the status before
-            // we stop, or the next reconcile would ask again.
+            // An answer (a submission's, a live read's, a fence's, the owned objects') must reach
+            // the status before we stop, or the next reconcile would ask again (and create the
+            // objects again, to be told they exist).
             let unrecorded = observed.submission.is_some()
                 || observed.driver_absent_verified
-                || observed.fence.is_some();
+                || observed.fence.is_some()
+                || made_objects;
             if !unrecorded && (!again || requeue.is_some()) {
                 return Ok(ControllerAction::requeue(requeue.unwrap_or(IDLE_REQUEUE)));
             }

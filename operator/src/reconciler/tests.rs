@@ -23,6 +23,7 @@ enum Call {
     WriteStatus(State),
     DriverAbsent(String),
     DriverWarning(String),
+    EnsureOwnedObjects,
     Submit(String),
     /// The observed epoch.
     Fence(u64),
@@ -140,7 +141,11 @@ impl Effects for Fake {
         _app: &SparkApplication,
         _settings: &UiSettings,
     ) -> Result<Result<UiMade, String>, ReconcileError> {
-        Ok(Ok(UiMade::default()))
+        self.call(Call::EnsureOwnedObjects);
+        Ok(Ok(UiMade {
+            service: Some(("pi-ui-svc".into(), 4040, "10.0.0.1:4040".into())),
+            ingress: None,
+        }))
     }
 
     fn driver_warning(&self, pod: &str, _uid: &str) -> Option<PendingReason> {
@@ -288,6 +293,39 @@ fn a_new_application_is_submitted_then_recorded_with_the_answer_in_one_write() {
     assert_eq!(
         action,
         ControllerAction::requeue(Settings::default().driver_creation_grace)
+    );
+}
+
+#[test]
+fn a_submitted_runs_ui_service_is_made_once_and_recorded_in_the_same_reconcile() {
+    let mut settings = Settings::default();
+    settings.ui.ui_service = true;
+    let r = reconciler(Fake::new(), settings);
+    let action = run(r.reconcile(&app(json!({}), None))).unwrap();
+    assert_eq!(
+        r.effects().take(),
+        [
+            Call::Submit(format!("{UID}-1")),
+            Call::WriteStatus(State::Submitted),
+            Call::EnsureOwnedObjects,
+            Call::Event(reasons::SUBMITTED),
+            Call::WriteStatus(State::Submitted),
+        ],
+        "the objects are made once the run is recorded, and their answer written before the reconcile ends"
+    );
+    assert_eq!(
+        action,
+        ControllerAction::requeue(Settings::default().driver_creation_grace)
+    );
+    let written = r.effects().live.lock().unwrap().clone().unwrap();
+    let status = written.status.clone().unwrap();
+    assert_eq!(status.driver_info.web_ui_service_name, "pi-ui-svc");
+    assert_eq!(status.driver_info.web_ui_address, "10.0.0.1:4040");
+    // The requeue's reconcile, from the cache holding that write, makes nothing again.
+    run(r.reconcile(&written)).unwrap();
+    assert!(
+        !r.effects().take().contains(&Call::EnsureOwnedObjects),
+        "a run's owned objects are made once"
     );
 }
 
