@@ -47,7 +47,7 @@ pub(super) fn driver(
     let fields = RoleFields {
         role: Role::Driver,
         pod: &spec.driver.pod,
-        lifecycle: spec.driver.lifecycle.as_ref(),
+        lifecycle: spec.driver.lifecycle.as_deref(),
         ports: &spec.driver.ports,
         priority_class_name: spec.driver.priority_class_name.as_deref(),
     };
@@ -63,7 +63,7 @@ pub(super) fn executor(
     let fields = RoleFields {
         role: Role::Executor,
         pod: &spec.executor.pod,
-        lifecycle: spec.executor.lifecycle.as_ref(),
+        lifecycle: spec.executor.lifecycle.as_deref(),
         ports: &spec.executor.ports,
         priority_class_name: spec.executor.priority_class_name.as_deref(),
     };

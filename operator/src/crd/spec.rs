@@ -263,6 +263,9 @@ pub struct ApplicationTimeoutConfig {
 }
 
 /// What the driver and executor pods have in common.
+///
+/// The large Kubernetes structs that few applications set are boxed: unset they cost a pointer
+/// rather than their whole size in every cached application (the watch cache holds thousands).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SparkPodSpec {
@@ -322,16 +325,16 @@ pub struct SparkPodSpec {
     pub volume_mounts: Vec<VolumeMount>,
     /// Affinity of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
+    pub affinity: Option<Box<Affinity>>,
     /// Tolerations of the pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
     /// PodSecurityContext of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_security_context: Option<PodSecurityContext>,
+    pub pod_security_context: Option<Box<PodSecurityContext>>,
     /// SecurityContext of the Spark container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security_context: Option<SecurityContext>,
+    pub security_context: Option<Box<SecurityContext>>,
     /// SchedulerName of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_name: Option<String>,
@@ -349,7 +352,7 @@ pub struct SparkPodSpec {
     pub node_selector: BTreeMap<String, String>,
     /// DNS settings of the pod.
     #[serde(rename = "dnsConfig", default, skip_serializing_if = "Option::is_none")]
-    pub dns_config: Option<PodDNSConfig>,
+    pub dns_config: Option<Box<PodDNSConfig>>,
     /// Termination grace period of the pod, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
@@ -384,7 +387,7 @@ pub struct DriverSpec {
     pub java_options: Option<String>,
     /// Lifecycle of the driver container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<Lifecycle>,
+    pub lifecycle: Option<Box<Lifecycle>>,
     /// KubernetesMaster the driver uses (`spark.kubernetes.driver.master`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_master: Option<String>,
@@ -420,7 +423,7 @@ pub struct ExecutorSpec {
     pub java_options: Option<String>,
     /// Lifecycle of the executor container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<Lifecycle>,
+    pub lifecycle: Option<Box<Lifecycle>>,
     /// DeleteOnTermination maps to `spark.kubernetes.executor.deleteOnTermination`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_on_termination: Option<bool>,
