@@ -348,7 +348,7 @@ fn streams(
         }
     })
     // What the driver-state rule reads, not the whole pod: memory follows the drivers.
-    .modify(submission::driver::trim_for_cache)
+    .modify(observe::trim_for_cache)
     .reflect(pod_writer)
     .inspect(move |event| {
         if let Ok(event) = event {
