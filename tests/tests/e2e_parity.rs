@@ -578,6 +578,36 @@ async fn the_ui_service_and_ingresses_are_made_recorded_and_collected_with_the_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_applications_ui_service_is_created_once_and_never_read_back() {
+    let env = Env::start().await;
+    let _operator = env.operator().await;
+    env.cluster.control.reset_counts();
+    let names = ["ui-a", "ui-b", "ui-c", "ui-d"];
+    for name in names {
+        env.create_app(name, json!({})).await;
+    }
+    for name in names {
+        let app = env.wait_for_state(name, State::Completed).await;
+        assert_eq!(
+            app.status.unwrap().driver_info.web_ui_service_name,
+            format!("{name}-ui-svc")
+        );
+    }
+    let counts = env.cluster.control.counts();
+    let services = |verb: &str| -> u64 {
+        counts
+            .iter()
+            .filter(|c| c.resource == "services" && c.verb == verb && !c.watch)
+            .map(|c| c.count)
+            .sum()
+    };
+    // Per application, the submitter's driver Service and the operator's UI Service; a second
+    // create would be answered 409 and read back.
+    assert_eq!(services("create"), 2 * names.len() as u64, "{counts:#?}");
+    assert_eq!(services("get"), 0, "{counts:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ui_service_can_be_turned_off() {
     use k8s_openapi::api::core::v1::Service;
 
