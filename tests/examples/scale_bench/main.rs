@@ -54,6 +54,11 @@ use report::Figures;
 use track::Tracker;
 
 const OPERATOR_IDENTITY: &str = "spark-operator.spark.svc";
+
+/// The user the operator acts as towards kubesim (impersonated, in `system:masters` like the
+/// bench's own admin): kubesim's authorization journal then tells its requests from the
+/// submitter's, which share every resource the operator writes (Services, ConfigMaps).
+const OPERATOR_USER: &str = "scale-bench-operator";
 const NAMESPACE: &str = "default";
 
 #[derive(Debug, Parser)]
@@ -300,6 +305,31 @@ fn counts(cluster: &Cluster) -> Counts {
     out
 }
 
+/// The operator's requests, keyed as [`counts`], from kubesim's authorization journal (the
+/// impersonation checks left out).
+fn operator_counts(cluster: &Cluster) -> Counts {
+    let mut out = Counts::new();
+    for row in cluster.control.authz() {
+        if row.user == OPERATOR_USER && row.verb != "impersonate" {
+            *out.entry((row.verb, row.resource)).or_default() += row.count;
+        }
+    }
+    out
+}
+
+/// The kubeconfig `operator_kubeconfig` writes: the cluster's, acting as [`OPERATOR_USER`].
+fn operator_kubeconfig(cluster: &Cluster) -> anyhow::Result<String> {
+    let text = cluster.kubeconfig();
+    let anonymous = "  user: {}\n";
+    if !text.contains(anonymous) {
+        bail!("kubesim's kubeconfig has no credential-less user to act as the operator: {text}");
+    }
+    Ok(text.replace(
+        anonymous,
+        &format!("  user: {{as: {OPERATOR_USER}, as-groups: [system:masters]}}\n"),
+    ))
+}
+
 fn diff(after: &Counts, before: &Counts) -> Counts {
     after
         .iter()
@@ -396,6 +426,8 @@ async fn run_one(
     .await?;
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig)?;
+    let operator_kubeconfig_path = dir.path().join("operator-kubeconfig");
+    std::fs::write(&operator_kubeconfig_path, operator_kubeconfig(&cluster)?)?;
     let client = cluster.client()?;
     let mut processes = Processes(Vec::new());
 
@@ -466,7 +498,7 @@ async fn run_one(
     };
     command
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(&operator_kubeconfig_path)
         .args(["--submitter-url", &submitter_url])
         .arg("--tls-cert")
         .arg(&pki.client_cert)
@@ -495,6 +527,7 @@ async fn run_one(
     let operator_idle_kib = proc_kib(pid, "VmRSS").unwrap_or(0);
     let cpu_before = cpu_seconds(pid);
     cluster.control.reset_counts();
+    cluster.control.reset_authz();
     // Follows kubesim's event log from before the first create, so that no change is missed.
     let tracker = Tracker::new(cluster.store.clone())?;
 
@@ -557,6 +590,7 @@ async fn run_one(
     let drain_secs = start.elapsed().as_secs_f64();
     let operator_cpu = cpu_seconds(pid) - cpu_before;
     let mut counted = counts(&cluster);
+    let by_operator = operator_counts(&cluster);
     // The bench's own creates are not the operator's.
     if let Some(n) = counted.get_mut(&("create".to_owned(), "sparkapplications".to_owned())) {
         *n = n.saturating_sub(created as u64);
@@ -591,6 +625,7 @@ async fn run_one(
         drain_secs,
         drained,
         counts: counted,
+        by_operator,
         idle,
         idle_secs,
         reconcile_p50,

@@ -22,6 +22,8 @@ pub struct Figures {
     pub drained: Drained,
     /// Requests from the first create to the drain, the bench's own creates excluded.
     pub counts: Counts,
+    /// Of those, the operator's (by the user it acts as).
+    pub by_operator: Counts,
     /// Requests of the idle window after the drain.
     pub idle: Counts,
     pub idle_secs: f64,
@@ -65,19 +67,18 @@ impl Figures {
         self.counts.values().sum()
     }
 
-    /// (operator, submitter) writes.
+    /// (operator, submitter) writes: the operator's by the user it acts as, the submitter's all
+    /// the others (the bench's own creates are not counted).
     fn writes(&self) -> (u64, u64) {
-        let (mut operator, mut submitter) = (0, 0);
-        for ((verb, resource), n) in &self.counts {
-            if WRITES.contains(&verb.as_str()) {
-                if is_submitter(verb, resource) {
-                    submitter += n;
-                } else {
-                    operator += n;
-                }
-            }
-        }
-        (operator, submitter)
+        let writes = |counts: &Counts| -> u64 {
+            counts
+                .iter()
+                .filter(|((verb, _), _)| WRITES.contains(&verb.as_str()))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let operator = writes(&self.by_operator);
+        (operator, writes(&self.counts).saturating_sub(operator))
     }
 
     /// Status writes that lost a race (409): PUTs that made no MODIFIED event.
@@ -107,16 +108,6 @@ impl Figures {
     }
 }
 
-/// Who makes a request, by resource and verb (kubesim counts no identity): the submitter makes
-/// the driver pod and its companions (ConfigMaps, Service, NetworkPolicy) and reads them back;
-/// the operator makes everything about SparkApplications, the events, and the other pod verbs.
-fn is_submitter(verb: &str, resource: &str) -> bool {
-    matches!(
-        resource,
-        "configmaps" | "services" | "networkpolicies" | "serviceaccounts"
-    ) || (resource == "pods" && verb == "create")
-}
-
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -137,9 +128,15 @@ pub fn print_one(f: &Figures) {
     );
     println!("requests from the first create to the drain (the bench's creates excluded):");
     for ((verb, resource), n) in &f.counts {
+        let operator = f
+            .by_operator
+            .get(&(verb.clone(), resource.clone()))
+            .copied()
+            .unwrap_or(0);
         println!(
-            "  {verb:>8} {resource:<32} {n:>9}  {:>7.2}/app",
-            f.per_app(*n)
+            "  {verb:>8} {resource:<32} {n:>9}  {:>7.2}/app  (operator {:.2}/app)",
+            f.per_app(*n),
+            f.per_app(operator)
         );
     }
     println!(
