@@ -94,6 +94,24 @@ pub struct LoadResult {
     pub spark: Option<SparkSubmit>,
     /// What cached drivers cost a second submitter started on the cluster the run left.
     pub cache: CacheMemory,
+    /// What open connections cost, on a nearly empty cluster; `None` when not measured.
+    pub connections: Option<ConnectionMemory>,
+}
+
+/// The submitter's memory with `connections` concurrent keep-alive mTLS connections, each
+/// submitting one cached duplicate, on a cluster holding one driver: what connections cost
+/// without the caches of a full cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionMemory {
+    pub connections: usize,
+    /// Answers that were errors (a shed or failed request still held its connection).
+    pub errors: usize,
+    /// Resident memory when ready, before any connection.
+    pub idle_mib: f64,
+    /// Peak resident memory while the connections were opened and served.
+    pub peak_mib: f64,
+    /// Resident memory with every connection still open, once all were answered.
+    pub open_mib: f64,
 }
 
 /// What real `spark-submit` cost per submission.
@@ -142,6 +160,8 @@ pub struct LoadConfig {
     pub duplicates: usize,
     /// Sequential runs of real `spark-submit` (0: none).
     pub spark_runs: usize,
+    /// Concurrent connections of the connection-memory run (0: not run).
+    pub connections: usize,
 }
 
 /// The argument vector every submission sends (`master`: where `spark-submit` would go).
@@ -326,6 +346,80 @@ async fn level(
     })
 }
 
+/// The submitter's memory with `connections` concurrent keep-alive mTLS clients, each making
+/// one request (a duplicate of the one driver the cluster holds), on a kubesim and submitter of
+/// their own, so no cached driver of the load is counted.
+async fn connection_memory(
+    bin_dir: &std::path::Path,
+    dir: &std::path::Path,
+    connections: usize,
+) -> anyhow::Result<ConnectionMemory> {
+    let dir = dir.join("connections");
+    std::fs::create_dir_all(&dir)?;
+    let kubesim = Kubesim::start(bin_dir, &dir, 10_000)?;
+    let pki = Pki::write(&dir, "bench ca", crate::procs::CLIENT_IDENTITY)?;
+    // Room for every connection's request at once: none is shed.
+    let submitter = Submitter::start(bin_dir, &dir, &pki, &kubesim.kubeconfig, connections)?;
+    wait_ready(&client(&submitter.url, &pki)?)
+        .await
+        .with_context(|| format!("see {}", submitter.proc.log.display()))?;
+    let first = client(&submitter.url, &pki)?;
+    first.submit(&request("conn-0")).await?;
+    // A first duplicate: the driver has reached the caches by then, or does while it waits.
+    first.submit(&request("conn-0")).await?;
+    let idle_mib = submitter.proc.rss_kib() as f64 / 1024.0;
+    submitter.proc.reset_peak();
+    let clients: Vec<SubmitterClient> = (0..connections)
+        .map(|_| client(&submitter.url, &pki))
+        .collect::<anyhow::Result<_>>()?;
+    let ids = Arc::new(vec!["conn-0".to_owned(); connections]);
+    // One request per client, all at once; the clients (and their connections) stay open
+    // until measured.
+    let (latencies, errors, _) = drive_each_once(&clients, ids).await?;
+    let peak_mib = submitter.proc.peak_kib() as f64 / 1024.0;
+    let open_mib = submitter.proc.rss_kib() as f64 / 1024.0;
+    drop(clients);
+    Ok(ConnectionMemory {
+        connections: latencies.len() + errors,
+        errors,
+        idle_mib,
+        peak_mib,
+        open_mib,
+    })
+}
+
+/// Each client submits `ids[i]` once, all concurrently; (latencies in ms, errors, wall time).
+async fn drive_each_once(
+    clients: &[SubmitterClient],
+    ids: Arc<Vec<String>>,
+) -> anyhow::Result<(Vec<f64>, usize, f64)> {
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .iter()
+        .cloned()
+        .zip(ids.iter().cloned())
+        .map(|(client, id)| {
+            tokio::spawn(async move {
+                let began = Instant::now();
+                let answer = tokio::time::timeout(LEVEL_BOUND, client.submit(&request(&id))).await;
+                (
+                    matches!(answer, Ok(Ok(_))),
+                    began.elapsed().as_secs_f64() * 1e3,
+                )
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for task in tasks {
+        match task.await? {
+            (true, ms) => latencies.push(ms),
+            (false, _) => errors += 1,
+        }
+    }
+    Ok((latencies, errors, start.elapsed().as_secs_f64()))
+}
+
 /// Runs the load with the binaries in `bin_dir`.
 pub async fn run(
     bin_dir: &std::path::Path,
@@ -411,6 +505,22 @@ pub async fn run(
         drivers,
         ready_mib: second.proc.rss_kib() as f64 / 1024.0,
     };
+    drop(second);
+    drop(kubesim);
+    let connections = if config.connections == 0 {
+        None
+    } else {
+        let measured = connection_memory(bin_dir, dir, config.connections).await?;
+        eprintln!(
+            "  submitter, {} concurrent connections: peak RSS {:.1} MiB ({:.1} MiB ready, {:.1} MiB with all open), {} errors",
+            measured.connections,
+            measured.peak_mib,
+            measured.idle_mib,
+            measured.open_mib,
+            measured.errors
+        );
+        Some(measured)
+    };
     Ok(LoadResult {
         start_to_ready_ms,
         levels,
@@ -418,5 +528,6 @@ pub async fn run(
         idle_submitter_mib,
         spark,
         cache,
+        connections,
     })
 }

@@ -97,6 +97,7 @@ fn main() -> anyhow::Result<()> {
             per_level: 200,
             duplicates: 200,
             spark_runs: 1,
+            connections: 1024,
         }
     } else {
         load::LoadConfig {
@@ -104,6 +105,7 @@ fn main() -> anyhow::Result<()> {
             per_level: 2000,
             duplicates: 2000,
             spark_runs: 3,
+            connections: 1024,
         }
     };
     if !cli.clients.is_empty() {
@@ -136,6 +138,7 @@ fn main() -> anyhow::Result<()> {
             let base_dir = tempfile::tempdir_in(dir.path())?;
             let mut base_config = config.clone();
             base_config.spark_runs = 0;
+            base_config.connections = 0;
             if !cli.baseline_clients.is_empty() {
                 base_config.levels = cli.baseline_clients.clone();
             }

@@ -129,7 +129,9 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                // DEBUG: every API answer already has its INFO audit line (status, latency,
+                // request id); a second line per request doubled the logging cost per request.
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),

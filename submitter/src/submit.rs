@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use thiserror::Error;
-use tracing::{Span, info, warn};
+use tracing::{Span, debug, info, warn};
 
 use crate::kube_api::CallError;
 use crate::policy::PolicyError;
@@ -360,7 +360,8 @@ pub async fn submit(
     .complete_in_cache();
     if let Some(submitted) = complete {
         state.metrics.duplicate();
-        info!(
+        // DEBUG: the audit line records the answer (DUPLICATE, pod, uid) at INFO already.
+        debug!(
             duplicate = true,
             uid = submitted.pod_uid(),
             "submission answered from the watch cache"
@@ -459,7 +460,8 @@ async fn create(
         Ok(submitted) => {
             // A request that joined a running creation is a duplicate of it.
             let duplicate = !(leader && submitted.created);
-            info!(duplicate, uid = submitted.pod_uid(), "submission answered");
+            // DEBUG: the audit line records the answer (CREATED or DUPLICATE, uid) at INFO.
+            debug!(duplicate, uid = submitted.pod_uid(), "submission answered");
             if duplicate {
                 state.metrics.duplicate();
             }
