@@ -944,10 +944,6 @@ impl Kubelet {
         self.refresh_worlds(&mut guard);
         let State { pods, orphans, .. } = &mut *guard;
         for e in pods.values_mut() {
-            let healthy = self
-                .nodes
-                .iter()
-                .any(|n| n.name == e.node && !n.is_partitioned());
             if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
                 continue;
             }
@@ -958,6 +954,10 @@ impl Kubelet {
             {
                 continue;
             }
+            let healthy = self
+                .nodes
+                .iter()
+                .any(|n| n.name == e.node && !n.is_partitioned());
             if e.delete_requested && healthy {
                 e.machine.begin_delete();
             }
@@ -1034,20 +1034,19 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
+        // Active pods per node, counted in one pass over the pods (not one per node).
+        let mut active: HashMap<&str, usize> = HashMap::new();
+        for e in st.pods.values().filter(|e| e.machine.is_active()) {
+            *active.entry(e.node.as_str()).or_default() += 1;
+        }
         let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| !n.is_partitioned())
-            .map(|(i, n)| {
-                let count = st
-                    .pods
-                    .values()
-                    .filter(|e| e.node == n.name && e.machine.is_active())
-                    .count();
-                (count, i)
-            })
+            .map(|(i, n)| (active.get(n.name.as_str()).copied().unwrap_or(0), i))
             .collect();
+        drop(active);
         if load.is_empty() {
             return;
         }
@@ -1057,7 +1056,7 @@ impl Kubelet {
             .iter()
             .map(|n| {
                 self.store
-                    .get_raw("", "nodes", "", &n.name)
+                    .get_shared("", "nodes", "", &n.name)
                     .and_then(|o| o.pointer("/metadata/labels").cloned())
                     .unwrap_or(Value::Null)
             })
@@ -1068,7 +1067,7 @@ impl Kubelet {
             // the real scheduler; a pod no healthy node fits stays Pending and is tried again.
             let selector = self
                 .store
-                .get_raw("", "pods", &ns, &name)
+                .get_shared("", "pods", &ns, &name)
                 .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
                 .and_then(|s| s.as_object().cloned())
                 .unwrap_or_default();
@@ -1525,7 +1524,13 @@ impl Kubelet {
             (Some(_), None) => true,
             _ => false,
         };
-        let records = match (&table, hosts_changed && self.config.network.is_some()) {
+        // Only pods with a root on disk (real processes) have a hosts file to rewrite: a
+        // cluster of scripted pods does not pay for the records of every Service per change.
+        let any_rooted = st.pods.values().any(|e| e.root.is_some());
+        let records = match (
+            &table,
+            hosts_changed && self.config.network.is_some() && any_rooted,
+        ) {
             (Some(t), true) => Some(t.records()),
             _ => None,
         };
