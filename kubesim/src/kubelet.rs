@@ -191,8 +191,9 @@ struct PodEntry {
     name: String,
     uid: String,
     node: String,
-    /// The latest object seen (fieldRefs, deletion grace period).
-    pod: Value,
+    /// The latest object seen (fieldRefs, deletion grace period), shared with the store's
+    /// event rather than copied on every change of the pod.
+    pod: Arc<Value>,
     machine: Machine,
     procs: HashMap<CRef, ProcHandle>,
     ip: String,
@@ -722,10 +723,10 @@ impl Kubelet {
     }
 
     fn rescan(&self) {
-        let pods = self.store.all_of("", "pods");
+        let pods = self.store.objects("", "pods", None);
         let mut st = lock(&self.state);
-        let live: std::collections::HashSet<&str> = pods.iter().map(meta::uid).collect();
-        let gone: Vec<Value> = st
+        let live: std::collections::HashSet<&str> = pods.iter().map(|p| meta::uid(p)).collect();
+        let gone: Vec<Arc<Value>> = st
             .pods
             .values()
             .filter(|e| !live.contains(e.uid.as_str()))
@@ -740,7 +741,7 @@ impl Kubelet {
         }
     }
 
-    fn observe(&self, st: &mut State, pod: &Value) {
+    fn observe(&self, st: &mut State, pod: &Arc<Value>) {
         let uid = meta::uid(pod).to_string();
         let key = (
             meta::meta_str(pod, "namespace").to_string(),
@@ -766,7 +767,7 @@ impl Kubelet {
                 // Labels and annotations reach downward API volumes.
                 e.volumes_stale = true;
             }
-            e.pod = pod.clone();
+            e.pod = Arc::clone(pod);
             e.delete_requested |= meta::is_deleting(pod);
             return;
         }
@@ -1107,7 +1108,7 @@ impl Kubelet {
                     slot.0 += 1;
                     // Take the pod on now so this tick's status write carries PodScheduled
                     // together with the kubelet's first status.
-                    self.observe(st, &pod);
+                    self.observe(st, &Arc::new(pod));
                 }
                 Err(e) if e.code == 404 || e.code == 409 => {}
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
