@@ -1035,19 +1035,21 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
-        // Active pods per node, counted in one pass over the pods (not one per node).
-        let mut active: HashMap<&str, usize> = HashMap::new();
+        // Active pods per node, counted in one pass over the pods (not one per node); the
+        // node list is short, so a scan of it beats hashing each pod's node name.
+        let mut active = vec![0usize; self.nodes.len()];
         for e in st.pods.values().filter(|e| e.machine.is_active()) {
-            *active.entry(e.node.as_str()).or_default() += 1;
+            if let Some(i) = self.nodes.iter().position(|n| n.name == e.node) {
+                active[i] += 1;
+            }
         }
         let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| !n.is_partitioned())
-            .map(|(i, n)| (active.get(n.name.as_str()).copied().unwrap_or(0), i))
+            .map(|(i, _)| (active[i], i))
             .collect();
-        drop(active);
         if load.is_empty() {
             return;
         }
