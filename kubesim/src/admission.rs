@@ -655,27 +655,6 @@ pub fn unbase64(input: &str) -> Option<Vec<u8>> {
 }
 
 fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
-    let normalise = |pod: &Value| -> Value {
-        let mut spec = pod.get("spec").cloned().unwrap_or(json!({}));
-        if let Some(s) = spec.as_object_mut() {
-            for k in [
-                "activeDeadlineSeconds",
-                "tolerations",
-                "terminationGracePeriodSeconds",
-                "nodeName",
-            ] {
-                s.remove(k);
-            }
-            for field in ["containers", "initContainers"] {
-                if let Some(list) = s.get_mut(field).and_then(Value::as_array_mut) {
-                    for c in list.iter_mut().filter_map(Value::as_object_mut) {
-                        c.remove("image");
-                    }
-                }
-            }
-        }
-        spec
-    };
     let node_changed = {
         let cur = current
             .pointer("/spec/nodeName")
@@ -687,7 +666,63 @@ fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
             .unwrap_or("");
         !cur.is_empty() && cur != new
     };
-    node_changed || normalise(current) != normalise(proposed)
+    // A missing spec reads as an empty one.
+    let empty = serde_json::Map::new();
+    let same = match (
+        current.get("spec").map(Value::as_object),
+        proposed.get("spec").map(Value::as_object),
+    ) {
+        (Some(Some(a)), Some(Some(b))) => same_mutable_spec(a, b),
+        (Some(Some(a)), None) | (None, Some(Some(a))) => same_mutable_spec(a, &empty),
+        (None, None) => true,
+        _ => current.get("spec") == proposed.get("spec"),
+    };
+    node_changed || !same
+}
+
+/// Whether two pod specs are equal but for the fields an update may change (the deadline,
+/// tolerations, grace period, the node binding and container images). Compared in place
+/// rather than on stripped copies: every pod status write passes here.
+fn same_mutable_spec(
+    a: &serde_json::Map<String, Value>,
+    b: &serde_json::Map<String, Value>,
+) -> bool {
+    const MUTABLE: [&str; 4] = [
+        "activeDeadlineSeconds",
+        "tolerations",
+        "terminationGracePeriodSeconds",
+        "nodeName",
+    ];
+    let fixed = |m: &'_ serde_json::Map<String, Value>| {
+        m.keys().filter(|k| !MUTABLE.contains(&k.as_str())).count()
+    };
+    fixed(a) == fixed(b)
+        && a.iter()
+            .filter(|(k, _)| !MUTABLE.contains(&k.as_str()))
+            .all(|(k, av)| match (k.as_str(), b.get(k)) {
+                (_, None) => false,
+                ("containers" | "initContainers", Some(bv)) => {
+                    match (av.as_array(), bv.as_array()) {
+                        (Some(x), Some(y)) => {
+                            x.len() == y.len() && x.iter().zip(y).all(|(c, d)| same_but_image(c, d))
+                        }
+                        _ => av == bv,
+                    }
+                }
+                (_, Some(bv)) => av == bv,
+            })
+}
+
+/// Whether two containers are equal but for their image.
+fn same_but_image(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let others = |m: &'_ serde_json::Map<String, Value>| m.keys().filter(|k| *k != "image").count();
+    others(a) == others(b)
+        && a.iter()
+            .filter(|(k, _)| *k != "image")
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// A value in a validation message, quoted as the API server quotes it (Go's `%q`): a key with a

@@ -191,8 +191,9 @@ struct PodEntry {
     name: String,
     uid: String,
     node: String,
-    /// The latest object seen (fieldRefs, deletion grace period).
-    pod: Value,
+    /// The latest object seen (fieldRefs, deletion grace period), shared with the store's
+    /// event rather than copied on every change of the pod.
+    pod: Arc<Value>,
     machine: Machine,
     procs: HashMap<CRef, ProcHandle>,
     ip: String,
@@ -722,10 +723,10 @@ impl Kubelet {
     }
 
     fn rescan(&self) {
-        let pods = self.store.all_of("", "pods");
+        let pods = self.store.objects("", "pods", None);
         let mut st = lock(&self.state);
-        let live: std::collections::HashSet<&str> = pods.iter().map(meta::uid).collect();
-        let gone: Vec<Value> = st
+        let live: std::collections::HashSet<&str> = pods.iter().map(|p| meta::uid(p)).collect();
+        let gone: Vec<Arc<Value>> = st
             .pods
             .values()
             .filter(|e| !live.contains(e.uid.as_str()))
@@ -740,7 +741,7 @@ impl Kubelet {
         }
     }
 
-    fn observe(&self, st: &mut State, pod: &Value) {
+    fn observe(&self, st: &mut State, pod: &Arc<Value>) {
         let uid = meta::uid(pod).to_string();
         let key = (
             meta::meta_str(pod, "namespace").to_string(),
@@ -766,7 +767,7 @@ impl Kubelet {
                 // Labels and annotations reach downward API volumes.
                 e.volumes_stale = true;
             }
-            e.pod = pod.clone();
+            e.pod = Arc::clone(pod);
             e.delete_requested |= meta::is_deleting(pod);
             return;
         }
@@ -944,10 +945,6 @@ impl Kubelet {
         self.refresh_worlds(&mut guard);
         let State { pods, orphans, .. } = &mut *guard;
         for e in pods.values_mut() {
-            let healthy = self
-                .nodes
-                .iter()
-                .any(|n| n.name == e.node && !n.is_partitioned());
             if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
                 continue;
             }
@@ -958,6 +955,10 @@ impl Kubelet {
             {
                 continue;
             }
+            let healthy = self
+                .nodes
+                .iter()
+                .any(|n| n.name == e.node && !n.is_partitioned());
             if e.delete_requested && healthy {
                 e.machine.begin_delete();
             }
@@ -1034,19 +1035,20 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
+        // Active pods per node, counted in one pass over the pods (not one per node); the
+        // node list is short, so a scan of it beats hashing each pod's node name.
+        let mut active = vec![0usize; self.nodes.len()];
+        for e in st.pods.values().filter(|e| e.machine.is_active()) {
+            if let Some(i) = self.nodes.iter().position(|n| n.name == e.node) {
+                active[i] += 1;
+            }
+        }
         let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| !n.is_partitioned())
-            .map(|(i, n)| {
-                let count = st
-                    .pods
-                    .values()
-                    .filter(|e| e.node == n.name && e.machine.is_active())
-                    .count();
-                (count, i)
-            })
+            .map(|(i, _)| (active[i], i))
             .collect();
         if load.is_empty() {
             return;
@@ -1057,7 +1059,7 @@ impl Kubelet {
             .iter()
             .map(|n| {
                 self.store
-                    .get_raw("", "nodes", "", &n.name)
+                    .get_shared("", "nodes", "", &n.name)
                     .and_then(|o| o.pointer("/metadata/labels").cloned())
                     .unwrap_or(Value::Null)
             })
@@ -1068,7 +1070,7 @@ impl Kubelet {
             // the real scheduler; a pod no healthy node fits stays Pending and is tried again.
             let selector = self
                 .store
-                .get_raw("", "pods", &ns, &name)
+                .get_shared("", "pods", &ns, &name)
                 .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
                 .and_then(|s| s.as_object().cloned())
                 .unwrap_or_default();
@@ -1108,7 +1110,7 @@ impl Kubelet {
                     slot.0 += 1;
                     // Take the pod on now so this tick's status write carries PodScheduled
                     // together with the kubelet's first status.
-                    self.observe(st, &pod);
+                    self.observe(st, &Arc::new(pod));
                 }
                 Err(e) if e.code == 404 || e.code == 409 => {}
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
@@ -1525,7 +1527,13 @@ impl Kubelet {
             (Some(_), None) => true,
             _ => false,
         };
-        let records = match (&table, hosts_changed && self.config.network.is_some()) {
+        // Only pods with a root on disk (real processes) have a hosts file to rewrite: a
+        // cluster of scripted pods does not pay for the records of every Service per change.
+        let any_rooted = st.pods.values().any(|e| e.root.is_some());
+        let records = match (
+            &table,
+            hosts_changed && self.config.network.is_some() && any_rooted,
+        ) {
             (Some(t), true) => Some(t.records()),
             _ => None,
         };

@@ -144,6 +144,10 @@ struct Inner {
     /// Every event with rv <= this is gone from the log.
     compacted_through: u64,
     registry: Registry,
+    /// How many stored Services hold each ClusterIP, kept in step by `commit`: allocating an
+    /// address for a new Service looks it up instead of reading every Service (which made a
+    /// burst of N Service creations cost N² reads).
+    cluster_ips: HashMap<String, usize>,
 }
 
 /// The shared object store.
@@ -170,6 +174,7 @@ impl Store {
                 log_capacity: log_capacity.max(1),
                 compacted_through: 0,
                 registry: Registry::default(),
+                cluster_ips: HashMap::new(),
             }),
             tx,
             drop_tx,
@@ -398,7 +403,7 @@ impl Store {
         if wants_ip {
             // Admission hashed the name into the Service network; a ClusterIP another Service
             // already has moves on to the next free one, so the proxy never confuses two.
-            inner.assign_cluster_ip(rt, ns, &name, &mut obj)?;
+            inner.assign_cluster_ip(ns, &name, &mut obj)?;
         }
         if inner.object(rt, ns, &name).is_some() {
             return Err(ApiError::already_exists(
@@ -460,14 +465,14 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
         let (stored, view) = inner.storage(rt)?;
+        // Shared, not copied: most writes read the current object and build a new one.
         let current = inner
-            .object(&stored, ns, name)
-            .cloned()
+            .shared(&stored, ns, name)
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
         let proposed = match view {
             // The change is made to what the client sees, then stored.
             Some(v) => {
-                let proposed = f(&(v.from_storage)(current.clone()))?;
+                let proposed = f(&(v.from_storage)(Value::clone(&current)))?;
                 if proposed.is_object() {
                     check_kind(rt, &proposed)?;
                 }
@@ -475,7 +480,8 @@ impl Store {
             }
             None => f(&current)?,
         };
-        let out = inner.write_update(&self.tx, &stored, ns, name, current, proposed, part, opts)?;
+        let out =
+            inner.write_update(&self.tx, &stored, ns, name, &current, proposed, part, opts)?;
         Ok(as_viewed(view, out))
     }
 
@@ -617,6 +623,14 @@ impl Inner {
         ))
     }
 
+    fn shared(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<Arc<Value>> {
+        let ns = if rt.namespaced { ns } else { "" };
+        self.objects
+            .get(&type_key(rt))
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
     fn object(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Value> {
         let ns = if rt.namespaced { ns } else { "" };
         self.objects
@@ -625,32 +639,39 @@ impl Inner {
             .map(|o| &**o)
     }
 
-    fn assign_cluster_ip(
-        &self,
-        rt: &ResourceType,
-        ns: &str,
-        name: &str,
-        obj: &mut Value,
-    ) -> Result<(), ApiError> {
-        let ips: std::collections::HashSet<&str> = self
-            .objects
-            .get(&type_key(rt))
-            .into_iter()
-            .flat_map(|m| m.values())
-            .filter_map(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str))
-            .collect();
-        let ip =
-            crate::net::addr::service_ip(ns, name, &|ip| ips.contains(ip.to_string().as_str()))
-                .ok_or_else(|| {
-                    ApiError::internal(
-                        "failed to allocate a ClusterIP: the Service network is full",
-                    )
-                })?;
+    fn assign_cluster_ip(&self, ns: &str, name: &str, obj: &mut Value) -> Result<(), ApiError> {
+        let ip = crate::net::addr::service_ip(ns, name, &|ip| {
+            self.cluster_ips.contains_key(ip.to_string().as_str())
+        })
+        .ok_or_else(|| {
+            ApiError::internal("failed to allocate a ClusterIP: the Service network is full")
+        })?;
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             spec.insert("clusterIP".into(), json!(ip.to_string()));
             spec.insert("clusterIPs".into(), json!([ip.to_string()]));
         }
         Ok(())
+    }
+
+    /// Keeps the ClusterIP index in step with a Service leaving (`old`) or entering (`new`)
+    /// the store.
+    fn index_cluster_ip(&mut self, old: Option<&Value>, new: Option<&Value>) {
+        let ip_of = |svc: Option<&Value>| {
+            svc.and_then(|s| s.pointer("/spec/clusterIP"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        if let Some(ip) = ip_of(old)
+            && let Some(n) = self.cluster_ips.get_mut(&ip)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.cluster_ips.remove(&ip);
+            }
+        }
+        if let Some(ip) = ip_of(new) {
+            *self.cluster_ips.entry(ip).or_default() += 1;
+        }
     }
 
     fn exists(&self, group: &str, plural: &str, ns: &str, name: &str) -> bool {
@@ -696,13 +717,16 @@ impl Inner {
         let object = Arc::new(object);
         // The version this change replaces comes back from the map as a shared pointer: the
         // log keeps no copy of it.
-        let previous = if kind == EventType::Deleted {
-            map.remove(&key);
-            None
+        let replaced = if kind == EventType::Deleted {
+            map.remove(&key)
         } else {
             map.insert(key, object.clone())
-                .filter(|_| kind == EventType::Modified)
         };
+        if rt.group.is_empty() && rt.plural == "services" {
+            let stored = (kind != EventType::Deleted).then_some(&*object);
+            self.index_cluster_ip(replaced.as_deref(), stored);
+        }
+        let previous = replaced.filter(|_| kind == EventType::Modified);
         let event = Arc::new(Event {
             rv,
             kind,
@@ -729,7 +753,7 @@ impl Inner {
         rt: &ResourceType,
         ns: &str,
         name: &str,
-        current: Value,
+        current: &Value,
         mut proposed: Value,
         part: Part,
         opts: &WriteOpts,
@@ -753,7 +777,7 @@ impl Inner {
             ));
         }
         let body_rv = meta::meta_str(&proposed, "resourceVersion");
-        if !body_rv.is_empty() && body_rv != meta::meta_str(&current, "resourceVersion") {
+        if !body_rv.is_empty() && body_rv != meta::meta_str(current, "resourceVersion") {
             return Err(ApiError::stale(&rt.group, &rt.plural, name));
         }
         // Subresource semantics: a status write keeps everything but status; a main write keeps
@@ -803,8 +827,8 @@ impl Inner {
             }
             md.remove("selfLink");
         }
-        if meta::is_deleting(&current) {
-            let before = meta::finalizers(&current);
+        if meta::is_deleting(current) {
+            let before = meta::finalizers(current);
             let added = meta::finalizers(&proposed)
                 .into_iter()
                 .any(|f| !before.contains(&f));
@@ -815,8 +839,8 @@ impl Inner {
                 )));
             }
         }
-        admission::admit_update(rt, &mut proposed, &current)?;
-        if tracks_generation(rt) && spec_changed(&current, &proposed) {
+        admission::admit_update(rt, &mut proposed, current)?;
+        if tracks_generation(rt) && spec_changed(current, &proposed) {
             let generation = current
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -828,9 +852,9 @@ impl Inner {
         if opts.dry_run {
             return Ok(proposed);
         }
-        if same_but_resource_version(&current, &proposed) {
+        if same_but_resource_version(current, &proposed) {
             // A no-op write produces no event and keeps the resourceVersion, as in Kubernetes.
-            return Ok(current);
+            return Ok(current.clone());
         }
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             self.on_crd_write(rt, &proposed);
@@ -1072,18 +1096,22 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
 }
 
 fn spec_changed(current: &Value, proposed: &Value) -> bool {
-    // Generation tracks the desired state: everything but metadata and status.
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("metadata");
-            o.remove("status");
-            o.remove("apiVersion");
-            o.remove("kind");
-        }
-        v
+    // Generation tracks the desired state: everything but metadata and status. Compared in
+    // place: every update passes here, and copying both objects to strip them cost more than
+    // the rest of the write.
+    const IGNORED: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+    let (Some(a), Some(b)) = (current.as_object(), proposed.as_object()) else {
+        return current != proposed;
     };
-    strip(current) != strip(proposed)
+    let desired = |m: &'_ serde_json::Map<String, Value>| {
+        m.iter()
+            .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
+            .count()
+    };
+    desired(a) != desired(b)
+        || a.iter()
+            .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
+            .any(|(k, v)| b.get(k) != Some(v))
 }
 
 fn check_kind(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {

@@ -365,3 +365,30 @@ fn objects_equal_but_for_their_resource_version_are_the_same_write() {
         assert_eq!(same_but_resource_version(&b, &a), same, "{b}");
     }
 }
+
+#[test]
+fn a_cluster_ip_is_taken_while_its_service_exists_and_free_once_it_is_gone() {
+    let (store, reg) = setup();
+    let svc_rt = reg.find("", "v1", "services").unwrap();
+    let hashed = crate::net::addr::service_ip("default", "b", &|_| false)
+        .unwrap()
+        .to_string();
+    let svc = |name: &str, ip: &str| json!({"metadata": {"name": name}, "spec": {"clusterIP": ip, "ports": [{"port": 80}]}});
+    let ip_of = |v: &Value| v["spec"]["clusterIP"].as_str().unwrap().to_string();
+    store
+        .create(&svc_rt, "default", svc("a", &hashed), &WriteOpts::default())
+        .unwrap();
+    let moved = store
+        .create(&svc_rt, "default", svc("b", ""), &WriteOpts::default())
+        .unwrap();
+    assert_ne!(ip_of(&moved), hashed);
+    for name in ["a", "b"] {
+        store
+            .delete(&svc_rt, "default", name, &DeleteOpts::default())
+            .unwrap();
+    }
+    let again = store
+        .create(&svc_rt, "default", svc("b", ""), &WriteOpts::default())
+        .unwrap();
+    assert_eq!(ip_of(&again), hashed);
+}
