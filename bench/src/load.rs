@@ -372,15 +372,13 @@ async fn connection_memory(
     let clients: Vec<SubmitterClient> = (0..connections)
         .map(|_| client(&submitter.url, &pki))
         .collect::<anyhow::Result<_>>()?;
-    let ids = Arc::new(vec!["conn-0".to_owned(); connections]);
     // One request per client, all at once; the clients (and their connections) stay open
     // until measured.
-    let (latencies, errors, _) = drive_each_once(&clients, ids).await?;
+    let errors = submit_once_each(&clients, "conn-0").await?;
     let peak_mib = submitter.proc.peak_kib() as f64 / 1024.0;
     let open_mib = submitter.proc.rss_kib() as f64 / 1024.0;
-    drop(clients);
     Ok(ConnectionMemory {
-        connections: latencies.len() + errors,
+        connections: clients.len(),
         errors,
         idle_mib,
         peak_mib,
@@ -388,36 +386,26 @@ async fn connection_memory(
     })
 }
 
-/// Each client submits `ids[i]` once, all concurrently; (latencies in ms, errors, wall time).
-async fn drive_each_once(
-    clients: &[SubmitterClient],
-    ids: Arc<Vec<String>>,
-) -> anyhow::Result<(Vec<f64>, usize, f64)> {
-    let start = Instant::now();
+/// Each client submits `id` once, all concurrently; how many answers were errors.
+async fn submit_once_each(clients: &[SubmitterClient], id: &str) -> anyhow::Result<usize> {
     let tasks: Vec<_> = clients
         .iter()
         .cloned()
-        .zip(ids.iter().cloned())
-        .map(|(client, id)| {
+        .map(|client| {
+            let id = id.to_owned();
             tokio::spawn(async move {
-                let began = Instant::now();
                 let answer = tokio::time::timeout(LEVEL_BOUND, client.submit(&request(&id))).await;
-                (
-                    matches!(answer, Ok(Ok(_))),
-                    began.elapsed().as_secs_f64() * 1e3,
-                )
+                matches!(answer, Ok(Ok(_)))
             })
         })
         .collect();
-    let mut latencies = Vec::new();
     let mut errors = 0;
     for task in tasks {
-        match task.await? {
-            (true, ms) => latencies.push(ms),
-            (false, _) => errors += 1,
+        if !task.await? {
+            errors += 1;
         }
     }
-    Ok((latencies, errors, start.elapsed().as_secs_f64()))
+    Ok(errors)
 }
 
 /// Runs the load with the binaries in `bin_dir`.
