@@ -13,13 +13,14 @@
 //! the calls and answers from a script.
 
 pub mod kube;
+pub mod last_write;
 pub mod observe;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use submission::error_chain::error_chain;
 
 use ::kube::ResourceExt;
@@ -38,6 +39,7 @@ use crate::state_machine::{
     PendingReason, Settings, SubmissionOutcome, UiMade, decide, submission_attempt,
 };
 use crate::ui::UiSettings;
+use last_write::{CACHE_CATCH_UP, LastWrite, Start, start_from};
 
 /// Most decide → execute rounds in one reconcile; a transition needs at most four (persist the
 /// id, submit, record the answer, follow the driver), the rest is a guard against a loop.
@@ -340,10 +342,23 @@ pub struct Reconciler<E> {
     metrics: Arc<Metrics>,
     /// Consecutive failures per object (`ns/name`), for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
-    /// Per object, the resourceVersion of the status this operator last wrote, until the cache
-    /// shows it: a reconcile started from an older cached copy would act on a stale status (submit
-    /// again, then lose its write to a 409), so it reads the live object instead.
-    written: Mutex<HashMap<String, String>>,
+    /// Per object, the status this operator last wrote and when, until the cache shows it: a
+    /// reconcile started from an older cached copy would act on a stale status (submit again,
+    /// then lose its write to a 409), so it waits for the cache, then reads the live object
+    /// ([`last_write::start_from`]).
+    written: Mutex<HashMap<String, (LastWrite, Instant)>>,
+    /// How long to wait for the cache to show a write before reading the live object.
+    catch_up: Duration,
+}
+
+/// The copy of an application a reconcile acts on.
+enum Latest {
+    App(Box<SparkApplication>),
+    /// Deleted since the cache saw it.
+    Gone,
+    /// The cache has not caught up with this operator's last write yet: look again after this
+    /// long, unless its watch event wakes the application first.
+    Wait(Duration),
 }
 
 fn key(app: &SparkApplication) -> String {
@@ -375,14 +390,22 @@ impl<E: Effects> Reconciler<E> {
             metrics,
             failures: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
+            catch_up: CACHE_CATCH_UP,
         }
+    }
+
+    /// The same reconciler waiting `catch_up` (instead of [`CACHE_CATCH_UP`]) for the cache to
+    /// show its last write before reading the live object.
+    pub fn with_cache_catch_up(mut self, catch_up: Duration) -> Reconciler<E> {
+        self.catch_up = catch_up;
+        self
     }
 
     pub fn effects(&self) -> &E {
         &self.effects
     }
 
-    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, (LastWrite, Instant)>> {
         // A panic while holding this lock only costs a live read; keep going.
         self.written
             .lock()
@@ -442,9 +465,14 @@ impl<E: Effects> Reconciler<E> {
         if app.metadata.uid.is_none() || app.namespace().is_none_or(|ns| ns.is_empty()) {
             return Err(ReconcileError::ReadApplication);
         }
-        let Some(mut app) = self.latest_version(app).await? else {
+        let mut app = match self.latest_version(app).await? {
+            Latest::App(app) => *app,
             // Deleted since the cache saw it: the deletion's own event ends this object's work.
-            return Ok(ControllerAction::await_change());
+            Latest::Gone => return Ok(ControllerAction::await_change()),
+            Latest::Wait(after) => {
+                debug!("the cache predates this operator's last write; waiting for it");
+                return Ok(ControllerAction::requeue(after));
+            }
         };
         let (driver, other_drivers) = self.effects.cached_drivers(&app);
         let mut observed = Observed {
@@ -476,8 +504,8 @@ impl<E: Effects> Reconciler<E> {
                             StatusWrite::Written(written) => {
                                 let before = state_of(&app);
                                 app = *written;
-                                if let Some(version) = app.metadata.resource_version.clone() {
-                                    self.written().insert(key(&app), version);
+                                if let Some(last) = LastWrite::of(&app.metadata) {
+                                    self.written().insert(key(&app), (last, Instant::now()));
                                 }
                                 if before != State::PendingRerun
                                     && state_of(&app) == State::PendingRerun
@@ -522,9 +550,14 @@ impl<E: Effects> Reconciler<E> {
                         again = true;
                     }
                     Action::EnsureOwnedObjects => {
+                        // For the status as decided: a new run's objects are made before its
+                        // SUBMITTED is written, and its Spark application id (which an ingress
+                        // URL may name) is in the decision only.
+                        let mut decided = app.clone();
+                        decided.status = Some(decision.status.clone());
                         observed.ui = Some(
                             self.effects
-                                .ensure_owned_objects(&app, &self.settings.ui)
+                                .ensure_owned_objects(&decided, &self.settings.ui)
                                 .await?,
                         );
                         made_objects = true;
@@ -595,30 +628,33 @@ impl<E: Effects> Reconciler<E> {
     }
 
     /// The application as of this operator's last status write: the cached copy when the cache
-    /// has caught up with that write (or there was none), else a live read. `None`: it is gone.
-    async fn latest_version(
-        &self,
-        cached: SparkApplication,
-    ) -> Result<Option<SparkApplication>, ReconcileError> {
+    /// has caught up with that write (or there was none); else nothing until it has, for at most
+    /// `catch_up` after the write; then a live read.
+    async fn latest_version(&self, cached: SparkApplication) -> Result<Latest, ReconcileError> {
         let key = key(&cached);
-        let pending = self.written().get(&key).cloned();
-        match pending {
-            None => Ok(Some(cached)),
-            Some(version) if cached.metadata.resource_version.as_ref() == Some(&version) => {
-                self.written().remove(&key);
-                Ok(Some(cached))
+        let last = self.written().get(&key).cloned();
+        let since_write = last.as_ref().map_or(Duration::ZERO, |(_, at)| at.elapsed());
+        match start_from(
+            &cached.metadata,
+            last.as_ref().map(|(last, _)| last),
+            since_write,
+            self.catch_up,
+        ) {
+            Start::Cached => {
+                if last.is_some() {
+                    self.written().remove(&key);
+                }
+                Ok(Latest::App(Box::new(cached)))
             }
-            Some(_) => {
+            Start::WaitForCache(after) => Ok(Latest::Wait(after)),
+            Start::ReadLive => {
                 let live = self.effects.read_live(&cached).await?;
-                match &live {
-                    // Once the cache shows this version, the cached copy is good again.
-                    Some(app) => match app.metadata.resource_version.clone() {
-                        Some(version) => self.written().insert(key, version),
-                        None => self.written().remove(&key),
-                    },
+                // Once the cache shows the version read, the cached copy is good again.
+                match live.as_ref().and_then(|app| LastWrite::of(&app.metadata)) {
+                    Some(read) => self.written().insert(key, (read, Instant::now())),
                     None => self.written().remove(&key),
                 };
-                Ok(live)
+                Ok(live.map_or(Latest::Gone, |app| Latest::App(Box::new(app))))
             }
         }
     }

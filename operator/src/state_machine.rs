@@ -376,6 +376,9 @@ impl Action {
 /// The status to persist and what to do, in execution order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The status as decided: persisted when `actions` holds [`Action::WriteStatus`]. A decision
+    /// waiting for the owned objects' answer carries the status they are made for (a new run's
+    /// Spark application id names its ingress) and writes nothing yet.
     pub status: SparkApplicationStatus,
     pub actions: Vec<Action>,
 }
@@ -486,6 +489,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         requeue: None,
         delete_app: false,
         awaiting_answer: false,
+        awaiting_objects: false,
     };
     d.update_unsupported_condition();
     d.update_refused_condition();
@@ -568,6 +572,9 @@ struct Draft<'a> {
     /// A submission is sent before anything of this decision is stored (see
     /// [`Draft::submit_path`]): the next round decides it all again with the answer.
     awaiting_answer: bool,
+    /// The owned objects are made before this decision's status is stored (see
+    /// [`Draft::ensure_owned_objects`]): the next round decides it again with their answer.
+    awaiting_objects: bool,
 }
 
 impl<'a> Draft<'a> {
@@ -580,6 +587,15 @@ impl<'a> Draft<'a> {
             actions.sort_by_key(Action::order);
             return Decision {
                 status: original.clone(),
+                actions,
+            };
+        }
+        if self.awaiting_objects && self.status != *original {
+            // One status write for the new state and the objects' record, once their answer is
+            // in; its events are recorded with that write.
+            actions.sort_by_key(Action::order);
+            return Decision {
+                status: self.status,
                 actions,
             };
         }
@@ -1182,7 +1198,9 @@ impl<'a> Draft<'a> {
     }
 
     /// The run's UI objects and driver PDB: made once per submission, the UI recorded in
-    /// `status.driverInfo`.
+    /// `status.driverInfo`. A new run's objects are made after the submission's answer and
+    /// before it is stored, so SUBMITTED and the record are one status write (the Spark
+    /// application id an ingress URL may name comes with the answer).
     fn ensure_owned_objects(&mut self) {
         let settings = &self.app.settings.ui;
         let wanted = settings.ui_service
@@ -1195,7 +1213,13 @@ impl<'a> Draft<'a> {
             return;
         }
         match &self.observed.ui {
-            None => self.effects.push(Action::EnsureOwnedObjects),
+            None => {
+                self.effects.push(Action::EnsureOwnedObjects);
+                // A status this decision changed (a new run's SUBMITTED) is written once, with
+                // the objects' record, rather than twice. Not when something else is to be done
+                // now: a deletion or a live read follows a stored status.
+                self.awaiting_objects = self.effects.len() == 1;
+            }
             Some(Ok(made)) => {
                 let info = &mut self.status.driver_info;
                 if let Some((name, port, address)) = &made.service {

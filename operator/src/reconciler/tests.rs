@@ -45,6 +45,8 @@ struct Fake {
     absent: bool,
     /// What `driver_warning` answers.
     warning: Option<PendingReason>,
+    /// The Spark application id in the status the owned objects were last made for.
+    ui_made_for: Mutex<Option<String>>,
 }
 
 impl Fake {
@@ -57,6 +59,7 @@ impl Fake {
             writes_ignored: false,
             absent: true,
             warning: None,
+            ui_made_for: Mutex::new(None),
         }
     }
 
@@ -138,10 +141,12 @@ impl Effects for Fake {
 
     async fn ensure_owned_objects(
         &self,
-        _app: &SparkApplication,
+        app: &SparkApplication,
         _settings: &UiSettings,
     ) -> Result<Result<UiMade, String>, ReconcileError> {
         self.call(Call::EnsureOwnedObjects);
+        *self.ui_made_for.lock().unwrap() =
+            app.status.as_ref().map(|s| s.spark_application_id.clone());
         Ok(Ok(UiMade {
             service: Some(("pi-ui-svc".into(), 4040, "10.0.0.1:4040".into())),
             ingress: None,
@@ -297,7 +302,7 @@ fn a_new_application_is_submitted_then_recorded_with_the_answer_in_one_write() {
 }
 
 #[test]
-fn a_submitted_runs_ui_service_is_made_once_and_recorded_in_the_same_reconcile() {
+fn a_submitted_runs_ui_service_is_made_once_and_recorded_with_submitted_in_one_write() {
     let mut settings = Settings::default();
     settings.ui.ui_service = true;
     let r = reconciler(Fake::new(), settings);
@@ -306,12 +311,16 @@ fn a_submitted_runs_ui_service_is_made_once_and_recorded_in_the_same_reconcile()
         r.effects().take(),
         [
             Call::Submit(format!("{UID}-1")),
-            Call::WriteStatus(State::Submitted),
             Call::EnsureOwnedObjects,
-            Call::Event(reasons::SUBMITTED),
             Call::WriteStatus(State::Submitted),
+            Call::Event(reasons::SUBMITTED),
         ],
-        "the objects are made once the run is recorded, and their answer written before the reconcile ends"
+        "the objects are made for the accepted run, and recorded in its SUBMITTED write"
+    );
+    assert_eq!(
+        *r.effects().ui_made_for.lock().unwrap(),
+        Some("spark-1".to_owned()),
+        "the objects are made for the status as decided: the answer's application id (an ingress URL may name it)"
     );
     assert_eq!(
         action,
@@ -429,8 +438,32 @@ fn a_status_write_that_loses_a_race_stops_the_reconcile_and_requeues_soon() {
 }
 
 #[test]
-fn a_reconcile_from_a_cache_older_than_its_own_write_reads_the_live_object() {
+fn a_reconcile_from_a_cache_older_than_its_own_write_waits_for_the_cache_without_a_request() {
     let r = reconciler(Fake::new(), Settings::default());
+    let cached = app(json!({}), None);
+    run(r.reconcile(&cached)).unwrap();
+    let written = r.effects().live.lock().unwrap().clone().unwrap();
+    r.effects().take();
+
+    // The cache still holds the object from before the write: acting on it would submit again;
+    // the write's own watch event brings it and wakes the application, so nothing is asked now.
+    let action = run(r.reconcile(&cached)).unwrap();
+    assert_eq!(r.effects().take(), [], "no live read, no submission");
+    assert_ne!(action, ControllerAction::await_change(), "a bounded wait");
+
+    // Once the cache shows the written version, the cached copy is used.
+    run(r.reconcile(&written)).unwrap();
+    let calls = r.effects().take();
+    assert!(!calls.contains(&Call::ReadLive), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Submit(_))),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn a_reconcile_from_a_cache_older_than_its_own_write_reads_the_live_object_after_the_wait() {
+    let r = reconciler(Fake::new(), Settings::default()).with_cache_catch_up(Duration::ZERO);
     let cached = app(json!({}), None);
     run(r.reconcile(&cached)).unwrap();
     let written = r.effects().live.lock().unwrap().clone().unwrap();
