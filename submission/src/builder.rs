@@ -231,16 +231,15 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     volumes::parse(conf, volumes::EXECUTOR_PREFIX, &spark_conf, line)?;
 
     let id = input.submission_id;
-    let app_name = sub.app_name().to_owned();
-    let app_id = id.app_id();
-    // spark.kubernetes.driver.resourceNamePrefix only counts when Spark runs its own tests.
-    let prefix = naming::resource_name_prefix(&app_name, &id.unique_id("resource-name-prefix"));
-    let pod_name = conf
-        .get(conf_keys::DRIVER_POD_NAME)
-        .map_or_else(|| format!("{prefix}-driver"), str::to_owned);
-    let namespace = sub.namespace().to_owned();
+    let DriverNames {
+        app_name,
+        app_id,
+        namespace,
+        pod_name,
+        prefix,
+    } = DriverNames::of(sub, id);
     let service_name = naming::driver_service_name(&prefix, &id.unique_id("driver-service-name"));
-    let conf_map_name = format!("spark-drv-{}-conf-map", id.unique_id("spark-conf-map"));
+    let conf_map_name = spark_conf_config_map_name(id);
 
     let driver_port = raw_int(conf, conf_keys::DRIVER_PORT, 7078)?;
     let block_manager_port = match conf.get(conf_keys::DRIVER_BLOCK_MANAGER_PORT) {
@@ -347,6 +346,59 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
             spark_version: version,
         },
     })
+}
+
+/// The names a build gives the driver, from the submission and its id alone (no build): what a
+/// repeat of a submission needs to find its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverNames {
+    pub app_name: String,
+    pub app_id: String,
+    pub namespace: String,
+    pub pod_name: String,
+    /// Spark's resource name prefix (the Service, the executor pod-template ConfigMap).
+    pub prefix: String,
+}
+
+impl DriverNames {
+    /// The names `build` gives the driver of `submission` under `id`.
+    pub fn of(submission: &Submission, id: &SubmissionId) -> DriverNames {
+        let app_name = submission.app_name().to_owned();
+        // spark.kubernetes.driver.resourceNamePrefix only counts when Spark runs its own tests.
+        let prefix = naming::resource_name_prefix(&app_name, &id.unique_id("resource-name-prefix"));
+        let pod_name = submission
+            .conf
+            .get(conf_keys::DRIVER_POD_NAME)
+            .map_or_else(|| format!("{prefix}-driver"), str::to_owned);
+        DriverNames {
+            app_id: id.app_id(),
+            namespace: submission.namespace().to_owned(),
+            app_name,
+            pod_name,
+            prefix,
+        }
+    }
+
+    /// The ConfigMaps the driver pod mounts, in the order `build` lists them: the executor
+    /// pod-template ConfigMap (with an executor template), then the spark-conf ConfigMap.
+    pub fn config_maps(&self, id: &SubmissionId, executor_template: bool) -> Vec<String> {
+        let template = executor_template.then(|| executor_template_config_map_name(&self.prefix));
+        template
+            .into_iter()
+            .chain([spark_conf_config_map_name(id)])
+            .collect()
+    }
+}
+
+/// The spark-conf ConfigMap's name: from the submission id alone, so every attempt of one id
+/// meets it.
+fn spark_conf_config_map_name(id: &SubmissionId) -> String {
+    format!("spark-drv-{}-conf-map", id.unique_id("spark-conf-map"))
+}
+
+/// The executor pod-template ConfigMap's name.
+pub(crate) fn executor_template_config_map_name(prefix: &str) -> String {
+    format!("{prefix}-driver-podspec-conf-map")
 }
 
 /// The settings of Spark's `SparkConf` when `KubernetesClientApplication` starts, in the order

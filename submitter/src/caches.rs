@@ -9,11 +9,12 @@
 //! LISTs periodically.
 
 pub mod index;
+pub mod slim;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -23,6 +24,7 @@ use tracing::warn;
 
 use crate::record;
 use index::{Index, KeyFn};
+use slim::{SlimConfigMap, SlimPod};
 use submission::meta::{annotations, labels};
 
 /// Watch caches of our pods and ConfigMaps (all namespaces, selected by our label), with the
@@ -158,9 +160,10 @@ impl WatchCaches {
         let (pods, writer) = reflector::store();
         let pod_index = Index::new(pod_submission_id as KeyFn<Pod>);
         let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
-        let stream = watcher(Api::<Pod>::all(client.clone()), selector.clone())
+        // Decoded slim, converted to the trimmed pods the cache keeps (`slim`).
+        let stream = watcher(Api::<SlimPod>::all(client.clone()), selector.clone())
             .default_backoff()
-            .modify(submission::driver::trim_for_cache)
+            .map_ok(full_event::<SlimPod, Pod>)
             .reflect(writer);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
         let pods_health = Arc::new(WatchHealth::default());
@@ -179,8 +182,9 @@ impl WatchCaches {
         }));
         let (config_maps, writer) = reflector::store();
         let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
-        let stream = watcher(Api::<ConfigMap>::all(client.clone()), selector)
+        let stream = watcher(Api::<SlimConfigMap>::all(client.clone()), selector)
             .default_backoff()
+            .map_ok(full_event::<SlimConfigMap, ConfigMap>)
             // The sweeper needs metadata only; spark.properties and templates stay out of memory
             // but for the line naming the driver pod, which tells which driver a submission id
             // is bound to (`plan::classify_meta`). Retention records keep their few short
@@ -189,8 +193,6 @@ impl WatchCaches {
                 if !record::is_record(cm) {
                     cm.data = trim_data(cm.data.take());
                 }
-                cm.binary_data = None;
-                cm.metadata.managed_fields = None;
             })
             .reflect(writer);
         let index = record_index.clone();
@@ -302,6 +304,17 @@ impl WatchCaches {
             })
             .filter_map(|cm| record::read(&cm))
             .collect()
+    }
+}
+
+/// A watch event of a slim type as one of the full type the caches store.
+fn full_event<S, K: From<S>>(event: watcher::Event<S>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(object.into()),
+        watcher::Event::Delete(object) => watcher::Event::Delete(object.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(object.into()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -194,7 +194,11 @@ impl KubeApi {
     }
 
     /// POSTs `object`; of the answer only what a submission reads ([`Head`]).
-    pub async fn create_head(&self, api: &Request, object: &Value) -> Result<Head, CallError> {
+    pub async fn create_head(
+        &self,
+        api: &Request,
+        object: &impl serde::Serialize,
+    ) -> Result<Head, CallError> {
         let answer: HeadOf = self
             .send(api.create(&post_params(false), to_vec(object)?))
             .await?;
@@ -291,7 +295,7 @@ fn post_params(dry_run: bool) -> PostParams {
     }
 }
 
-fn to_vec(object: &Value) -> Result<Vec<u8>, CallError> {
+fn to_vec(object: &impl serde::Serialize) -> Result<Vec<u8>, CallError> {
     serde_json::to_vec(object).map_err(|source| CallError::Request {
         source: kube::Error::SerdeError(source),
     })

@@ -1,7 +1,9 @@
 //! One submission, from request to driver, behind one entry point: [`submit`] returns
 //! `Result<Outcome, SubmitFailure>` and the HTTP edge (`envelope`) maps both.
 //!
-//! The steps: read the `dryRun` flag; build the objects (pure, `submission::builder`);
+//! The steps: read the `dryRun` flag; answer a repeat whose driver the synced caches show
+//! complete without building anything ([`repeat`]); else build the objects (pure,
+//! `submission::builder`);
 //! authorise the client for the namespace and every service account the driver and its executors
 //! will run as (before anything touches Kubernetes); answer from the retention record when this
 //! submission's driver already succeeded and was collected; then observe → decide
@@ -11,6 +13,7 @@
 pub mod blame;
 pub mod execute;
 pub mod inflight;
+pub mod repeat;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -28,7 +31,7 @@ use blame::Origin;
 use execute::{Failure, Submission, SubmitDriverError, Submitted};
 use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
-use submission::builder::{self, BuildError, DriverObjects};
+use submission::builder::{self, BuildError, DriverNames, DriverObjects, Identity};
 use submission::conf::SparkConf;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
@@ -99,17 +102,43 @@ pub enum Outcome {
     DryRun(Value),
 }
 
+/// Who the driver is, as the answer names it: from the built objects, or from the names alone
+/// (a repeat answered from the caches).
+struct Named<'a> {
+    app_name: &'a str,
+    app_id: &'a str,
+    driver_pod_name: &'a str,
+    namespace: &'a str,
+}
+
+impl<'a> From<&'a Identity> for Named<'a> {
+    fn from(identity: &'a Identity) -> Named<'a> {
+        Named {
+            app_name: &identity.app_name,
+            app_id: &identity.app_id,
+            driver_pod_name: &identity.driver_pod_name,
+            namespace: &identity.namespace,
+        }
+    }
+}
+
+impl<'a> From<&'a DriverNames> for Named<'a> {
+    fn from(names: &'a DriverNames) -> Named<'a> {
+        Named {
+            app_name: &names.app_name,
+            app_id: &names.app_id,
+            driver_pod_name: &names.pod_name,
+            namespace: &names.namespace,
+        }
+    }
+}
+
 /// The contract's answer for a driver pod as the API server (or the watch cache) has it.
-fn driver_answer(
-    id: &str,
-    built: &DriverObjects,
-    submitted: &Submitted,
-    duplicate: bool,
-) -> Outcome {
+fn driver_answer(id: &str, named: Named<'_>, submitted: &Submitted, duplicate: bool) -> Outcome {
     let pod = &submitted.pod;
     let body = SubmitResponse {
         submission_id: id.to_owned(),
-        app_name: built.identity.app_name.clone(),
+        app_name: named.app_name.to_owned(),
         message: if duplicate {
             "duplicate submission: the existing driver pod is returned".into()
         } else {
@@ -120,10 +149,10 @@ fn driver_answer(
         spark_app_id: pod
             .spark_app_id
             .clone()
-            .unwrap_or_else(|| built.identity.app_id.clone()),
-        driver_pod_name: built.identity.driver_pod_name.clone(),
+            .unwrap_or_else(|| named.app_id.to_owned()),
+        driver_pod_name: named.driver_pod_name.to_owned(),
         driver_pod_uid: pod.uid.clone(),
-        namespace: built.identity.namespace.clone(),
+        namespace: named.namespace.to_owned(),
         duplicate_submission: duplicate,
     };
     Outcome::Driver {
@@ -276,14 +305,22 @@ pub async fn submit(
     request: &SubmitRequest,
 ) -> Result<Outcome, SubmitFailure> {
     let dry_run = dry_run_flag(query)?;
+    let id = request.submission_id.as_str();
+    if !dry_run
+        && let Some(caches) = state.synced_caches()
+        && let Some(found) = repeat::find(caches, &state.access, peer, request)
+    {
+        return Ok(answer_repeat(state, id, &found));
+    }
     // Never closed: the semaphore lives as long as the state.
     let _turn = state.work.acquire().await;
-    let id = request.submission_id.as_str();
     let now = SystemTime::now();
     let (built, conf) = build(request, now_ms(now), &state.spark_user).map_err(|source| {
         info!(kind = source.kind(), "submission refused by the builder");
         SubmitFailure::BuildObjects { source }
     })?;
+    // Shared with the creation task, not copied into it.
+    let built = Arc::new(built);
     let span = Span::current();
     span.record("namespace", built.identity.namespace.as_str());
     span.record("pod", built.identity.driver_pod_name.as_str());
@@ -366,7 +403,12 @@ pub async fn submit(
             uid = submitted.pod_uid(),
             "submission answered from the watch cache"
         );
-        return Ok(driver_answer(id, &built, &submitted, true));
+        return Ok(driver_answer(
+            id,
+            (&built.identity).into(),
+            &submitted,
+            true,
+        ));
     }
     create(state, &built, id)
         .await
@@ -416,10 +458,28 @@ fn rejected_input(
     ))
 }
 
+/// The 200 for a repeat whose complete driver the caches show ([`repeat::find`]).
+fn answer_repeat(state: &AppState, id: &str, found: &repeat::Repeat) -> Outcome {
+    let names = &found.names;
+    let span = Span::current();
+    span.record("namespace", names.namespace.as_str());
+    span.record("pod", names.pod_name.as_str());
+    span.record("dry_run", false);
+    crate::audit::note_target(&names.namespace, &names.pod_name, false);
+    state.metrics.duplicate();
+    // DEBUG: the audit line records the answer (DUPLICATE, pod, uid) at INFO already.
+    debug!(
+        duplicate = true,
+        uid = found.submitted.pod_uid(),
+        "submission answered from the watch cache before building"
+    );
+    driver_answer(id, names.into(), &found.submitted, true)
+}
+
 /// Creates (or finds) the driver in a task shared by concurrent duplicates.
 async fn create(
     state: &AppState,
-    built: &DriverObjects,
+    built: &Arc<DriverObjects>,
     id: &str,
 ) -> Result<Outcome, SubmitFailure> {
     let key = Key {
@@ -430,16 +490,15 @@ async fn create(
     let work = {
         let kube = state.kube.clone();
         let metrics = state.metrics.clone();
-        let objects = built.objects.clone();
-        let namespace = built.identity.namespace.clone();
+        let built = Arc::clone(built);
         let submission_id = id.to_owned();
         let caches = state.synced_caches().cloned();
         let catch_up = state.cache_catch_up;
         async move {
             let outcome = Submission {
                 api: &kube,
-                objects: &objects,
-                namespace: &namespace,
+                objects: &built.objects,
+                namespace: &built.identity.namespace,
                 submission_id: &submission_id,
                 caches: caches.as_ref(),
                 catch_up,
@@ -465,7 +524,12 @@ async fn create(
             if duplicate {
                 state.metrics.duplicate();
             }
-            Ok(driver_answer(id, built, &submitted, duplicate))
+            Ok(driver_answer(
+                id,
+                (&built.identity).into(),
+                &submitted,
+                duplicate,
+            ))
         }
         Err(TaskFailure::Failed(source)) => {
             warn!(kind = source.kind(), error = %crate::audit::loggable_cause(source.as_ref()), "submission failed");

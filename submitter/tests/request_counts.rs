@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use http::StatusCode;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use submission::builder::DriverObjects;
@@ -184,6 +184,61 @@ async fn duplicate_the_caches_show_complete_makes_no_request() {
     assert_eq!(again.body["submitted_at"], first.body["submitted_at"]);
     assert_eq!(again.body["spark_app_id"], first.body["spark_app_id"]);
     assert_eq!(s.requests(), vec![], "no request at all");
+}
+
+#[tokio::test]
+async fn duplicate_the_caches_show_complete_is_refused_as_a_fresh_submission_would_be() {
+    let s = CachedApp::start().await;
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "spark"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(s.t.client(), "default")
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let as_spark = [
+        "--conf",
+        "spark.kubernetes.authenticate.driver.serviceAccountName=spark",
+    ];
+    let body = request("cached-refusals", &as_spark);
+    let first = s.submit(&body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    s.wait_cached_complete(&built(&body)).await;
+    let executors_as_other = {
+        let mut other = as_spark.to_vec();
+        other.extend([
+            "--conf",
+            "spark.kubernetes.authenticate.executor.serviceAccountName=other",
+        ]);
+        request("cached-refusals", &other)
+    };
+    let mut bad_argv = body.clone();
+    bad_argv["spark_submit_args"] = json!(["--deploy-mode", "nowhere"]);
+    // (case, identity, body, status, error code)
+    let cases = [
+        ("namespace not allowed", "team-a", &body, 403, "FORBIDDEN"),
+        (
+            "executor account not allowed",
+            "spark-only",
+            &executors_as_other,
+            403,
+            "FORBIDDEN",
+        ),
+        (
+            "arguments that do not parse",
+            submit_support::TESTER,
+            &bad_argv,
+            400,
+            "INVALID_SPARK_SUBMIT_ARGS",
+        ),
+    ];
+    for (case, identity, body, status, code) in cases {
+        let answer = send(&s.app, submit_request(body, "", identity)).await;
+        assert_eq!(answer.status.as_u16(), status, "{case}: {}", answer.body);
+        assert_eq!(answer.body["error_code"], code, "{case}");
+    }
+    let allowed = send(&s.app, submit_request(&body, "", "spark-only")).await;
+    assert_eq!(allowed.status, StatusCode::OK, "{}", allowed.body);
+    assert_eq!(allowed.body["driver_pod_uid"], first.body["driver_pod_uid"]);
 }
 
 #[tokio::test]

@@ -517,7 +517,7 @@ fn quantity_bytes(quantity: &str) -> Option<f64> {
 }
 
 pub(crate) fn pod_template_config_map_name(plan: &Plan<'_>) -> String {
-    format!("{}-driver-podspec-conf-map", plan.prefix)
+    super::executor_template_config_map_name(&plan.prefix)
 }
 
 /// The Service's and spark.properties' block manager port: `spark.driver.blockManager.port`

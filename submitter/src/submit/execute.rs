@@ -269,6 +269,111 @@ fn owner_references(pod_name: &str, pod_uid: &str) -> Value {
     probe[0]["metadata"]["ownerReferences"].take()
 }
 
+/// A ConfigMap as the caches show it, classified against `submission_id`.
+fn cached_config_map(
+    caches: &WatchCaches,
+    namespace: &str,
+    name: &str,
+    submission_id: &str,
+) -> Found {
+    caches
+        .config_map(namespace, name)
+        .map_or(Found::Absent, |cm| {
+            let properties = cm
+                .data
+                .as_ref()
+                .and_then(|data| data.get(PROPERTIES_KEY))
+                .map(String::as_str);
+            classify_meta(&cm.metadata, properties, submission_id)
+        })
+}
+
+/// A complete driver told by the watch caches alone, from its names only (no built objects):
+/// the pod `pod_name` of `submission_id` and the ConfigMaps it mounts (`config_maps`), all
+/// ours and owned by the pod. The same answer as [`Submission::complete_in_cache`] for the
+/// objects built under those names: the kinds the caches do not hold follow from the
+/// ConfigMaps either way ([`plan::observe_uncached`]). `None` when the caches do not show it.
+pub fn complete_in_cache_named(
+    caches: &WatchCaches,
+    namespace: &str,
+    submission_id: &str,
+    pod_name: &str,
+    config_maps: &[String],
+) -> Option<Submitted> {
+    let pod = caches.pod(namespace, pod_name)?;
+    let pod_found = classify_meta(&pod.metadata, None, submission_id);
+    let cached: Vec<Option<Found>> = config_maps
+        .iter()
+        .map(|name| Some(cached_config_map(caches, namespace, name, submission_id)))
+        .collect();
+    let dependents: Vec<Dependent> = plan::observe_uncached(&pod_found, &cached)?
+        .into_iter()
+        // ConfigMaps, which the pod mounts.
+        .map(|found| Dependent {
+            mounted: true,
+            found,
+        })
+        .collect();
+    match plan::decide(pod_name, &pod_found, &dependents) {
+        Ok(Plan::Repair { effects, .. }) if effects.is_empty() => Some(Submitted {
+            created: false,
+            pod: DriverPod::of_pod(&pod),
+        }),
+        _ => None,
+    }
+}
+
+/// An object serialized with `ownerReferences` set in its metadata, without copying it.
+struct Owned<'a> {
+    object: &'a Value,
+    owner: &'a Value,
+}
+
+impl serde::Serialize for Owned<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(fields) = self.object else {
+            return self.object.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (key, value) in fields {
+            match value {
+                Value::Object(metadata) if key == "metadata" => {
+                    map.serialize_entry(
+                        key,
+                        &WithOwner {
+                            metadata,
+                            owner: self.owner,
+                        },
+                    )?;
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// Metadata with `ownerReferences` replaced by `owner`.
+struct WithOwner<'a> {
+    metadata: &'a serde_json::Map<String, Value>,
+    owner: &'a Value,
+}
+
+impl serde::Serialize for WithOwner<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.metadata {
+            if key != "ownerReferences" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry("ownerReferences", self.owner)?;
+        map.end()
+    }
+}
+
 /// What this attempt created, for the rollback.
 #[derive(Debug, Default)]
 struct Ledger {
@@ -382,16 +487,7 @@ impl Submission<'_> {
             .iter()
             .map(|object| {
                 (kind_of(object) == "ConfigMap").then(|| {
-                    caches
-                        .config_map(self.namespace, name_of(object))
-                        .map_or(Found::Absent, |cm| {
-                            let properties = cm
-                                .data
-                                .as_ref()
-                                .and_then(|data| data.get(PROPERTIES_KEY))
-                                .map(String::as_str);
-                            classify_meta(&cm.metadata, properties, self.submission_id)
-                        })
+                    cached_config_map(caches, self.namespace, name_of(object), self.submission_id)
                 })
             })
             .collect();
@@ -608,9 +704,7 @@ impl Submission<'_> {
     /// Performs one step that needs the pod (`owner`: its owner references).
     async fn complete(&self, step: WithPod, owner: &Value) -> Result<(), Stop> {
         match step {
-            WithPod::CreateOwned { index } => {
-                self.create(index, Some(owner.clone())).await.map(drop)
-            }
+            WithPod::CreateOwned { index } => self.create(index, Some(owner)).await.map(drop),
             WithPod::CreateUnowned { index } => self.create(index, None).await.map(drop),
             WithPod::AttachOwner { index } => self.attach_owner(index, owner).await,
             WithPod::DeleteStale { index, uid } => self.delete_stale(index, &uid).await,
@@ -638,22 +732,15 @@ impl Submission<'_> {
     /// POSTs object `index` (with `owner` as its `ownerReferences`); what the answer says of
     /// it. An ambiguous failure is checked with a GET: if our object is there, the create
     /// happened.
-    async fn create(&self, index: usize, owner: Option<Value>) -> Result<DriverPod, Stop> {
+    async fn create(&self, index: usize, owner: Option<&Value>) -> Result<DriverPod, Stop> {
         let api = self.api_of(index).map_err(Stop::Failed)?;
-        let owned;
-        let object = match owner {
-            None => &self.objects[index],
-            Some(owner) => {
-                let mut object = self.objects[index].clone();
-                if let Some(metadata) = object.get_mut("metadata") {
-                    metadata["ownerReferences"] = owner;
-                }
-                owned = object;
-                &owned
-            }
-        };
+        let object = &self.objects[index];
         let name = name_of(object);
-        match self.api.create_head(&api, object).await {
+        let created = match owner {
+            None => self.api.create_head(&api, object).await,
+            Some(owner) => self.api.create_head(&api, &Owned { object, owner }).await,
+        };
+        match created {
             Ok(created) => Ok(DriverPod::of_head(created)),
             Err(error) if error.is_already_exists() => Err(Stop::Stale(Some(index))),
             Err(error) if error.is_definite() => {
