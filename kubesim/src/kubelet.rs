@@ -1007,7 +1007,7 @@ impl Kubelet {
 
     fn write_status(&self, e: &PodEntry, ours: &Value, now: &str) -> Result<(), ApiError> {
         self.store
-            .modify(
+            .modify_shared(
                 &self.pods_rt,
                 &e.ns,
                 &e.name,
@@ -1022,9 +1022,9 @@ impl Kubelet {
                             "the pod was replaced",
                         ));
                     }
-                    let mut next = cur.clone();
-                    next["status"] = merge_status(cur.get("status"), ours, now);
-                    Ok(next)
+                    // A status write keeps only the status of what it is given: the rest of
+                    // the pod is not copied just to be discarded.
+                    Ok(json!({"status": merge_status(cur.get("status"), ours, now)}))
                 },
             )
             .map(|_| ())
