@@ -1081,7 +1081,7 @@ impl Kubelet {
                 continue;
             };
             let node = self.nodes[slot.1].name.clone();
-            let result = self.store.modify(
+            let result = self.store.modify_shared(
                 &self.pods_rt,
                 &ns,
                 &name,
@@ -1110,7 +1110,7 @@ impl Kubelet {
                     slot.0 += 1;
                     // Take the pod on now so this tick's status write carries PodScheduled
                     // together with the kubelet's first status.
-                    self.observe(st, &Arc::new(pod));
+                    self.observe(st, &pod);
                 }
                 Err(e) if e.code == 404 || e.code == 409 => {}
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),
