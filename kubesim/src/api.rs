@@ -624,9 +624,14 @@ async fn execute(
         Verb::Create => {
             let obj = parse_body(headers, &body)?;
             let warnings = check_fields(rt, q, &obj, false)?;
-            let mut created = store.create(rt, ns, obj, &write)?;
+            let mut created = store.create_shared(rt, ns, obj, &write)?;
             if let Some(manager) = q.get("fieldManager") {
-                created = patch::record_update(None, &created, manager, &meta::now_rfc3339());
+                created = Arc::new(patch::record_update(
+                    None,
+                    &created,
+                    manager,
+                    &meta::now_rfc3339(),
+                ));
             }
             Ok(with_warnings(
                 json_response(StatusCode::CREATED, &created),
@@ -636,10 +641,10 @@ async fn execute(
         Verb::Update => {
             let obj = parse_body(headers, &body)?;
             let warnings = check_fields(rt, q, &obj, false)?;
-            let out = store.modify(rt, ns, &name, part, &write, |cur| {
+            let out = store.modify_shared(rt, ns, &name, part, &write, |cur| {
                 Ok(match q.get("fieldManager") {
                     Some(m) => patch::record_update(Some(cur), &obj, m, &meta::now_rfc3339()),
-                    None => keep_managed_fields(cur, obj.clone()),
+                    None => keep_managed_fields(cur, obj),
                 })
             })?;
             Ok(with_warnings(
@@ -829,7 +834,7 @@ fn patch_object(
                     "the name of the object ({applied_name}) does not match the name on the URL ({name})"
                 )));
             }
-            let (out, created) = store.upsert(rt, ns, name, part, write, |cur| {
+            let (out, created) = store.upsert_shared(rt, ns, name, part, write, |cur| {
                 let mut base = applied.clone();
                 if cur.is_none() {
                     meta::metadata_mut(&mut base).insert("name".into(), json!(name));
@@ -850,7 +855,7 @@ fn patch_object(
         }
         "application/json-patch+json" => {
             let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            let out = store.modify(rt, ns, name, part, write, |cur| {
+            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
                 patch::json_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
             })?;
             Ok(json_response(StatusCode::OK, &out))
@@ -861,7 +866,7 @@ fn patch_object(
                 return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
             let warnings = check_fields(rt, q, &p, true)?;
-            let out = store.modify(rt, ns, name, part, write, |cur| {
+            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
                 Ok(patch::merge_patch(cur, &p))
             })?;
             Ok(with_warnings(
@@ -872,7 +877,7 @@ fn patch_object(
         "application/strategic-merge-patch+json" if !rt.custom => {
             let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
             let warnings = check_fields(rt, q, &p, true)?;
-            let out = store.modify(rt, ns, name, part, write, |cur| {
+            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
                 patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
             })?;
             Ok(with_warnings(

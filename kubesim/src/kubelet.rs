@@ -1007,7 +1007,7 @@ impl Kubelet {
 
     fn write_status(&self, e: &PodEntry, ours: &Value, now: &str) -> Result<(), ApiError> {
         self.store
-            .modify(
+            .modify_shared(
                 &self.pods_rt,
                 &e.ns,
                 &e.name,
@@ -1022,9 +1022,9 @@ impl Kubelet {
                             "the pod was replaced",
                         ));
                     }
-                    let mut next = cur.clone();
-                    next["status"] = merge_status(cur.get("status"), ours, now);
-                    Ok(next)
+                    // A status write keeps only the status of what it is given: the rest of
+                    // the pod is not copied just to be discarded.
+                    Ok(json!({"status": merge_status(cur.get("status"), ours, now)}))
                 },
             )
             .map(|_| ())
@@ -1081,7 +1081,7 @@ impl Kubelet {
                 continue;
             };
             let node = self.nodes[slot.1].name.clone();
-            let result = self.store.modify(
+            let result = self.store.modify_shared(
                 &self.pods_rt,
                 &ns,
                 &name,
@@ -1110,7 +1110,7 @@ impl Kubelet {
                     slot.0 += 1;
                     // Take the pod on now so this tick's status write carries PodScheduled
                     // together with the kubelet's first status.
-                    self.observe(st, &Arc::new(pod));
+                    self.observe(st, &pod);
                 }
                 Err(e) if e.code == 404 || e.code == 409 => {}
                 Err(e) => tracing::warn!(pod = %name, ns = %ns, error = %e, "binding failed"),

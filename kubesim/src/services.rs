@@ -566,10 +566,20 @@ struct Controller {
     selector_labels: HashMap<LabelKey, usize>,
     /// Endpoints objects of Services without a selector.
     endpoints: HashMap<Key, Arc<Value>>,
-    /// What this controller last wrote per Service: (Endpoints, EndpointSlice).
-    written: HashMap<Key, (Value, Value)>,
+    /// What this controller last wrote per Service.
+    written: HashMap<Key, Written>,
     table: ServiceTable,
     tx: watch::Sender<Arc<ServiceTable>>,
+}
+
+/// The Endpoints and EndpointSlice last written for a Service, and what they were built from.
+struct Written {
+    /// The Service object (as the event log shares it) and its entry: the same two build the
+    /// same objects, so a pod change that leaves the entry as it was costs no rebuild.
+    svc: Arc<Value>,
+    entry: ServiceEntry,
+    endpoints: Value,
+    slice: Value,
 }
 
 /// A Service's non-empty selector.
@@ -818,10 +828,21 @@ impl Controller {
         }
     }
 
-    fn write(&mut self, key: &Key, svc: &Value, entry: &ServiceEntry) {
+    fn write(&mut self, key: &Key, svc: &Arc<Value>, entry: &ServiceEntry) {
+        if let Some(w) = self.written.get(key)
+            && Arc::ptr_eq(&w.svc, svc)
+            && w.entry == *entry
+        {
+            return;
+        }
         let ep = endpoints_object(svc, entry);
         let slice = endpoint_slice(svc, entry);
-        if self.written.get(key) == Some(&(ep.clone(), slice.clone())) {
+        if let Some(w) = self.written.get_mut(key)
+            && w.endpoints == ep
+            && w.slice == slice
+        {
+            w.svc = Arc::clone(svc);
+            w.entry = entry.clone();
             return;
         }
         let ok = self.upsert(&self.ep_rt, &key.0, &key.1, &ep, &["subsets"])
@@ -833,7 +854,15 @@ impl Controller {
                 &["endpoints", "ports", "addressType"],
             );
         if ok {
-            self.written.insert(key.clone(), (ep, slice));
+            self.written.insert(
+                key.clone(),
+                Written {
+                    svc: Arc::clone(svc),
+                    entry: entry.clone(),
+                    endpoints: ep,
+                    slice,
+                },
+            );
         }
     }
 
@@ -846,28 +875,28 @@ impl Controller {
         obj: &Value,
         fields: &[&str],
     ) -> bool {
-        let result = self
-            .store
-            .upsert(rt, ns, name, Part::Main, &WriteOpts::default(), |cur| {
-                let Some(cur) = cur else {
-                    return Ok(obj.clone());
-                };
-                let mut next = cur.clone();
-                for f in fields {
-                    match obj.get(*f) {
-                        Some(v) => next[*f] = v.clone(),
-                        None => {
-                            if let Some(o) = next.as_object_mut() {
-                                o.remove(*f);
+        let result =
+            self.store
+                .upsert_shared(rt, ns, name, Part::Main, &WriteOpts::default(), |cur| {
+                    let Some(cur) = cur else {
+                        return Ok(obj.clone());
+                    };
+                    let mut next = cur.clone();
+                    for f in fields {
+                        match obj.get(*f) {
+                            Some(v) => next[*f] = v.clone(),
+                            None => {
+                                if let Some(o) = next.as_object_mut() {
+                                    o.remove(*f);
+                                }
                             }
                         }
                     }
-                }
-                if let Some(labels) = obj.pointer("/metadata/labels") {
-                    next["metadata"]["labels"] = labels.clone();
-                }
-                Ok(next)
-            });
+                    if let Some(labels) = obj.pointer("/metadata/labels") {
+                        next["metadata"]["labels"] = labels.clone();
+                    }
+                    Ok(next)
+                });
         match result {
             Ok(_) => true,
             Err(ApiError {

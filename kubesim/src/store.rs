@@ -332,9 +332,21 @@ impl Store {
         &self,
         rt: &ResourceType,
         ns: &str,
-        mut obj: Value,
+        obj: Value,
         opts: &WriteOpts,
     ) -> Result<Value, ApiError> {
+        self.create_shared(rt, ns, obj, opts)
+            .map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Store::create`], answering with the stored object itself rather than a copy.
+    pub fn create_shared(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         if !obj.is_object() {
             return Err(ApiError::bad_request(
@@ -430,13 +442,13 @@ impl Store {
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
         if opts.dry_run {
-            return Ok(as_viewed(view, obj));
+            return Ok(Arc::new(as_viewed(view, obj)));
         }
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             inner.on_crd_write(rt, &obj);
         }
-        inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj.clone());
-        Ok(as_viewed(view, obj))
+        let stored = inner.commit(&self.tx, rt, ns, &name, EventType::Added, obj);
+        Ok(shared_as_viewed(view, stored))
     }
 
     /// Replaces an object (PUT), honouring a resourceVersion in the body as a precondition.
@@ -463,6 +475,21 @@ impl Store {
         opts: &WriteOpts,
         f: impl FnOnce(&Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
+        self.modify_shared(rt, ns, name, part, opts, f)
+            .map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Store::modify`], answering with the stored object itself rather than a copy (writers
+    /// that only serialise the result, or ignore it).
+    pub fn modify_shared(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        part: Part,
+        opts: &WriteOpts,
+        f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         let (stored, view) = inner.storage(rt)?;
         // Shared, not copied: most writes read the current object and build a new one.
@@ -482,7 +509,7 @@ impl Store {
         };
         let out =
             inner.write_update(&self.tx, &stored, ns, name, &current, proposed, part, opts)?;
-        Ok(as_viewed(view, out))
+        Ok(shared_as_viewed(view, out))
     }
 
     /// Create-or-modify under one lock (server-side apply): `f` gets the current object, if any.
@@ -495,27 +522,35 @@ impl Store {
         opts: &WriteOpts,
         f: impl Fn(Option<&Value>) -> Result<Value, ApiError>,
     ) -> Result<(Value, bool), ApiError> {
-        let existing = {
+        self.upsert_shared(rt, ns, name, part, opts, f)
+            .map(|(o, created)| (Arc::unwrap_or_clone(o), created))
+    }
+
+    /// [`Store::upsert`], answering with the stored object itself rather than a copy.
+    pub fn upsert_shared(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        part: Part,
+        opts: &WriteOpts,
+        f: impl Fn(Option<&Value>) -> Result<Value, ApiError>,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        let exists = {
             let inner = self.lock();
             let (stored, _) = inner.storage(rt)?;
-            inner.object(&stored, ns, name).cloned()
+            inner.object(&stored, ns, name).is_some()
         };
-        match existing {
-            None => {
-                let obj = f(None)?;
-                match self.create(rt, ns, obj, opts) {
-                    // Lost a race with another creator: retry as an update below.
-                    Err(e) if e.reason == "AlreadyExists" => {}
-                    other => return other.map(|o| (o, true)),
-                }
-                let obj = self.modify(rt, ns, name, part, opts, |cur| f(Some(cur)))?;
-                Ok((obj, false))
-            }
-            Some(_) => {
-                let obj = self.modify(rt, ns, name, part, opts, |cur| f(Some(cur)))?;
-                Ok((obj, false))
+        if !exists {
+            let obj = f(None)?;
+            match self.create_shared(rt, ns, obj, opts) {
+                // Lost a race with another creator: retry as an update below.
+                Err(e) if e.reason == "AlreadyExists" => {}
+                other => return other.map(|o| (o, true)),
             }
         }
+        let obj = self.modify_shared(rt, ns, name, part, opts, |cur| f(Some(cur)))?;
+        Ok((obj, false))
     }
 
     /// Deletes an object, or starts its deletion when finalizers or graceful termination hold it.
@@ -704,7 +739,7 @@ impl Inner {
         name: &str,
         kind: EventType,
         object: Value,
-    ) {
+    ) -> Arc<Value> {
         let ns = if rt.namespaced { ns } else { "" };
         self.rv += 1;
         let rv = self.rv;
@@ -733,7 +768,7 @@ impl Inner {
             group: rt.group.clone(),
             plural: rt.plural.clone(),
             namespace: ns.to_string(),
-            object,
+            object: object.clone(),
             previous,
         });
         if self.log.len() == self.log_capacity
@@ -744,6 +779,7 @@ impl Inner {
         self.log.push_back(event.clone());
         // No receivers is fine: nobody is watching.
         let _ = tx.send(event);
+        object
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -753,11 +789,11 @@ impl Inner {
         rt: &ResourceType,
         ns: &str,
         name: &str,
-        current: &Value,
+        current: &Arc<Value>,
         mut proposed: Value,
         part: Part,
         opts: &WriteOpts,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         if !proposed.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
@@ -785,17 +821,20 @@ impl Inner {
         if rt.status_subresource {
             match part {
                 Part::Status => {
-                    let status = proposed.get("status").cloned();
-                    let mut merged = current.clone();
-                    match status {
-                        Some(s) => merged["status"] = s,
-                        None => {
-                            if let Some(o) = merged.as_object_mut() {
-                                o.remove("status");
-                            }
-                        }
+                    // Everything but the status is the current object's: copied field by
+                    // field, so the status being replaced is not copied first.
+                    let status = proposed.as_object_mut().and_then(|o| o.remove("status"));
+                    let mut merged: serde_json::Map<String, Value> = current
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(k, _)| k.as_str() != "status")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    if let Some(s) = status {
+                        merged.insert("status".into(), s);
                     }
-                    proposed = merged;
+                    proposed = Value::Object(merged);
                 }
                 Part::Main => match current.get("status") {
                     Some(s) => proposed["status"] = s.clone(),
@@ -850,11 +889,11 @@ impl Inner {
         proposed["apiVersion"] = json!(rt.api_version());
         proposed["kind"] = json!(rt.kind);
         if opts.dry_run {
-            return Ok(proposed);
+            return Ok(Arc::new(proposed));
         }
         if same_but_resource_version(current, &proposed) {
             // A no-op write produces no event and keeps the resourceVersion, as in Kubernetes.
-            return Ok(current.clone());
+            return Ok(Arc::clone(current));
         }
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             self.on_crd_write(rt, &proposed);
@@ -862,13 +901,9 @@ impl Inner {
         if meta::is_deleting(&proposed) && self.ready_to_remove(rt, &proposed) {
             self.commit(tx, rt, ns, name, EventType::Deleted, proposed.clone());
             self.after_remove(tx, rt, &proposed);
-            return Ok(proposed);
+            return Ok(Arc::new(proposed));
         }
-        self.commit(tx, rt, ns, name, EventType::Modified, proposed);
-        Ok(self
-            .object(rt, ns, name)
-            .cloned()
-            .expect("object was just written"))
+        Ok(self.commit(tx, rt, ns, name, EventType::Modified, proposed))
     }
 
     /// Whether an object being deleted has nothing left holding it.
@@ -984,11 +1019,14 @@ impl Inner {
             self.after_remove(tx, rt, &next);
             return Ok(next);
         }
-        self.commit(tx, rt, ns, name, EventType::Modified, next);
-        Ok(self
-            .object(rt, ns, name)
-            .cloned()
-            .expect("object was just written"))
+        Ok(Value::clone(&self.commit(
+            tx,
+            rt,
+            ns,
+            name,
+            EventType::Modified,
+            next,
+        )))
     }
 
     /// Effects of removing an object that belong to the store itself (CRD removal).
@@ -1134,6 +1172,14 @@ fn check_kind(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// A stored object as `view` serves it: itself without a view, a converted copy with one.
+fn shared_as_viewed(view: Option<&'static View>, obj: Arc<Value>) -> Arc<Value> {
+    match view {
+        Some(v) => Arc::new((v.from_storage)(Arc::unwrap_or_clone(obj))),
+        None => obj,
+    }
 }
 
 /// A stored object as `view` serves it (unchanged without one).

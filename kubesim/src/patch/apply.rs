@@ -329,36 +329,12 @@ pub fn record_update(
         .is_some_and(|f| !f.is_null());
     let mut entries = read_entries(if sent { Some(after) } else { before });
 
-    let mut changed = FieldSet::default();
-    for path in FieldSet::from_object(after).members() {
-        let now = fieldset::get(after, &path);
-        let was = before.and_then(|b| fieldset::get(b, &path));
-        let differs = if is_field_path(&path) {
-            now != was
-        } else {
-            was.is_none()
-        };
-        if differs {
-            changed.insert(&path);
-        }
-    }
-    let changed_paths = changed.members();
-
+    let changed = FieldSet::from_object(after).changed(after, before);
     let mine = entries.iter().position(|e| e.is(manager, "Update"));
     for (i, e) in entries.iter_mut().enumerate() {
-        let mut stale: Vec<Path> = e
-            .set
-            .members()
-            .into_iter()
-            .filter(|p| fieldset::get(after, p).is_none())
-            .collect();
-        if Some(i) != mine {
-            stale.extend(changed_paths.iter().filter(|p| e.set.contains(p)).cloned());
-        }
-        if !stale.is_empty() {
-            for p in &stale {
-                e.set.remove(p);
-            }
+        // Others lose what this write changed; everyone loses what no longer exists.
+        let taken = (Some(i) != mine).then_some(&changed);
+        if e.set.drop_stale(after, taken) {
             e.dirty = true;
         }
     }

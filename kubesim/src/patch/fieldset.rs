@@ -108,6 +108,7 @@ impl FieldSet {
         !self.dot && self.children.is_empty()
     }
 
+    #[cfg(test)]
     pub(super) fn insert(&mut self, path: &[String]) {
         let mut node = self;
         for e in path {
@@ -164,6 +165,59 @@ impl FieldSet {
             c.walk(prefix, out);
             prefix.pop();
         }
+    }
+
+    /// The members of `self` (the set of `after`'s fields) that `after` sets differently from
+    /// `before`: a field whose value differs, or a list element `before` lacks.
+    ///
+    /// One walk down both objects beside the set: looking every member up from the root costs
+    /// the depth of the object per field, and a write's cost grew with the object's size squared.
+    pub(super) fn changed(&self, after: &Value, before: Option<&Value>) -> FieldSet {
+        self.changed_below(Some(after), before)
+    }
+
+    fn changed_below(&self, now: Option<&Value>, was: Option<&Value>) -> FieldSet {
+        let mut out = FieldSet::default();
+        for (k, c) in &self.children {
+            let now_c = now.and_then(|v| step(v, k));
+            let was_c = was.and_then(|v| step(v, k));
+            let mut below = c.changed_below(now_c, was_c);
+            if c.dot {
+                let was_v = was_c.filter(|v| !v.is_null());
+                // Element-presence members (k:/v:) change only by appearing.
+                below.dot = if k.starts_with("f:") {
+                    now_c.filter(|v| !v.is_null()) != was_v
+                } else {
+                    was_v.is_none()
+                };
+            }
+            if !below.is_empty() {
+                out.children.insert(k.clone(), below);
+            }
+        }
+        out
+    }
+
+    /// Removes the members `after` no longer has and those in `taken` (when given); returns
+    /// whether any went. Branches left empty are pruned, as [`FieldSet::remove`] does.
+    pub(super) fn drop_stale(&mut self, after: &Value, taken: Option<&FieldSet>) -> bool {
+        self.drop_stale_below(Some(after), taken)
+    }
+
+    fn drop_stale_below(&mut self, now: Option<&Value>, taken: Option<&FieldSet>) -> bool {
+        let mut removed = false;
+        self.children.retain(|k, c| {
+            let now_c = now.and_then(|v| step(v, k));
+            let taken_c = taken.and_then(|t| t.children.get(k));
+            let was_empty = c.is_empty();
+            removed |= c.drop_stale_below(now_c, taken_c);
+            if c.dot && (now_c.is_none_or(Value::is_null) || taken_c.is_some_and(|t| t.dot)) {
+                c.dot = false;
+                removed = true;
+            }
+            was_empty || !c.is_empty()
+        });
+        removed
     }
 
     pub(super) fn union(&mut self, other: &FieldSet) {
@@ -266,6 +320,10 @@ fn key_matches(item: &Value, key: &Map<String, Value>) -> bool {
 }
 
 fn step<'a>(v: &'a Value, e: &str) -> Option<&'a Value> {
+    // Fields are most steps: looked up without decoding (and copying) the name.
+    if let Some(f) = e.strip_prefix("f:") {
+        return v.as_object()?.get(f);
+    }
     match decode(e)? {
         Elem::Field(f) => v.as_object()?.get(&f),
         Elem::Key(k) => v.as_array()?.iter().find(|i| key_matches(i, &k)),

@@ -671,6 +671,127 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
+/// The changed set as `record_update` first computed it: every member of `after`'s set looked
+/// up from the root in both objects. The one-walk version must agree with it exactly.
+fn changed_by_lookups(after: &Value, before: Option<&Value>) -> fieldset::FieldSet {
+    let mut changed = fieldset::FieldSet::default();
+    for path in fieldset::FieldSet::from_object(after).members() {
+        let now = fieldset::get(after, &path);
+        let was = before.and_then(|b| fieldset::get(b, &path));
+        let field = path.last().is_some_and(|e| e.starts_with("f:"));
+        if (field && now != was) || (!field && was.is_none()) {
+            changed.insert(&path);
+        }
+    }
+    changed
+}
+
+/// Stale members removed one path at a time, as `record_update` first did.
+fn drop_stale_by_lookups(
+    set: &mut fieldset::FieldSet,
+    after: &Value,
+    taken: Option<&fieldset::FieldSet>,
+) -> bool {
+    let mut stale: Vec<Vec<String>> = set
+        .members()
+        .into_iter()
+        .filter(|p| fieldset::get(after, p).is_none())
+        .collect();
+    if let Some(t) = taken {
+        stale.extend(t.members().into_iter().filter(|p| set.contains(p)));
+    }
+    for p in &stale {
+        set.remove(p);
+    }
+    !stale.is_empty()
+}
+
+/// An object and a changed copy of it (a merge patch), so the two share most of their fields.
+fn arb_before_after() -> impl Strategy<Value = (Value, Value)> {
+    (arb_json(), arb_json(), any::<bool>()).prop_map(|(base, change, patched)| {
+        let after = if patched {
+            merge_patch(&base, &change)
+        } else {
+            change
+        };
+        (base, after)
+    })
+}
+
+fn pod_like(image: &str, env: Value, finalizers: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "labels": {"app": "a"}, "finalizers": finalizers},
+           "spec": {"containers": [{"name": "c", "image": image, "env": env,
+                                    "ports": [{"containerPort": 80}, {"containerPort": 81}]},
+                                   {"name": "c", "image": "dup"}],
+                    "volumes": [{"name": "v", "configMap": {"name": "cm"}}]}})
+}
+
+#[test]
+fn changed_fields_match_lookups_from_the_root() {
+    let a = pod_like("i1", json!([{"name": "X", "value": "1"}]), json!(["f1"]));
+    let b = pod_like(
+        "i2",
+        json!([{"name": "X", "value": "2"}, {"name": "Y"}]),
+        json!(["f1", "f2"]),
+    );
+    for (before, after) in [(None, &a), (Some(&a), &b), (Some(&b), &a), (Some(&a), &a)] {
+        assert_eq!(
+            fieldset::FieldSet::from_object(after).changed(after, before),
+            changed_by_lookups(after, before)
+        );
+    }
+}
+
+#[test]
+fn record_update_gives_changed_fields_to_the_writer_and_keeps_the_rest() {
+    let first = record_update(None, &pod_like("i1", json!([]), json!(["f1"])), "a", T0);
+    let mut edited = pod_like("i2", json!([]), json!(["f1"]));
+    edited["metadata"]["managedFields"] = first["metadata"]["managedFields"].clone();
+    let r = record_update(Some(&first), &edited, "b", T1);
+    let entries = managed(&r);
+    let b = entry(&entries, "b", "Update").unwrap();
+    assert_eq!(
+        b["fieldsV1"],
+        json!({"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {"f:image": {}}}}})
+    );
+    let a = entry(&entries, "a", "Update").unwrap();
+    assert!(a["fieldsV1"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:image"].is_null());
+    assert!(!a["fieldsV1"]["f:metadata"]["f:labels"]["f:app"].is_null());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn changed_fields_match_lookups_on_any_objects((before, after) in arb_before_after()) {
+        let set = fieldset::FieldSet::from_object(&after);
+        prop_assert_eq!(set.changed(&after, Some(&before)), changed_by_lookups(&after, Some(&before)));
+        prop_assert_eq!(set.changed(&after, None), changed_by_lookups(&after, None));
+    }
+
+    #[test]
+    fn stale_members_match_removal_by_path(
+        (before, after) in arb_before_after(),
+        owned in arb_json(),
+        encoded in arb_json(),
+        mine in any::<bool>(),
+    ) {
+        let changed = fieldset::FieldSet::from_object(&after).changed(&after, Some(&before));
+        let taken = (!mine).then_some(&changed);
+        for start in [
+            fieldset::FieldSet::from_object(&before),
+            fieldset::FieldSet::from_object(&owned),
+            fieldset::FieldSet::from_fields_v1(&encoded),
+        ] {
+            let (mut walked, mut by_path) = (start.clone(), start);
+            let removed = walked.drop_stale(&after, taken);
+            prop_assert_eq!(removed, drop_stale_by_lookups(&mut by_path, &after, taken));
+            prop_assert_eq!(walked, by_path);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
