@@ -105,29 +105,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A cluster-mode submission of `name` with `confs`, as a CI pipeline sends it.
+    fn spark_pi_args(name: &str, confs: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--master",
+            "k8s://https://kubernetes.default.svc",
+            "--deploy-mode",
+            "cluster",
+            "--class",
+            "org.example.Main",
+            "--name",
+            name,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for conf in confs {
+            args.extend(["--conf".to_owned(), (*conf).to_owned()]);
+        }
+        args.push("local:///opt/app.jar".to_owned());
+        args
+    }
+
     #[test]
     fn a_repeat_is_authorised_for_the_driver_account_the_build_gives_the_pod() {
         let args = |extra: &[&str]| -> Vec<String> {
-            let mut args: Vec<String> = [
-                "--master",
-                "k8s://https://kubernetes.default.svc",
-                "--deploy-mode",
-                "cluster",
-                "--class",
-                "org.example.Main",
-                "--name",
-                "accounts",
-                "--conf",
-                "spark.kubernetes.container.image=spark:4.3.0",
-            ]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-            for conf in extra {
-                args.extend(["--conf".to_owned(), (*conf).to_owned()]);
-            }
-            args.push("local:///opt/app.jar".to_owned());
-            args
+            let mut confs = vec!["spark.kubernetes.container.image=spark:4.3.0"];
+            confs.extend_from_slice(extra);
+            spark_pi_args("accounts", &confs)
         };
         let conf = |account: &str| format!("{DRIVER_SERVICE_ACCOUNT}={account}");
         let template = |spec: Value| json!({"spec": spec});
@@ -192,24 +197,13 @@ mod tests {
 
     #[test]
     fn the_names_of_a_repeat_are_the_names_of_the_built_objects() {
-        let args: Vec<String> = [
-            "--master",
-            "k8s://https://kubernetes.default.svc",
-            "--deploy-mode",
-            "cluster",
-            "--class",
-            "org.example.Main",
-            "--name",
+        let args = spark_pi_args(
             "Names Of A Repeat",
-            "--conf",
-            "spark.kubernetes.namespace=jobs",
-            "--conf",
-            "spark.kubernetes.container.image=spark:4.3.0",
-            "local:///opt/app.jar",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+            &[
+                "spark.kubernetes.namespace=jobs",
+                "spark.kubernetes.container.image=spark:4.3.0",
+            ],
+        );
         let executor = json!({"spec": {"containers": [{"name": "spark-kubernetes-executor"}]}});
         for (executor_template, named_pod) in [(None, false), (Some(&executor), true)] {
             let mut args = args.clone();
