@@ -163,17 +163,27 @@ fn main() -> anyhow::Result<()> {
     let operator_baseline = match (&cli.baseline, &operator) {
         (Some(base), Ok(_)) => {
             eprintln!("the baseline operator, watching, at {apps:?} apps");
-            Some(
+            let operator_bin = base.join("operator");
+            let runs = if operator_bin.is_file() {
                 external::operator(
                     &bin_dir,
                     dir.path(),
-                    &base.join("operator"),
+                    &operator_bin,
                     &apps,
                     "watch",
                     if cli.quick { 2 } else { 10 },
                 )
-                .map_err(|e| format!("{e:#}")),
-            )
+                .map_err(|e| format!("{e:#}"))
+            } else {
+                Err(format!(
+                    "{} is not there (build the baseline with `cargo build --release -p operator --bin operator`)",
+                    operator_bin.display()
+                ))
+            };
+            if let Err(e) = &runs {
+                eprintln!("  the baseline operator did not run: {e}");
+            }
+            Some(runs)
         }
         _ => None,
     };

@@ -533,6 +533,9 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
                     &rows,
                 );
             }
+            if let Some(Err(e)) = &run.operator_baseline {
+                let _ = writeln!(out, "The baseline build's operator could not be run: {e}\n");
+            }
             if plots.is_ok() {
                 for name in ["operator-requests", "operator-rss", "operator-cpu"] {
                     out.push_str(&img(name));
