@@ -10,6 +10,7 @@ pub mod api;
 pub mod api_error;
 pub mod apps;
 pub mod auth;
+pub mod base64;
 pub mod cluster;
 pub mod control;
 pub mod demo;
