@@ -8,9 +8,11 @@
 //! a pod's changes within a tick become a single status write.
 
 mod atomic;
+mod container_log;
 mod env;
 mod image;
 mod launch;
+mod logs;
 mod machine;
 mod node;
 mod phase;
@@ -36,6 +38,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, mpsc};
 
+pub use container_log::ReadOptions;
+pub use logs::{ContainerLog, LogRequest, OpenLogError};
 pub use machine::{EXIT_CODE, NEVER_START, RUN_SECONDS};
 pub use phase::{Phase, pod_phase};
 
@@ -205,6 +209,9 @@ struct PodEntry {
     has_process: bool,
     /// The pod folder, once materialised (real-process pods only).
     root: Option<PathBuf>,
+    /// Rung when the pod's status is written or a container writes to its log: followers of
+    /// its logs wake on it.
+    bell: Arc<Notify>,
     /// The service-account token its processes present, once issued.
     token: Option<PodToken>,
     materialise_failed: bool,
@@ -407,26 +414,19 @@ impl Kubelet {
     }
 
     /// The log of a container's current instance, `None` for an unknown pod or container.
-    pub fn logs(&self, namespace: &str, pod: &str, container: &str) -> Option<String> {
-        let path = {
-            let st = lock(&self.state);
-            let uid = st.names.get(&(namespace.to_string(), pod.to_string()))?;
-            let e = st.pods.get(uid)?;
-            let cref = e.machine.find(container)?;
-            let c = e.machine.container(cref)?;
-            match c.behaviour {
-                Behaviour::Scripted { .. } => {
-                    let mut out = c.log.join("\n");
-                    if !out.is_empty() {
-                        out.push('\n');
-                    }
-                    return Some(out);
-                }
-                Behaviour::Process => self.log_path(namespace, pod, container),
-            }
+    pub fn logs(self: &Arc<Self>, namespace: &str, pod: &str, container: &str) -> Option<String> {
+        let req = LogRequest {
+            container: container.to_string(),
+            ..LogRequest::default()
         };
-        // A container that has not started yet has no log file: an empty log.
-        Some(std::fs::read_to_string(path).unwrap_or_default())
+        match self.open_log(namespace, pod, &req) {
+            Ok(log) => Some(log.read_now().unwrap_or_default()),
+            Err(OpenLogError::PodNotFound { .. } | OpenLogError::ContainerNotAvailable { .. }) => {
+                None
+            }
+            // A container that has not started yet has no log: an empty one.
+            Err(_) => Some(String::new()),
+        }
     }
 
     /// Terminates a running container now with `exit_code` (`container` `None` = the first
@@ -656,6 +656,7 @@ impl Kubelet {
             mount_event_sent: false,
             has_process,
             root: None,
+            bell: Arc::new(Notify::new()),
             token: None,
             materialise_failed: false,
             delete_requested: meta::is_deleting(pod),
@@ -695,6 +696,7 @@ impl Kubelet {
         for h in e.procs.values() {
             h.kill_now();
         }
+        e.bell.notify_waiters();
         // The namespace goes once the killed processes have left it; the address is free now
         // (the pool hands it out again only after every other one).
         if let (Some(net), Ok(ip)) = (&self.config.network, e.ip.parse()) {
@@ -820,7 +822,10 @@ impl Kubelet {
                     .render(&e.uid, &e.ip, self.host_ip(), &e.start_time);
                 if e.last_written.as_ref() != Some(&ours) {
                     match self.write_status(e, &ours, &now_str) {
-                        Ok(()) => e.last_written = Some(ours),
+                        Ok(()) => {
+                            e.last_written = Some(ours);
+                            e.bell.notify_waiters();
+                        }
                         Err(err) if err.code == 404 || err.code == 409 => {}
                         Err(err) => {
                             tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod status write failed");

@@ -9,6 +9,7 @@ mod fidelity {
     pub mod events;
     pub mod gc;
     pub mod in_cluster;
+    pub mod logs;
     pub mod pods;
     pub mod rbac;
     pub mod spark_image;

@@ -223,6 +223,7 @@ impl Kubelet {
             env: vars.clone(),
             cwd,
             log: self.log_path(&e.ns, &e.name, &name),
+            bell: e.bell.clone(),
         };
         let tx = self.msgs.clone();
         let uid = e.uid.clone();

@@ -178,8 +178,6 @@ pub struct Container {
     pub has_readiness: bool,
     /// What the readiness probe last said about the running instance.
     pub probe_ready: bool,
-    /// Log lines of a scripted container's current instance.
-    pub log: Vec<String>,
     restarts_before_start: u32,
 }
 
@@ -207,7 +205,6 @@ impl Container {
             needs_probe: needs_probe && behaviour == Behaviour::Process,
             has_readiness: has_readiness && behaviour == Behaviour::Process,
             probe_ready: false,
-            log: Vec::new(),
             restarts_before_start: 0,
         }
     }
@@ -562,10 +559,7 @@ impl Machine {
             stopping: None,
         };
         let action = match c.behaviour {
-            Behaviour::Scripted { .. } => {
-                c.log = vec![format!("kubesim: container {} started", c.name)];
-                None
-            }
+            Behaviour::Scripted { .. } => None,
             Behaviour::Process => Some(Action::Start {
                 cref,
                 instance: c.instance,
@@ -601,12 +595,6 @@ impl Machine {
             finished_at: now,
             instance: c.instance,
         });
-        if matches!(c.behaviour, Behaviour::Scripted { .. }) {
-            c.log.push(format!(
-                "kubesim: container {} exited with code {exit_code}",
-                c.name
-            ));
-        }
         self.changed = true;
     }
 
