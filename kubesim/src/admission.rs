@@ -19,6 +19,7 @@ pub fn admit_create(
     exists: Exists<'_>,
 ) -> Result<(), ApiError> {
     prune_unknown_fields(rt, obj);
+    decode_quantities(rt, obj)?;
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -58,6 +59,7 @@ pub fn admit_create(
 
 /// Validates and defaults a replacement of `current`.
 pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
+    decode_quantities(rt, obj)?;
     prune_unknown_fields(rt, obj);
     let name = meta::name(current).to_string();
     let mut causes = Vec::new();
@@ -100,6 +102,66 @@ pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Resu
 
 /// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
 /// server never stores them (custom resources are stored as they come).
+/// Quantities of built-in types are decoded into Go's `resource.Quantity`: one that is not a
+/// quantity fails the decoding, as a 400, before anything else is looked at.
+fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if rt.custom || !rt.group.is_empty() {
+        return Ok(());
+    }
+    let lists: Vec<&Value> = match rt.plural.as_str() {
+        "resourcequotas" => obj.pointer("/spec/hard").into_iter().collect(),
+        "limitranges" => obj
+            .pointer("/spec/limits")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|item| {
+                [
+                    "max",
+                    "min",
+                    "default",
+                    "defaultRequest",
+                    "maxLimitRequestRatio",
+                ]
+                .into_iter()
+                .filter_map(|f| item.get(f))
+            })
+            .collect(),
+        "pods" => ["initContainers", "containers"]
+            .into_iter()
+            .filter_map(|f| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_array))
+            .flatten()
+            .flat_map(|c| {
+                ["requests", "limits"]
+                    .into_iter()
+                    .filter_map(|f| c.get("resources")?.get(f))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let bad = lists
+        .iter()
+        .filter_map(|l| l.as_object())
+        .flat_map(|m| m.values())
+        .find_map(|v| match crate::resource_quota::quantity_of(v) {
+            Some(_) => None,
+            None => Some(
+                v.as_str()
+                    .map(crate::quantity::Quantity::parse)
+                    .and_then(Result::err)
+                    .unwrap_or(crate::quantity::ParseQuantityError::Format),
+            ),
+        });
+    match bad {
+        None => Ok(()),
+        Some(e) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = rt.kind,
+            version = rt.version
+        ))),
+    }
+}
+
 fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value) {
     if rt.custom || !obj.is_object() {
         return;
@@ -406,6 +468,7 @@ fn default_kind(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
         ("", "pods") => default_pod(obj),
         ("", "services") => default_service(obj, current),
         ("", "secrets") => default_secret(obj),
+        ("", "limitranges") => crate::limit_range::default_limit_range(obj),
         ("", "namespaces") => {
             let name = meta::name(obj).to_string();
             let labels = metadata_mut(obj)
@@ -508,7 +571,7 @@ fn default_pod_spec(spec: &mut Value) {
 }
 
 /// The pod's QoS class from its containers' requests and limits.
-fn qos_class(pod: &Value) -> &'static str {
+pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)

@@ -14,6 +14,7 @@ use crate::resources::{Registry, ResourceType, View};
 
 mod change;
 mod delete;
+mod quota;
 #[cfg(test)]
 mod tests;
 
@@ -418,6 +419,7 @@ impl Store {
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty);
         admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
+        inner.admit_quota(rt, ns, &mut obj)?;
         let name = meta::name(&obj).to_string();
         if wants_ip {
             // Admission hashed the name into the Service network; a ClusterIP another Service
@@ -768,6 +770,7 @@ impl Inner {
             let stored = (kind != EventType::Deleted).then_some(&*object);
             self.index_cluster_ip(replaced.as_deref(), stored);
         }
+        let old = replaced.clone();
         let previous = replaced.filter(|_| kind == EventType::Modified);
         let event = Arc::new(Event {
             rv,
@@ -786,6 +789,8 @@ impl Inner {
         self.log.push_back(event.clone());
         // No receivers is fine: nobody is watching.
         let _ = tx.send(event);
+        let new = (kind != EventType::Deleted).then_some(&*object);
+        self.account(tx, rt, ns, old.as_deref(), new);
         object
     }
 

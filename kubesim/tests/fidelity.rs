@@ -11,6 +11,7 @@ mod fidelity {
     pub mod in_cluster;
     pub mod logs;
     pub mod pods;
+    pub mod quota;
     pub mod rbac;
     pub mod spark_image;
     pub mod support;
