@@ -31,7 +31,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::argv::driver_pod_name;
 use crate::crd::{
     ApplicationStateType as State, DriverInfo, ExecutorCounts, ExecutorState, FailureReason,
     RecoveryStatus, RestartPolicyType, SparkApplication, SparkApplicationSpec,
@@ -39,6 +38,7 @@ use crate::crd::{
 };
 use crate::defaults::with_defaults;
 use crate::fence::{Heartbeat, INITIAL_EPOCH};
+use crate::names::driver_pod_name;
 
 /// The run of an application's progress before any spec change or `Always` rerun.
 pub const FIRST_RUN: u64 = 1;
