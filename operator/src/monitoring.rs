@@ -13,8 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
 use crate::crd::{NamePath, Port, SparkApplication, SparkApplicationSpec};
-use crate::labels;
-use crate::ui::CREATED_BY_LABEL;
+use crate::labels::{self, CREATED_BY_LABEL};
 
 /// Where the ConfigMap is mounted, and its keys.
 pub const MOUNT_PATH: &str = "/etc/metrics/conf";

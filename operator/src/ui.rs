@@ -20,15 +20,14 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::crd::SparkApplication;
-use crate::labels;
+use crate::labels::{self, CREATED_BY_LABEL};
+use crate::names::driver_pod_name;
 
 /// Spark's UI port, and the conf that moves it.
 pub const DEFAULT_UI_PORT: i32 = 4040;
 pub const UI_PORT_CONF: &str = "spark.ui.port";
 /// The UI Service's port name unless `sparkUIOptions.servicePortName` sets one.
 pub const DEFAULT_UI_PORT_NAME: &str = "spark-driver-ui-port";
-/// On the Services and Ingresses the operator creates (kubeflow's label).
-pub const CREATED_BY_LABEL: &str = "sparkoperator.k8s.io/created-by-spark-operator";
 
 /// What `operator run` was told about the UI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,7 +291,7 @@ pub fn driver_pdb(app: &SparkApplication) -> Option<PodDisruptionBudget> {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {
-            "name": crate::argv::driver_pod_name(name, &app.spec),
+            "name": driver_pod_name(name, &app.spec),
             "namespace": app.metadata.namespace,
             "labels": {labels::LAUNCHED_BY_SPARK_OPERATOR: "true", labels::APP_NAME: name},
             "ownerReferences": owner(app),

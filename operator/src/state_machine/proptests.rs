@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::crd::{FailureReason, SparkApplicationSpec, SparkApplicationStatus};
 
 const UID: &str = "uid-1";
 const BASE: i64 = 1_750_000_000;
