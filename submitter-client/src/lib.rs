@@ -46,7 +46,7 @@ use tracing::{debug, info};
 
 use crate::pem::{ReadPemError, crypto_provider};
 use submission::api::{
-    DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse,
+    DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse, path_segment,
 };
 
 /// Largest response body read, as the Go client's `maxResponseBodySizeBytes`.
@@ -669,19 +669,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds))
 }
 
-/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
-fn path_segment(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
-}
-
 fn tls_config(config: &ClientConfig, https: bool) -> Result<rustls::ClientConfig, NewClientError> {
     let provider = crypto_provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -881,13 +868,6 @@ mod tests {
             HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
         );
         assert_eq!(retry_after(&headers), None);
-    }
-
-    #[test]
-    fn path_segments_are_percent_encoded() {
-        assert_eq!(path_segment("abc-1.2_x~"), "abc-1.2_x~");
-        assert_eq!(path_segment("a/b c:d"), "a%2Fb%20c%3Ad");
-        assert_eq!(path_segment("é"), "%C3%A9");
     }
 
     mod property {
