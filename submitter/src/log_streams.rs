@@ -109,6 +109,13 @@ impl LogStreams {
         self.closing.send_replace(true);
     }
 
+    /// Waits for `signal` (the service's shutdown), then ends every stream: the shutdown future
+    /// to hand the accept loop, so that draining never waits for a follower.
+    pub async fn close_on(self, signal: impl Future<Output = ()>) {
+        signal.await;
+        self.close_all();
+    }
+
     /// Resolves once [`LogStreams::close_all`] was called.
     async fn closed(&self) {
         let mut closing = self.closing.subscribe();

@@ -268,11 +268,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let addr = listener.local_addr().unwrap_or(args.listen);
     info!(%addr, max_concurrency = config.max_concurrency, request_timeout_secs = args.request_timeout, "submitter serving");
     // Followed logs never end on their own: they end first, so draining waits for none.
-    let log_streams = state.log_streams.clone();
-    let shutdown = async move {
-        shutdown_signal().await;
-        log_streams.close_all();
-    };
+    let shutdown = state.log_streams.clone().close_on(shutdown_signal());
     crate::tls::serve(
         listener,
         transport,

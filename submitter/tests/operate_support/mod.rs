@@ -29,6 +29,11 @@ pub const LINES_IMAGE: &str = "local/lines:1";
 pub const LINES: usize = 50;
 /// Prints `tick N` every 50 ms until it is stopped.
 pub const TICKER_IMAGE: &str = "local/ticker:1";
+/// Prints [`FLOOD_LINES`] lines of [`FLOOD_LINE_BYTES`] bytes as fast as it can, then waits.
+pub const FLOOD_IMAGE: &str = "local/flood:1";
+pub const FLOOD_LINES: usize = 200_000;
+/// `flood line NNNNNN ` and padding to 100 bytes with its newline.
+pub const FLOOD_LINE_BYTES: usize = 100;
 /// Prints `sidecar line`, then waits.
 pub const SIDECAR_IMAGE: &str = "local/sidecar:1";
 
@@ -66,6 +71,15 @@ impl Operated {
             (
                 TICKER_IMAGE.to_owned(),
                 shell("i=1; while true; do echo \"tick $i\"; i=$((i+1)); sleep 0.05; done"),
+            ),
+            (
+                FLOOD_IMAGE.to_owned(),
+                shell(&format!(
+                    "pad=$(printf '%0{}d' 0); i=100001; end=$((100000 + {FLOOD_LINES})); \
+                     while [ $i -le $end ]; do echo \"flood line $i $pad\"; i=$((i+1)); done; \
+                     exec sleep 3600",
+                    FLOOD_LINE_BYTES - "flood line 100001 \n".len()
+                )),
             ),
             (
                 SIDECAR_IMAGE.to_owned(),
