@@ -1,6 +1,7 @@
-//! The audit log: one structured line per submission attempt and per status look-up, saying who
-//! asked (the client certificate's identity), about what (namespace, submission id, driver pod
-//! and uid), and how it ended (HTTP status, outcome code, duplicate flag, latency).
+//! The audit log: one structured line per submission attempt, status look-up, list, log read and
+//! kill, saying who asked (the client certificate's identity), about what (namespace, submission
+//! id, driver pod and uid), and how it ended (HTTP status, outcome code, duplicate flag,
+//! latency).
 //!
 //! Lines are `tracing` events of target [`TARGET`] at INFO, so they go wherever the service's
 //! logs go, or, with `submitter serve --audit-log FILE`, to that file alone (JSON, one event a

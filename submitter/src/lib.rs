@@ -11,7 +11,7 @@
 //!   budgets (pure arithmetic, a refusal is a value); the open log streams (per-identity limit,
 //!   shutdown, the body relaying the API server's log);
 //! - [`state`]: what request paths share;
-//! - [`audit`]: the audit line of every submission attempt and status look-up, filled in by
+//! - [`audit`]: the audit line of every request of an API route, filled in by
 //!   the code below it as it learns;
 //! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (parse once, the repeat
 //!   check, build, authorise, the retention check, observe → decide → execute, in-flight
@@ -54,7 +54,7 @@ pub mod log_streams;
 /// What every request path shares.
 pub mod state;
 
-/// The audit log: one line per submission attempt and per status look-up.
+/// The audit log: one line per request of an API route.
 pub mod audit;
 
 /// One submission, from request to driver.
