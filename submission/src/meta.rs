@@ -18,6 +18,8 @@ pub mod labels {
     pub const RECORD: &str = "spark-submitter.io/record";
     /// The value of [`RECORD`] on the record of a driver that succeeded.
     pub const RECORD_DRIVER_SUCCEEDED: &str = "driver-succeeded";
+    /// The value of [`RECORD`] on the record of a driver killed through the submitter.
+    pub const RECORD_DRIVER_KILLED: &str = "driver-killed";
     /// Ours, on a retention record: a label-safe digest of its driver's `namespace/pod`, to find
     /// the record of a driver by name.
     pub const RECORD_DRIVER_HASH: &str = "spark-submitter.io/driver-hash";

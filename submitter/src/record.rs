@@ -1,6 +1,6 @@
-//! Retention records: a small ConfigMap that says "this driver succeeded", written when the
-//! watch cache sees the driver container exit 0, and kept for a retention window after the pod
-//! itself is gone.
+//! Retention records: a small ConfigMap that says "this driver succeeded" (written when the
+//! watch cache sees the driver container exit 0) or "this driver was killed" (written by a kill
+//! before the pod is deleted), kept for a retention window after the pod itself is gone.
 //!
 //! Why: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver looks
 //! exactly like a lost one, and a client that reconnects late would resubmit finished work (the
@@ -47,7 +47,36 @@ mod keys {
     pub const CREATED_AT: &str = "created_at";
     pub const FINISHED_AT: &str = "finished_at";
     pub const RETAIN_UNTIL: &str = "retain_until";
+    pub const OUTCOME: &str = "outcome";
 }
+
+/// How the retained driver ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its driver container exited 0.
+    Succeeded,
+    /// It was killed through the submitter (`DELETE`); `finished_at` is the kill's time.
+    Killed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Killed => "killed",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => labels::RECORD_DRIVER_SUCCEEDED,
+            Outcome::Killed => labels::RECORD_DRIVER_KILLED,
+        }
+    }
+}
+
+/// The `reason` of a killed driver's status.
+pub const KILLED_REASON: &str = "Killed";
 
 /// What a record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +91,7 @@ pub struct Record {
     pub created_at: Option<Timestamp>,
     pub finished_at: Timestamp,
     pub retain_until: Timestamp,
+    pub outcome: Outcome,
 }
 
 /// 40 hex digits of SHA-256 over `parts` (NUL-separated: names and ids hold no control
@@ -94,7 +124,9 @@ pub fn is_record(cm: &ConfigMap) -> bool {
         .labels
         .as_ref()
         .and_then(|labels| labels.get(labels::RECORD))
-        .is_some_and(|value| value == labels::RECORD_DRIVER_SUCCEEDED)
+        .is_some_and(|value| {
+            value == labels::RECORD_DRIVER_SUCCEEDED || value == labels::RECORD_DRIVER_KILLED
+        })
 }
 
 /// The keys a record is indexed under: its submission id and its pod.
@@ -135,6 +167,11 @@ pub fn read(cm: &ConfigMap) -> Option<Record> {
         created_at: time(keys::CREATED_AT),
         finished_at: time(keys::FINISHED_AT)?,
         retain_until: time(keys::RETAIN_UNTIL)?,
+        // Records written before kills existed say nothing: they are successes.
+        outcome: match data.get(keys::OUTCOME).map(String::as_str) {
+            Some("killed") => Outcome::Killed,
+            _ => Outcome::Succeeded,
+        },
     })
 }
 
@@ -163,33 +200,54 @@ pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record>
     if observation.phase != DriverPhase::Succeeded {
         return None;
     }
-    let meta = &pod.metadata;
-    let submission_id = meta
-        .annotations
-        .as_ref()?
-        .get(annotations::SUBMISSION_ID)?
-        .clone();
     // The container's finish time when reported, else now: the window starts at the success.
     let finished_at = observation.finished_at.unwrap_or(now);
     let retain_until = finished_at.checked_add(signed(retention)).ok()?;
     if retain_until <= now {
         return None;
     }
+    of_pod(pod, finished_at, retain_until, Outcome::Succeeded)
+}
+
+/// The record of a kill of `pod` at `now`: the driver stays killed for `retention`, its id bound
+/// to it. `None` for a pod that is not one of our submissions.
+pub fn for_kill(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record> {
+    let retain_until = now.checked_add(signed(retention)).ok()?;
+    of_pod(pod, now, retain_until, Outcome::Killed)
+}
+
+/// The record of `pod`, a driver of ours (`None` for one without our annotation).
+fn of_pod(
+    pod: &Pod,
+    finished_at: Timestamp,
+    retain_until: Timestamp,
+    outcome: Outcome,
+) -> Option<Record> {
+    let meta = &pod.metadata;
     Some(Record {
-        submission_id,
+        submission_id: meta
+            .annotations
+            .as_ref()?
+            .get(annotations::SUBMISSION_ID)?
+            .clone(),
         namespace: meta.namespace.clone()?,
         pod: meta.name.clone()?,
         uid: meta.uid.clone().unwrap_or_default(),
-        spark_app_id: meta
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(labels::SPARK_APP_ID))
-            .cloned()
-            .unwrap_or_default(),
+        spark_app_id: spark_app_id(meta),
         created_at: meta.creation_timestamp.as_ref().map(|created| created.0),
         finished_at,
         retain_until,
+        outcome,
     })
+}
+
+/// The Spark app id a driver pod is labelled with (empty without one).
+pub fn spark_app_id(meta: &ObjectMeta) -> String {
+    meta.labels
+        .as_ref()
+        .and_then(|labels| labels.get(labels::SPARK_APP_ID))
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The ConfigMap for a record, in `home` (the submitter's namespace): our labels and
@@ -208,6 +266,7 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
             keys::RETAIN_UNTIL.to_owned(),
             record.retain_until.to_string(),
         ),
+        (keys::OUTCOME.to_owned(), record.outcome.as_str().to_owned()),
     ]);
     if let Some(created_at) = record.created_at {
         data.insert(keys::CREATED_AT.to_owned(), created_at.to_string());
@@ -218,10 +277,7 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
             namespace: Some(home.to_owned()),
             labels: Some(BTreeMap::from([
                 (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
-                (
-                    labels::RECORD.to_owned(),
-                    labels::RECORD_DRIVER_SUCCEEDED.to_owned(),
-                ),
+                (labels::RECORD.to_owned(), record.outcome.label().to_owned()),
                 (
                     labels::RECORD_DRIVER_HASH.to_owned(),
                     driver_label(&record.namespace, &record.pod),
@@ -250,23 +306,41 @@ pub fn submitted_at(record: &Record) -> String {
         .to_string()
 }
 
-/// The status answer for a driver whose pod is gone but whose success was retained.
+/// The status answer from a record: a retained success (the pod is gone), or a kill (whether
+/// or not the pod is still going; a kill is the last word on its driver).
 pub fn status(record: &Record) -> DriverStatus {
-    let mut status = DriverStatus::new(
-        DriverIdentity {
-            submission_id: Some(record.submission_id.clone()),
-            namespace: record.namespace.clone(),
-            driver_pod_name: record.pod.clone(),
-            driver_pod_uid: record.uid.clone(),
-            spark_app_id: record.spark_app_id.clone(),
-        },
-        DriverObservation::absent(true),
-    );
-    status.reason = Some("SucceededAndRetained".into());
-    status.message = Some(format!(
-        "the driver pod is gone; its success is retained until {}",
-        record.retain_until
-    ));
+    let identity = DriverIdentity {
+        submission_id: Some(record.submission_id.clone()),
+        namespace: record.namespace.clone(),
+        driver_pod_name: record.pod.clone(),
+        driver_pod_uid: record.uid.clone(),
+        spark_app_id: record.spark_app_id.clone(),
+    };
+    let (mut status, reason, message) = match record.outcome {
+        Outcome::Succeeded => (
+            DriverStatus::new(identity, DriverObservation::absent(true)),
+            "SucceededAndRetained",
+            format!(
+                "the driver pod is gone; its success is retained until {}",
+                record.retain_until
+            ),
+        ),
+        Outcome::Killed => {
+            let mut killed = DriverObservation::absent(false);
+            killed.phase = DriverPhase::Failed;
+            (
+                DriverStatus::new(identity, killed),
+                KILLED_REASON,
+                format!(
+                    "the driver was killed through the submitter at {}; its submission id stays \
+                     bound to it until {}",
+                    record.finished_at, record.retain_until
+                ),
+            )
+        }
+    };
+    status.reason = Some(reason.into());
+    status.message = Some(message);
     status.finished_at = Some(record.finished_at.to_string());
     status
 }
@@ -351,6 +425,29 @@ mod tests {
             for_pod(&pod(Some(0)), at("2026-01-02T00:00:00Z"), HOUR),
             None
         );
+    }
+
+    #[test]
+    fn a_kill_is_recorded_as_killed_and_reads_back_as_a_failed_driver() {
+        let now = at("2026-01-01T00:05:00Z");
+        let record = for_kill(&pod(None), now, HOUR).unwrap();
+        assert_eq!(record.outcome, Outcome::Killed);
+        assert_eq!(record.retain_until, at("2026-01-01T01:05:00Z"));
+        let cm = build(&record, "spark-system").unwrap();
+        assert_eq!(
+            cm.metadata.labels.as_ref().unwrap()[labels::RECORD],
+            labels::RECORD_DRIVER_KILLED
+        );
+        assert!(is_record(&cm));
+        assert_eq!(read(&cm), Some(record.clone()));
+        let status = status(&record);
+        assert_eq!(status.phase, DriverPhase::Failed);
+        assert_eq!(status.reason.as_deref(), Some(KILLED_REASON));
+        assert_eq!(status.finished_at.as_deref(), Some("2026-01-01T00:05:00Z"));
+        // A record of a version before kills says nothing of its outcome: a success.
+        let mut old = cm.clone();
+        old.data.as_mut().unwrap().remove("outcome");
+        assert_eq!(read(&old).unwrap().outcome, Outcome::Succeeded);
     }
 
     #[test]

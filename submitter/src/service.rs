@@ -1,5 +1,6 @@
-//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), the status look-ups,
-//! health, readiness and metrics.
+//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), the status look-ups, the
+//! routes that operate a submission by its id (its driver's log, its kill, the list: in
+//! [`operate`]), health, readiness and metrics.
 //!
 //! [`router`] holds the routes, handlers and envelope fallbacks, behind one check that the
 //! request carries a verified identity (401 otherwise); [`app`] adds the one layer
@@ -11,8 +12,10 @@
 //! no client certificate (`/metrics` needs one unless `anonymous_metrics`).
 //!
 //! The handlers are thin: a submission is one call to [`crate::submit::submit`], a look-up one
-//! call to [`crate::status`], and every failure goes through [`crate::envelope`]'s mapping.
+//! call to [`crate::status`], a log, kill or list one call to [`crate::logs`], [`crate::kill`]
+//! or [`crate::list`], and every failure goes through [`crate::envelope`]'s mapping.
 
+mod operate;
 pub mod serve;
 
 use std::any::Any;
@@ -39,7 +42,7 @@ use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
 use crate::tls::PeerIdentity;
-use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitRequest};
+use submission::api::{DRIVERS_PATH, DriverStatus, LOG_SEGMENT, SUBMIT_PATH, SubmitRequest};
 use submission::error_chain::error_chain;
 
 /// Default limit on requests served at once (beyond it: 503).
@@ -70,14 +73,22 @@ impl Default for ServiceConfig {
 /// The routes, handlers and envelope fallbacks, without layers.
 pub fn router(state: AppState) -> Router {
     let routes = Router::new()
-        .route(SUBMIT_PATH, post(submit))
+        .route(SUBMIT_PATH, post(submit).get(operate::list))
         .route(
             &format!("{SUBMIT_PATH}/{{submission_id}}"),
-            get(submission_status),
+            get(submission_status).delete(operate::kill_submission),
+        )
+        .route(
+            &format!("{SUBMIT_PATH}/{{submission_id}}/{LOG_SEGMENT}"),
+            get(operate::submission_log),
         )
         .route(
             &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}"),
-            get(driver_status),
+            get(driver_status).delete(operate::kill_driver),
+        )
+        .route(
+            &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}/{LOG_SEGMENT}"),
+            get(operate::driver_log),
         );
     envelope::router_fallbacks(routes)
         // Every API answer needs an identity first: before the body is read, before anything.

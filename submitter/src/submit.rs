@@ -163,15 +163,24 @@ fn driver_answer(id: &str, named: Named<'_>, submitted: &Submitted, duplicate: b
     }
 }
 
-/// The 200 duplicate answer for a driver known only from its retention record.
+/// The 200 duplicate answer for a driver known from its retention record: one that succeeded
+/// and whose pod was removed, or one that was killed (a killed submission stays killed).
 fn retained_answer(id: &str, built: &DriverObjects, record: &Record) -> Outcome {
+    let message = match record.outcome {
+        record::Outcome::Succeeded => {
+            "duplicate submission: the driver already succeeded and its pod was removed"
+        }
+        record::Outcome::Killed => {
+            "duplicate submission: the driver was killed; its submission id stays bound to it, \
+             submit again with a new id"
+        }
+    };
     Outcome::Driver {
         created: false,
         body: SubmitResponse {
             submission_id: id.to_owned(),
             app_name: built.identity.app_name.clone(),
-            message: "duplicate submission: the driver already succeeded and its pod was removed"
-                .into(),
+            message: message.into(),
             submitted_at: record::submitted_at(record),
             spark_app_id: record.spark_app_id.clone(),
             driver_pod_name: record.pod.clone(),

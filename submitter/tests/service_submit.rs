@@ -622,10 +622,11 @@ async fn bad_requests_get_the_envelope() {
         StatusCode::PAYLOAD_TOO_LARGE,
         "PAYLOAD_TOO_LARGE",
     );
-    let get = Request::get("/api/v1/spark-submit")
+    // GET on the submit route is the list; a method no route serves is a 405.
+    let put = Request::put("/api/v1/spark-submit")
         .body(Body::empty())
         .unwrap();
-    let answer = send(&t.app, as_tester(get)).await;
+    let answer = send(&t.app, as_tester(put)).await;
     assert_envelope(
         &answer.body,
         StatusCode::METHOD_NOT_ALLOWED,

@@ -369,6 +369,7 @@ async fn a_retained_success_the_lagging_cache_has_not_seen_reads_succeeded_not_4
         created_at: None,
         finished_at: now,
         retain_until: now + SignedDuration::from_hours(1),
+        outcome: record::Outcome::Succeeded,
     };
     Api::<ConfigMap>::namespaced(s.t.client(), HOME)
         .create(
@@ -580,6 +581,7 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
                 created_at: None,
                 finished_at: now - hour - hour,
                 retain_until: until,
+                outcome: record::Outcome::Succeeded,
             },
             HOME,
         )
