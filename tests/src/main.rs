@@ -50,7 +50,7 @@ struct ChaosArgs {
     /// Use the Redis store (a local redis-server, restarted as one of the faults).
     #[arg(long, env = "SANDBOX_CHAOS_REDIS")]
     redis: bool,
-    /// Write the JSON report here (fault counts, operations, invariant checks, violations).
+    /// Also write the report as JSON here (the text goes to standard output either way).
     #[arg(long, env = "SANDBOX_CHAOS_REPORT")]
     report: Option<std::path::PathBuf>,
 }
@@ -104,22 +104,15 @@ fn chaos(args: ChaosArgs) -> anyhow::Result<std::process::ExitCode> {
     let report = runtime
         .block_on(sandbox::chaos::run(config, &|line| println!("{line}")))
         .context("the chaos soak could not run")?;
-    let json =
-        serde_json::to_string_pretty(&report.to_json()).context("cannot encode the report")?;
     if let Some(path) = &args.report {
-        std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+        let json =
+            serde_json::to_string_pretty(&report.to_json()).context("cannot encode the report")?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    println!("{json}");
-    let violations = report.violations();
-    for v in &violations {
-        println!(
-            "VIOLATION {} at {:.1}s: {}",
-            v.invariant, v.at_seconds, v.detail
-        );
-    }
+    print!("{}", report.to_text());
     // The stack's runtimes are shut down without waiting, as their processes would be killed.
     runtime.shutdown_background();
-    Ok(if violations.is_empty() {
+    Ok(if report.violations().is_empty() {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE

@@ -86,6 +86,8 @@ impl Drop for Process {
 /// A submitter instance, as `submitter serve` wires one (caches, recorder, sweeper, mTLS).
 pub struct SubmitterInstance {
     pub port: u16,
+    /// What its `/metrics` shows (open log streams, say).
+    pub metrics: Arc<submitter::metrics::Metrics>,
     _process: Process,
 }
 
@@ -114,10 +116,12 @@ impl SubmitterInstance {
         let tls =
             ReloadingTlsConfig::new(files, ClientAuth::Required).map_err(StartPartError::Tls)?;
         let (ready, port) = oneshot::channel::<Result<u16, StartPartError>>();
+        let (metrics_out, metrics_in) = oneshot::channel();
         runtime.spawn(async move {
             let caches = WatchCaches::start(&client);
             let state =
                 AppState::new(client.clone(), Access::Policy(policy)).with_caches(caches.clone());
+            let _ = metrics_out.send(state.metrics.clone());
             tokio::spawn(submitter::status::run_recorder(
                 client.clone(),
                 caches.clone(),
@@ -171,8 +175,10 @@ impl SubmitterInstance {
             .await;
         });
         let port = port.await.map_err(|_| StartPartError::NotReady)??;
+        let metrics = metrics_in.await.map_err(|_| StartPartError::NotReady)?;
         Ok(SubmitterInstance {
             port,
+            metrics,
             _process: process,
         })
     }
