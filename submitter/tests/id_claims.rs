@@ -302,3 +302,40 @@ async fn an_id_whose_driver_is_gone_without_a_record_is_freed_by_the_sweeper() {
     assert_eq!(fresh.status, StatusCode::CREATED, "{}", fresh.body);
     sweeper.abort();
 }
+
+#[tokio::test]
+async fn a_succeeded_id_stays_bound_to_its_driver_through_its_record() {
+    let r = Replicas::start().await;
+    let recorder = tokio::spawn(submitter::status::run_recorder(
+        r.client(),
+        r.states[0].caches.clone().expect("replicas have caches"),
+        submitter::status::RecordConfig {
+            namespace: HOME.into(),
+            retention: Duration::from_secs(3600),
+        },
+    ));
+    // A driver that succeeds at once (kubesim's scripted container).
+    let body = json!({"submission_id": "done-1", "spark_submit_args": args(&[
+        "--conf", "spark.kubernetes.driver.annotation.kubesim.io/run-seconds=0"])});
+    let first = r.submit(0, &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let name = record::claim_name("done-1");
+    let caches = r.states[1].caches.as_ref().expect("replicas have caches");
+    let ended = caches
+        .wait_until(tokio::time::Instant::now() + Duration::from_secs(30), |c| {
+            c.config_map(HOME, &name)
+                .and_then(|cm| record::read(&cm))
+                .is_some_and(|record| record.outcome == record::Outcome::Succeeded)
+        })
+        .await;
+    assert!(ended, "the claim did not become the success's record");
+    // The claim became the record: one object for the id, not two.
+    let objects = Api::<ConfigMap>::namespaced(r.client(), HOME)
+        .list(&ListParams::default().labels(labels::RECORD))
+        .await
+        .unwrap();
+    assert_eq!(objects.items.len(), 1, "{objects:#?}");
+    let elsewhere = r.submit(1, &request("done-1", NAMESPACES[1])).await;
+    assert_eq!(elsewhere.status, StatusCode::CONFLICT, "{}", elsewhere.body);
+    recorder.abort();
+}
