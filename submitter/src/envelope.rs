@@ -225,6 +225,11 @@ fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError
         SubmitDriverError::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
         // Still being deleted: a retry soon creates it anew.
         SubmitDriverError::DriverPodTerminating { .. } => ApiError::overloaded_because(detail),
+        // The claim lives in the service's own namespace: its failures are ours, never the
+        // client's input.
+        SubmitDriverError::ClaimId { source } => api_server_trouble(error, source),
+        // Answered from the record before it could get here; a 500 if it ever does.
+        SubmitDriverError::Ended { .. } => ApiError::new(ErrorCode::InternalServerError, detail),
         _ => {
             let what = error.object_kind().unwrap_or("object");
             match error.call_error().and_then(CallError::status) {
