@@ -291,3 +291,27 @@ def test_record_keeps_the_log_position_only_with_its_driver():
     assert Record.from_store({**record.to_store(), "driver": None}).log is None
     # A record of the version before the log was followed.
     assert Record.from_store({"generation": 0, "submission_id": "x", "driver": "ns:p", "phase": None}).log is None
+
+
+def test_the_backlog_between_stream_and_task_log_holds_its_bound_and_the_reader_waits():
+    import asyncio
+
+    from spark_submitter_provider.driver_wait import Backlog
+
+    async def scenario() -> tuple[bool, list[str], bool]:
+        backlog = Backlog(max_bytes=10)
+        await backlog.put(parse_line(b"aaaa"), 4)
+        await backlog.put(parse_line(b"bbbbbb"), 6)
+        third = asyncio.create_task(backlog.put(parse_line(b"cc"), 2))
+        await asyncio.sleep(0)  # let the third put run up to where it waits
+        held_back = not third.done()
+        first = [item.text for item in await backlog.take()]
+        await asyncio.wait_for(third, 5)
+        # A line larger than the bound still goes through, alone.
+        await backlog.take()
+        await asyncio.wait_for(backlog.put(parse_line(b"x" * 20), 20), 5)
+        return held_back, first, third.done()
+
+    held_back, first, released = asyncio.run(scenario())
+    assert held_back, "a full backlog makes the reader wait"
+    assert first == ["aaaa", "bbbbbb"] and released

@@ -9,12 +9,12 @@ log (a driver that ended between polls, or while no try watched it), then answer
 
 The log is secondary: a log that cannot be read (429 `TOO_MANY_LOG_STREAMS`, a pod gone, a
 dropped connection) is said once in the task log and tried again at the next poll; it never
-fails the task. Lines are shown through a `LogSink` in batches: what came in while the last
-batch was being shown, at most `BATCH_LINES`, at most one batch every `batch_interval` seconds
-(the worker's sink writes its position to the task state store before it shows a batch, and
-that write is what the interval bounds). Memory: the queue between the HTTP stream and the sink
-holds at most `QUEUE_LINES` lines of at most `log_position.MAX_LINE_BYTES`; when it is full the
-stream is not read, and the submitter and the API server wait.
+fails the task. Lines are shown through a `LogSink` in batches: everything that came in since
+the last batch, at most one batch every `batch_interval` seconds (the worker's sink writes its
+position to the task state store before it shows a batch, and that write is what the interval
+bounds). Memory: the backlog between the HTTP stream and the sink holds at most
+`BACKLOG_BYTES` of lines (each at most `log_position.MAX_LINE_BYTES`); when it is full the
+stream is not read, and the submitter and the API server wait. The log is never held whole.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -43,8 +44,9 @@ from spark_submitter_provider.log_position import (
 )
 
 RUNNING = "Running"
-QUEUE_LINES = 1024
-BATCH_LINES = 512
+#: Lines read and not shown yet, in bytes: what one batch can hold (about 4 MiB a second of log
+#: in the worker, whose batches come at most once a second).
+BACKLOG_BYTES = 4 * 1024 * 1024
 #: A followed log that says nothing for this long is read anew (from its position), so a
 #: connection that died without a word is noticed.
 FOLLOW_READ_TIMEOUT_S = 120.0
@@ -84,6 +86,38 @@ class _End:
     error: SubmitterError | None = None
 
 
+class Backlog:
+    """Lines read from the stream and not shown yet, bounded in bytes: the reader waits while it
+    is full (one line larger than the bound still goes in alone)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._items: deque[LogLine | _End] = deque()
+        self._bytes = 0
+        self._max = max_bytes
+        self._changed = asyncio.Condition()
+
+    async def put(self, item: LogLine | _End, size: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._bytes == 0 or self._bytes + size <= self._max)
+            self._items.append(item)
+            self._bytes += size
+            self._changed.notify_all()
+
+    async def wait(self) -> None:
+        """Until something is there to take."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._items))
+
+    async def take(self) -> list[LogLine | _End]:
+        """Everything there is, at once."""
+        async with self._changed:
+            items = list(self._items)
+            self._items.clear()
+            self._bytes = 0
+            self._changed.notify_all()
+            return items
+
+
 class DriverLog:
     """The log of one driver, shown from a position on, through the submitter's log route."""
 
@@ -112,27 +146,22 @@ class DriverLog:
     async def _read(self, follow: bool) -> int:
         self.cursor.restart()
         since = since_seconds(self.cursor.position, time.time_ns())
-        queue: asyncio.Queue[LogLine | _End] = asyncio.Queue(maxsize=QUEUE_LINES)
-        reader = asyncio.create_task(self._pump(queue, follow, since))
+        backlog = Backlog(BACKLOG_BYTES)
+        reader = asyncio.create_task(self._pump(backlog, follow, since))
         shown = 0
         last_batch = -self.batch_interval
         try:
             end: _End | None = None
             while end is None:
-                item = await queue.get()
-                # Lines that come while the last batch's interval runs out join the next batch.
-                if not isinstance(item, _End):
-                    await asyncio.sleep(max(last_batch + self.batch_interval - time.monotonic(), 0))
-                batch: list[LogLine] = []
-                while True:
+                await backlog.wait()
+                # Lines that come while the last batch's interval runs out join this batch.
+                await asyncio.sleep(max(last_batch + self.batch_interval - time.monotonic(), 0))
+                new = []
+                for item in await backlog.take():
                     if isinstance(item, _End):
                         end = item
-                        break
-                    batch.append(item)
-                    if len(batch) >= BATCH_LINES or queue.empty():
-                        break
-                    item = queue.get_nowait()
-                new = [line.text for line in batch if self.cursor.admit(line)]
+                    elif self.cursor.admit(item):
+                        new.append(item.text)
                 if new:
                     last_batch = time.monotonic()
                     await self.sink.show(new, self.cursor.position)
@@ -144,20 +173,20 @@ class DriverLog:
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
 
-    async def _pump(self, queue: asyncio.Queue[LogLine | _End], follow: bool, since: int | None) -> None:
+    async def _pump(self, backlog: Backlog, follow: bool, since: int | None) -> None:
         splitter = LineSplitter()
         try:
             async with self.client.driver_log(self.driver, follow=follow, since_seconds=since,
                                               read_timeout=FOLLOW_READ_TIMEOUT_S if follow else None) as chunks:
                 async for chunk in chunks:
                     for raw in splitter.feed(chunk):
-                        await queue.put(parse_line(raw))
+                        await backlog.put(parse_line(raw), len(raw))
             for raw in splitter.flush():
-                await queue.put(parse_line(raw))
+                await backlog.put(parse_line(raw), len(raw))
         except SubmitterError as e:
-            await queue.put(_End(e))
+            await backlog.put(_End(e), 0)
             return
-        await queue.put(_End())
+        await backlog.put(_End(), 0)
 
     def _report(self, error: SubmitterError | None) -> None:
         """Says a failure to read the log once, not at every poll while it lasts."""
