@@ -273,7 +273,7 @@ class SparkSubmitterOperator(BaseOperator):
         connection read when the try began.
         """
         record, config = self._record, self._config
-        if record is None or config is None:
+        if record is None or config is None or record.phase == SUCCEEDED:
             return
         target = record.driver or record.submission_id
         if not self.cancel_on_kill:
