@@ -29,6 +29,7 @@ use crate::status::LookupError;
 use crate::submit::SubmitFailure;
 use crate::submit::blame::Origin;
 use crate::submit::execute::SubmitDriverError;
+use crate::tls::CertificateRejection;
 use submission::api::{ErrorCode, ErrorResponse};
 use submission::builder::{self, BuildError};
 use submission::error_chain::error_chain;
@@ -175,6 +176,12 @@ pub fn policy_denied(error: &PolicyError) -> ApiError {
         _ => ErrorCode::Forbidden,
     };
     ApiError::new(code, error.to_string())
+}
+
+/// 401 `UNAUTHENTICATED` for a client certificate that failed verification, naming the check
+/// and nothing of the certificate.
+pub fn certificate_rejected(rejection: &CertificateRejection) -> ApiError {
+    ApiError::new(ErrorCode::Unauthenticated, rejection.to_string())
 }
 
 /// The answer for a submission that did not end with a driver.

@@ -341,7 +341,7 @@ pub async fn submit(
         })
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
-                identities = ?peer.map(|p| &p.names), "submission refused by the policy");
+                identities = ?peer.map(PeerIdentity::names), "submission refused by the policy");
             SubmitFailure::Authorize { source }
         })?;
 
