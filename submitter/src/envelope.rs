@@ -27,7 +27,7 @@ use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::status::LookupError;
 use crate::submit::SubmitFailure;
-use crate::submit::blame::Origin;
+use crate::submit::blame::{self, Forbidden, Origin};
 use crate::submit::execute::SubmitDriverError;
 use crate::tls::CertificateRejection;
 use submission::api::{ErrorCode, ErrorResponse};
@@ -39,6 +39,11 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
 
 /// `Retry-After` sent with a 503 when the caller did not choose one.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// `Retry-After` sent with a 429 `QUOTA_EXCEEDED`: a quota gets room when drivers and executors
+/// finish or an administrator raises it, minutes rather than seconds; sooner only repeats the
+/// refusal.
+pub const QUOTA_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Longest submission id echoed back from a body that could not be read as a request.
 const MAX_ECHOED_ID_LEN: usize = 253;
@@ -54,7 +59,7 @@ pub struct ApiError {
     pub message: String,
     /// Empty when the request carried no readable id.
     pub submission_id: String,
-    /// Sent as `Retry-After` (whole seconds, rounded up) on 503.
+    /// Sent as `Retry-After` (whole seconds, rounded up) on 503 and 429.
     pub retry_after: Option<Duration>,
 }
 
@@ -75,7 +80,7 @@ impl ApiError {
         self
     }
 
-    /// The same error, asking the client to wait `delay` (sent on 503 only).
+    /// The same error, asking the client to wait `delay` (sent on 503 and 429 only).
     pub fn with_retry_after(mut self, delay: Duration) -> ApiError {
         self.retry_after = Some(delay);
         self
@@ -137,8 +142,13 @@ impl ApiError {
         crate::audit::note_error(self.code.as_str(), &self.submission_id);
         let body = self.body(now);
         let mut response = (status, axum::Json(body)).into_response();
-        if self.code == ErrorCode::SubmitterOverloaded {
-            let seconds = retry_after_seconds(self.retry_after.unwrap_or(DEFAULT_RETRY_AFTER));
+        let retry_after = match self.code {
+            ErrorCode::SubmitterOverloaded => Some(DEFAULT_RETRY_AFTER),
+            ErrorCode::QuotaExceeded => Some(QUOTA_RETRY_AFTER),
+            _ => None,
+        };
+        if let Some(default) = retry_after {
+            let seconds = retry_after_seconds(self.retry_after.unwrap_or(default));
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -261,16 +271,30 @@ fn api_server_answer(
 ) -> ApiError {
     match code {
         400 | 422 => ApiError::new(
-            match rejected {
-                Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
-                Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
-            },
+            input_code(rejected),
             format!("the Kubernetes API server rejected the driver's {what}: {message}"),
         ),
-        403 => ApiError::new(
-            ErrorCode::Forbidden,
-            format!("the Kubernetes API server refused the driver's {what}: {message}"),
-        ),
+        403 => match blame::forbidden(message) {
+            // Nothing is left behind (the attempt rolled back): the same id succeeds later.
+            Forbidden::QuotaExceeded => ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "the namespace's resource quota has no room for the driver's {what}; \
+                     submit again with the same submission id once it has: {message}"
+                ),
+            ),
+            // A LimitRange, or a quota that needs resources stated: the input must change.
+            Forbidden::Resources => ApiError::new(
+                input_code(rejected),
+                format!(
+                    "the Kubernetes API server refused the resources of the driver's {what}: {message}"
+                ),
+            ),
+            Forbidden::Other => ApiError::new(
+                ErrorCode::Forbidden,
+                format!("the Kubernetes API server refused the driver's {what}: {message}"),
+            ),
+        },
         // A missing namespace: it comes from the arguments (spark.kubernetes.namespace).
         404 => ApiError::new(
             ErrorCode::InvalidSparkSubmitArgs,
@@ -278,6 +302,14 @@ fn api_server_answer(
         ),
         429 => ApiError::overloaded_because(detail),
         _ => ApiError::new(ErrorCode::InternalServerError, detail),
+    }
+}
+
+/// The code naming the input to fix: the template's, or the arguments'.
+fn input_code(rejected: Option<Origin>) -> ErrorCode {
+    match rejected {
+        Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
+        Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
     }
 }
 
@@ -603,7 +635,10 @@ mod tests {
             assert_eq!(response.status().as_u16(), code.http_status());
             assert_eq!(
                 response.headers().contains_key(header::RETRY_AFTER),
-                code == ErrorCode::SubmitterOverloaded
+                matches!(
+                    code,
+                    ErrorCode::SubmitterOverloaded | ErrorCode::QuotaExceeded
+                )
             );
         }
     }

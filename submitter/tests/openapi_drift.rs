@@ -265,6 +265,7 @@ fn every_error_code() -> Vec<ErrorCode> {
         NotFound,
         PayloadTooLarge,
         SubmissionIdConflict,
+        QuotaExceeded,
     ];
     for code in &codes {
         match code {
@@ -280,7 +281,8 @@ fn every_error_code() -> Vec<ErrorCode> {
             | Forbidden
             | NotFound
             | PayloadTooLarge
-            | SubmissionIdConflict => {}
+            | SubmissionIdConflict
+            | QuotaExceeded => {}
         }
     }
     codes

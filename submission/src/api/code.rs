@@ -7,8 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
-/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table has no
-/// row for.
+/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT`, 413, 429) cover cases its table
+/// has no row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -38,11 +38,16 @@ pub enum ErrorCode {
     NotFound,
     /// 413 (added): the body exceeds the limit (1 MiB).
     PayloadTooLarge,
+    /// 429 (added): a ResourceQuota of the namespace has no room for the driver's objects;
+    /// nothing was left behind, and the same submission succeeds once the quota has room
+    /// (`Retry-After`). Not retried by client libraries on their own: the wait is the cluster's,
+    /// not the service's, so the caller decides (the operator counts it as a submission failure).
+    QuotaExceeded,
 }
 
 impl ErrorCode {
     /// Every code, contract codes first, for tables and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidSparkSubmitArgs,
         ErrorCode::MethodNotAllowed,
@@ -56,6 +61,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::PayloadTooLarge,
         ErrorCode::SubmissionIdConflict,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The code as it appears on the wire.
@@ -74,6 +80,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::SubmissionIdConflict => "SUBMISSION_ID_CONFLICT",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
         }
     }
 
@@ -89,6 +96,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidPodTemplate => 422,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::InternalServerError => 500,
             ErrorCode::SubmitterOverloaded => 503,
         }
@@ -96,7 +104,7 @@ impl ErrorCode {
 
     /// Whether a client should retry, as the Go client's `IsRetryable` decides: only on the two
     /// server-side conditions (a 401 among the rest: without a certificate, a retry cannot
-    /// succeed).
+    /// succeed; a 429 `QUOTA_EXCEEDED` is for the caller to retry later, after `Retry-After`).
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -174,6 +182,7 @@ mod tests {
             ("NOT_FOUND", 404),
             ("PAYLOAD_TOO_LARGE", 413),
             ("SUBMISSION_ID_CONFLICT", 409),
+            ("QUOTA_EXCEEDED", 429),
         ];
         for (text, status) in added {
             let code: ErrorCode = text.parse().unwrap();
