@@ -355,7 +355,7 @@ pub async fn submit(
         })
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
-                identities = ?peer.map(|p| &p.names), "submission refused by the policy");
+                identities = ?peer.map(PeerIdentity::names), "submission refused by the policy");
             SubmitFailure::Authorize { source }
         })?;
 
@@ -434,21 +434,29 @@ pub async fn submit(
         })
 }
 
-/// When the API server rejected a field of a built object (400/422), the input it came from.
+/// When the API server rejected a field of a built object (400/422), or its resources (a 403
+/// of a LimitRange or a quota's constraints), the input it came from.
 fn rejected_input(
     error: &SubmitDriverError,
     built: &DriverObjects,
     request: &SubmitRequest,
 ) -> Option<Origin> {
     let call = error.call_error()?;
-    if !matches!(call.code()?, 400 | 422) {
-        return None;
-    }
     let (kind, name) = error.object()?;
     let object = built.objects.iter().find(|object| {
         object.get("kind").and_then(Value::as_str) == Some(kind)
             && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
     })?;
+    let status = call.status()?;
+    if status.code == 403 && blame::forbidden(&status.message) == blame::Forbidden::Resources {
+        return Some(blame::resources_origin(
+            object,
+            request.driver_pod_template.as_ref(),
+        ));
+    }
+    if !matches!(status.code, 400 | 422) {
+        return None;
+    }
     // The executor template's ConfigMap is the one that does not hold the spark properties.
     let executor_template_config_map = kind == "ConfigMap"
         && object

@@ -22,7 +22,6 @@ use submitter::status::{RecordConfig, Recorder, run_recorder};
 
 /// The submitter's own namespace, where its retention records live.
 const HOME: &str = "submitter-home";
-use submitter::tls::PeerIdentity;
 
 /// A TestApp whose state reads watch caches, with the retention recorder running.
 struct StatusApp {
@@ -102,9 +101,9 @@ impl StatusApp {
 
     async fn get_as(&self, path: &str, identity: &str) -> Answer {
         let mut request = Request::get(path).body(Body::empty()).unwrap();
-        request.extensions_mut().insert(PeerIdentity {
-            names: vec![identity.to_owned()],
-        });
+        request
+            .extensions_mut()
+            .insert(submit_support::verified_identity(identity));
         send(&self.app, request).await
     }
 
