@@ -41,6 +41,25 @@ async fn store() -> (RedisCluster, RedisStore) {
 
 store_support::conformance_cases!(store());
 
+#[tokio::test]
+async fn a_url_the_store_cannot_use_is_refused_and_an_unreachable_cluster_is_a_connect_error() {
+    // No TLS is compiled into this build's Redis client: rediss+cluster:// parses, then fails.
+    for url in [
+        "redis+cluster://127.0.0.1:1/3",
+        "redis+cluster://127.0.0.1:1?wait_timeout_ms=0",
+        "redis://127.0.0.1:1,127.0.0.1:2",
+        "rediss+cluster://127.0.0.1:1",
+    ] {
+        let err = RedisStore::connect(url).await.err().expect("refused");
+        assert_eq!(err.kind(), "url", "{url}");
+    }
+    let err = RedisStore::connect("redis+cluster://127.0.0.1:1,127.0.0.1:2")
+        .await
+        .err()
+        .expect("no seed answers");
+    assert_eq!(err.kind(), "connect");
+}
+
 /// The slot, master and replica serving `app`'s keys.
 fn placement(cluster: &RedisCluster, app: &AppKey) -> (u16, usize, usize) {
     let slot = cluster.slot_of(&Keys::of(app).epoch).unwrap();
@@ -452,38 +471,34 @@ async fn fence_written_while_the_replica_is_cut_off(query: &str) -> LostFence {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_no_replica_acknowledged_fails_and_its_retry_fences_once_a_replica_is_back() {
     bounded_long(async {
-        let LostFence {
-            mut cluster,
-            operator,
-            zombie,
-            a,
-            old,
-            master,
-            replica,
-            fence,
-        } = fence_written_while_the_replica_is_cut_off("").await;
+        let mut lost = fence_written_while_the_replica_is_cut_off("").await;
+        let (a, old) = (lost.a.clone(), lost.old);
         assert_eq!(
-            fence,
+            lost.fence,
             Err("unreplicated"),
             "the operator is told the fence failed: it records no epoch and starts no driver"
         );
         assert_eq!(
-            operator.epoch(&a).await.unwrap(),
+            lost.operator.epoch(&a).await.unwrap(),
             old,
             "the failover lost it"
         );
         // The old master comes back as the new one's replica, so writes can be confirmed again.
-        blocking(|| cluster.restart(master)).unwrap();
-        blocking(|| cluster.wait_replica(master, replica)).unwrap();
-        zombie
+        blocking(|| lost.cluster.restart(lost.master)).unwrap();
+        blocking(|| lost.cluster.wait_replica(lost.master, lost.replica)).unwrap();
+        lost.zombie
             .commit(&a, old, 2, "stage 2", 2)
             .await
             .expect("no fence ever held: the old driver is the current one, its write not stale");
         // The operator's retry of the fence holds now.
-        assert_eq!(operator.advance_epoch(&a, old).await.unwrap(), old + 1);
-        let err = zombie.commit(&a, old, 3, "stage 3", 3).await.unwrap_err();
+        assert_eq!(lost.operator.advance_epoch(&a, old).await.unwrap(), old + 1);
+        let err = lost
+            .zombie
+            .commit(&a, old, 3, "stage 3", 3)
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "fenced");
-        let m = operator.latest(&a).await.unwrap().unwrap();
+        let m = lost.operator.latest(&a).await.unwrap().unwrap();
         assert_eq!((m.epoch, m.seq), (old, 2));
     })
     .await;
