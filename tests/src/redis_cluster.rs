@@ -8,7 +8,9 @@
 //!
 //! Nodes can be killed (SIGKILL, a crash), restarted on the same ports with their cluster
 //! configuration (they rejoin; a replaced master comes back as a replica, empty) and paused
-//! (SIGSTOP, a node that stops reading its sockets).
+//! (SIGSTOP, a node that stops reading its sockets). While a node is down its ports stay bound
+//! (not listening) by the fixture: clients that still know the node get "connection refused",
+//! as from a crashed node, and never another process that picked the freed port meanwhile.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -125,6 +127,8 @@ struct Node {
     port: u16,
     bus_port: u16,
     id: String,
+    /// The ports, held while the node is down.
+    held: Vec<socket2::Socket>,
 }
 
 /// Three masters and three replicas on loopback; every node is killed when dropped.
@@ -332,10 +336,16 @@ impl RedisCluster {
 
     /// Kills node `node` with SIGKILL: a crash, as the cluster and the clients see it.
     pub fn kill(&mut self, node: usize) {
-        if let Some(mut child) = self.nodes[node].child.take() {
+        let node = &mut self.nodes[node];
+        if let Some(mut child) = node.child.take() {
             // Best effort: it may have exited on its own.
             let _ = child.kill();
             let _ = child.wait();
+            // Best effort too: without the hold, the node is still down, only less isolated.
+            node.held = [node.port, node.bus_port]
+                .into_iter()
+                .filter_map(|port| hold(port).ok())
+                .collect();
         }
     }
 
@@ -343,6 +353,7 @@ impl RedisCluster {
     /// cluster (empty: persistence is off).
     pub fn restart(&mut self, node: usize) -> Result<(), ClusterError> {
         self.kill(node);
+        self.nodes[node].held.clear();
         let (port, bus_port) = (self.nodes[node].port, self.nodes[node].bus_port);
         let child = self
             .spawn(node, port, bus_port)
@@ -550,6 +561,7 @@ impl RedisCluster {
                         port,
                         bus_port,
                         id: String::new(),
+                        held: Vec::new(),
                     });
                 }
                 Err(source @ StartRedisError::Spawn { .. }) => {
@@ -600,12 +612,24 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for node in 0..self.nodes.len() {
-            // A paused node must be running to die of SIGKILL promptly; best effort.
-            let _ = self.resume(node);
-            self.kill(node);
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                // Best effort: it may have exited on its own. SIGKILL ends a paused one too.
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
+}
+
+/// Binds `port` on loopback without listening: connecting is refused, and the kernel hands the
+/// port to no one asking for a free one. `SO_REUSEADDR`, as redis-server's own, so the bind
+/// succeeds beside the killed node's connections still in `TIME_WAIT`.
+fn hold(port: u16) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+    Ok(socket)
 }
 
 /// Two distinct free loopback ports.
