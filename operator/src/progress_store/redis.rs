@@ -285,10 +285,13 @@ impl RedisStore {
         // A WAIT must never be cut short by the client's own bound on an answer.
         let response_timeout = url.durability.timeout + Duration::from_secs(1);
         let conn = match url.topology {
-            Topology::Server { url } => {
-                let client = ::redis::Client::open(url).map_err(|e| ConnectError::Url(e.into()))?;
-                let config =
-                    ConnectionManagerConfig::new().set_response_timeout(Some(response_timeout));
+            Topology::Server { url: server } => {
+                let client =
+                    ::redis::Client::open(server).map_err(|e| ConnectError::Url(e.into()))?;
+                let mut config = ConnectionManagerConfig::new();
+                if url.durability.replicas > 0 {
+                    config = config.set_response_timeout(Some(response_timeout));
+                }
                 let conn = ConnectionManager::new_with_config(client, config)
                     .await
                     .map_err(ConnectError::Connect)?;
@@ -359,15 +362,12 @@ impl RedisStore {
 
     /// The script, and `WAIT` after a write that must be confirmed; their raw answers.
     async fn run_batch(&self, call: &Call<'_>, by_source: bool) -> Result<Vec<Value>, StoreError> {
-        let mut eval = if by_source {
-            let mut eval = Cmd::new();
+        let mut eval = Cmd::new();
+        if by_source {
             eval.arg("EVAL").arg(call.script.source);
-            eval
         } else {
-            let mut eval = Cmd::new();
             eval.arg("EVALSHA").arg(&call.script.sha);
-            eval
-        };
+        }
         eval.arg(call.keys.len()).arg(&call.keys).arg(&call.args);
         let mut pipe = ::redis::pipe();
         pipe.ignore_errors().add_command(eval);
