@@ -19,6 +19,7 @@ pub fn admit_create(
     exists: Exists<'_>,
 ) -> Result<(), ApiError> {
     prune_unknown_fields(rt, obj);
+    decode_quantities(rt, obj)?;
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -58,6 +59,7 @@ pub fn admit_create(
 
 /// Validates and defaults a replacement of `current`.
 pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
+    decode_quantities(rt, obj)?;
     prune_unknown_fields(rt, obj);
     let name = meta::name(current).to_string();
     let mut causes = Vec::new();
@@ -100,6 +102,66 @@ pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Resu
 
 /// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
 /// server never stores them (custom resources are stored as they come).
+/// Quantities of built-in types are decoded into Go's `resource.Quantity`: one that is not a
+/// quantity fails the decoding, as a 400, before anything else is looked at.
+fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if rt.custom || !rt.group.is_empty() {
+        return Ok(());
+    }
+    let lists: Vec<&Value> = match rt.plural.as_str() {
+        "resourcequotas" => obj.pointer("/spec/hard").into_iter().collect(),
+        "limitranges" => obj
+            .pointer("/spec/limits")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|item| {
+                [
+                    "max",
+                    "min",
+                    "default",
+                    "defaultRequest",
+                    "maxLimitRequestRatio",
+                ]
+                .into_iter()
+                .filter_map(|f| item.get(f))
+            })
+            .collect(),
+        "pods" => ["initContainers", "containers"]
+            .into_iter()
+            .filter_map(|f| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_array))
+            .flatten()
+            .flat_map(|c| {
+                ["requests", "limits"]
+                    .into_iter()
+                    .filter_map(|f| c.get("resources")?.get(f))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let bad = lists
+        .iter()
+        .filter_map(|l| l.as_object())
+        .flat_map(|m| m.values())
+        .find_map(|v| match crate::resource_quota::quantity_of(v) {
+            Some(_) => None,
+            None => Some(
+                v.as_str()
+                    .map(crate::quantity::Quantity::parse)
+                    .and_then(Result::err)
+                    .unwrap_or(crate::quantity::ParseQuantityError::Format),
+            ),
+        });
+    match bad {
+        None => Ok(()),
+        Some(e) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = rt.kind,
+            version = rt.version
+        ))),
+    }
+}
+
 fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value) {
     if rt.custom || !obj.is_object() {
         return;
@@ -406,6 +468,7 @@ fn default_kind(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
         ("", "pods") => default_pod(obj),
         ("", "services") => default_service(obj, current),
         ("", "secrets") => default_secret(obj),
+        ("", "limitranges") => crate::limit_range::default_limit_range(obj),
         ("", "namespaces") => {
             let name = meta::name(obj).to_string();
             let labels = metadata_mut(obj)
@@ -508,7 +571,7 @@ fn default_pod_spec(spec: &mut Value) {
 }
 
 /// The pod's QoS class from its containers' requests and limits.
-fn qos_class(pod: &Value) -> &'static str {
+pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -585,73 +648,11 @@ fn default_secret(obj: &mut Value) {
         if let Some(d) = data.as_object_mut() {
             for (k, v) in sd {
                 if let Some(s) = v.as_str() {
-                    d.insert(k, json!(base64(s.as_bytes())));
+                    d.insert(k, json!(crate::base64::encode(s.as_bytes())));
                 }
             }
         }
     }
-}
-
-/// Standard base64 with padding (Secret `data` values).
-pub fn base64(input: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(T[(n >> 18) as usize & 63] as char);
-        out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 {
-            T[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            T[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    out
-}
-
-/// Decodes standard base64 (Secret `data` values); `None` when malformed.
-pub fn unbase64(input: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let bytes: Vec<u8> = input.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for chunk in bytes.chunks(4) {
-        let pad = chunk.iter().rev().take_while(|b| **b == b'=').count();
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            let v = if i >= 4 - pad { 0 } else { val(*c)? };
-            n = (n << 6) | v;
-        }
-        out.push((n >> 16) as u8);
-        if pad < 2 {
-            out.push((n >> 8) as u8);
-        }
-        if pad < 1 {
-            out.push(n as u8);
-        }
-    }
-    Some(out)
 }
 
 fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
@@ -734,17 +735,6 @@ fn go_quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_round_trips() {
-        for s in ["", "a", "ab", "abc", "hello world!"] {
-            assert_eq!(
-                unbase64(&base64(s.as_bytes())).as_deref(),
-                Some(s.as_bytes())
-            );
-        }
-        assert_eq!(base64(b"hello"), "aGVsbG8=");
-    }
 
     #[test]
     fn names_follow_dns_rules() {

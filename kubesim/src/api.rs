@@ -1,8 +1,11 @@
 //! The HTTP face of kubesim: the Kubernetes REST API over the store, plus the `/sim/v1` control API.
 
 mod discovery;
+mod filter;
 mod openapi;
+mod patching;
 mod path;
+mod pod_log;
 mod query;
 mod reviews;
 mod scale;
@@ -25,10 +28,14 @@ use crate::kubelet::Kubelet;
 use crate::meta;
 use crate::patch;
 use crate::resources::ResourceType;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::FieldSelector;
 use crate::store::{DeleteOpts, ListOpts, Part, Store, WriteOpts};
 
+pub use filter::Filter;
+pub(crate) use patching::patch_error;
+use patching::patch_object;
 pub use path::{ObjectPath, Route};
+use pod_log::pod_log;
 use query::Query;
 
 /// Everything a request handler needs.
@@ -792,256 +799,6 @@ fn keep_managed_fields(cur: &Value, mut obj: Value) -> Value {
         meta::metadata_mut(&mut obj).insert("managedFields".into(), mf.clone());
     }
     obj
-}
-
-#[allow(clippy::too_many_arguments)]
-fn patch_object(
-    state: &AppState,
-    rt: &Arc<ResourceType>,
-    ns: &str,
-    name: &str,
-    part: Part,
-    q: &Query,
-    headers: &HeaderMap,
-    body: &Bytes,
-    write: &WriteOpts,
-) -> Result<Response, ApiError> {
-    let store = &state.store;
-    let content_type = content_type(headers);
-    let now = meta::now_rfc3339();
-    let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(e.to_string());
-    match content_type.as_str() {
-        "application/apply-patch+yaml" | "application/apply-patch+json" => {
-            let manager = q
-                .get("fieldManager")
-                .filter(|m| !m.is_empty())
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                    )
-                })?
-                .to_string();
-            let force = q.flag("force");
-            let applied = parse_yaml_or_json(body)?;
-            if !applied.is_object() {
-                return Err(ApiError::bad_request("apply patch must be an object"));
-            }
-            // Server-side apply is always strict about fields, whatever the directive.
-            check_fields(rt, &Query::parse("fieldValidation=Strict"), &applied, true)?;
-            let applied_name = meta::name(&applied);
-            if !applied_name.is_empty() && applied_name != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({applied_name}) does not match the name on the URL ({name})"
-                )));
-            }
-            let (out, created) = store.upsert_shared(rt, ns, name, part, write, |cur| {
-                let mut base = applied.clone();
-                if cur.is_none() {
-                    meta::metadata_mut(&mut base).insert("name".into(), json!(name));
-                }
-                let mut result = patch::apply(cur, &base, &manager, force, &now)
-                    .map_err(|e| apply_error(rt, name, e))?;
-                if cur.is_none() {
-                    meta::metadata_mut(&mut result).insert("name".into(), json!(name));
-                }
-                Ok(result)
-            })?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(json_response(code, &out))
-        }
-        "application/json-patch+json" => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
-                patch::json_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
-            })?;
-            Ok(json_response(StatusCode::OK, &out))
-        }
-        "application/merge-patch+json" => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            if !p.is_object() {
-                return Err(ApiError::bad_request("merge patch must be a JSON object"));
-            }
-            let warnings = check_fields(rt, q, &p, true)?;
-            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
-                Ok(patch::merge_patch(cur, &p))
-            })?;
-            Ok(with_warnings(
-                json_response(StatusCode::OK, &out),
-                &warnings,
-            ))
-        }
-        "application/strategic-merge-patch+json" if !rt.custom => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            let warnings = check_fields(rt, q, &p, true)?;
-            let out = store.modify_shared(rt, ns, name, part, write, |cur| {
-                patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
-            })?;
-            Ok(with_warnings(
-                json_response(StatusCode::OK, &out),
-                &warnings,
-            ))
-        }
-        other => Err(ApiError {
-            message: format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}; got {other:?}",
-                if rt.custom {
-                    ""
-                } else {
-                    ", application/strategic-merge-patch+json"
-                }
-            ),
-            ..ApiError::unsupported_media_type(other)
-        }),
-    }
-}
-
-pub(crate) fn patch_error(rt: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
-    ApiError {
-        message: format!("{} \"{name}\": {e}", rt.qualified()),
-        ..ApiError::invalid(&rt.group, &rt.kind, name, vec![])
-    }
-}
-
-fn apply_error(rt: &ResourceType, name: &str, e: patch::ApplyError) -> ApiError {
-    match e {
-        patch::ApplyError::Conflict { conflicts } => {
-            let listed: Vec<String> = conflicts
-                .iter()
-                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
-                .collect();
-            let causes = conflicts
-                .iter()
-                .map(|(m, f)| {
-                    crate::api_error::cause(
-                        "FieldManagerConflict",
-                        f.clone(),
-                        format!("conflict with \"{m}\""),
-                    )
-                })
-                .collect();
-            ApiError {
-                message: format!(
-                    "Apply failed with {} conflict{}: {}",
-                    conflicts.len(),
-                    if conflicts.len() == 1 { "" } else { "s" },
-                    listed.join(", ")
-                ),
-                ..ApiError::conflict(&rt.group, &rt.plural, name, "apply conflict")
-            }
-            .with_causes(causes)
-        }
-        other => ApiError::bad_request(other.to_string()),
-    }
-}
-
-fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response, ApiError> {
-    let pod = state
-        .store
-        .get_raw("", "pods", ns, name)
-        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-    let containers: Vec<String> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let container = match q.get("container") {
-        Some(c) => c.to_string(),
-        None if containers.len() == 1 => containers[0].clone(),
-        None => {
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                containers.join(" ")
-            )));
-        }
-    };
-    match state.kubelet.logs(ns, name, &container) {
-        Some(text) => {
-            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response())
-        }
-        None => Err(ApiError::bad_request(format!(
-            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
-        ))),
-    }
-}
-
-/// Label and field selection of a list, watch or deletecollection.
-#[derive(Debug, Clone)]
-pub struct Filter {
-    labels: Option<LabelSelector>,
-    fields: Option<FieldSelector>,
-}
-
-impl Filter {
-    fn from_query(rt: &ResourceType, q: &Query) -> Result<Self, ApiError> {
-        let labels = q
-            .get("labelSelector")
-            .filter(|s| !s.is_empty())
-            .map(LabelSelector::parse)
-            .transpose()
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = q
-            .get("fieldSelector")
-            .filter(|s| !s.is_empty())
-            .map(FieldSelector::parse)
-            .transpose()
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        if let Some(f) = &fields {
-            f.validate_fields(&supported_fields(rt))
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        }
-        Ok(Self { labels, fields })
-    }
-
-    /// Whether an object is selected.
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.labels
-            .as_ref()
-            .is_none_or(|l| l.matches(&meta::labels(obj)))
-            && self.fields.as_ref().is_none_or(|f| f.matches(obj))
-    }
-}
-
-/// Field selectors each type supports, as the real API server's field label conversion allows.
-fn supported_fields(rt: &ResourceType) -> Vec<&'static str> {
-    let mut v = vec!["metadata.name", "metadata.namespace"];
-    match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "pods") => v.extend([
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ]),
-        ("", "events") | ("events.k8s.io", "events") => v.extend([
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ]),
-        ("", "secrets") => v.push("type"),
-        ("", "namespaces") => v.push("status.phase"),
-        ("", "nodes") => v.push("spec.unschedulable"),
-        _ => {}
-    }
-    v
 }
 
 pub(crate) fn content_type(headers: &HeaderMap) -> String {

@@ -473,7 +473,7 @@ fn bearer(value: &[u8]) -> Option<&str> {
 }
 
 fn b64url(bytes: &[u8]) -> String {
-    crate::admission::base64(bytes)
+    crate::base64::encode(bytes)
         .trim_end_matches('=')
         .chars()
         .map(|c| match c {
@@ -499,7 +499,7 @@ fn unb64url(s: &str) -> Option<Vec<u8>> {
     while !std.len().is_multiple_of(4) {
         std.push('=');
     }
-    crate::admission::unbase64(&std)
+    crate::base64::decode(&std)
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub fn render_https(
     credentials: Credentials<'_>,
     namespace: &str,
 ) -> String {
-    let b64 = |s: &str| crate::admission::base64(s.as_bytes());
+    let b64 = |s: &str| crate::base64::encode(s.as_bytes());
     let user = match credentials {
         Credentials::ClientCertificate { cert, key } => format!(
             "\n    client-certificate-data: {}\n    client-key-data: {}",
@@ -124,7 +124,7 @@ mod tests {
             "default",
         );
         let v: serde_json::Value = yaml_serde::from_str(&text).expect("yaml");
-        let b64 = |s: &str| crate::admission::base64(s.as_bytes());
+        let b64 = |s: &str| crate::base64::encode(s.as_bytes());
         assert_eq!(
             v["clusters"][0]["cluster"]["certificate-authority-data"],
             b64("CA PEM")

@@ -261,7 +261,7 @@ fn encode_scalar(
         Scalar::Bytes => {
             let b = v
                 .as_str()
-                .and_then(crate::admission::unbase64)
+                .and_then(crate::base64::decode)
                 .ok_or_else(|| mismatch(f, "base64 bytes"))?;
             put_bytes(out, n, &b);
         }
@@ -551,7 +551,7 @@ fn packed(s: Scalar, b: &[u8]) -> Result<Vec<(u32, Raw<'_>)>, ProtoError> {
 fn decode_scalar(s: Scalar, r: Raw<'_>) -> Value {
     match (s, r) {
         (Scalar::String, Raw::Len(b)) => Value::String(String::from_utf8_lossy(b).into_owned()),
-        (Scalar::Bytes, Raw::Len(b)) => Value::String(crate::admission::base64(b)),
+        (Scalar::Bytes, Raw::Len(b)) => Value::String(crate::base64::encode(b)),
         (Scalar::Bool, Raw::Varint(v)) => Value::Bool(v != 0),
         (Scalar::Int32, Raw::Varint(v)) => json!(i64::from(v as i32)),
         (Scalar::Int64, Raw::Varint(v)) => json!(v as i64),

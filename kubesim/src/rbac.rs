@@ -524,7 +524,15 @@ pub fn default_policy() -> Vec<(&'static str, Value)> {
                     rule(
                         &READ,
                         &[""],
-                        &["events", "pods/status", "namespaces/status", "pods/log"],
+                        &[
+                            "limitranges",
+                            "resourcequotas",
+                            "events",
+                            "pods/status",
+                            "resourcequotas/status",
+                            "namespaces/status",
+                            "pods/log",
+                        ],
                     ),
                     rule(&READ, &[""], &["namespaces"]),
                     rule(

@@ -12,6 +12,14 @@ use crate::api_error::ApiError;
 use crate::meta::{self, metadata_mut};
 use crate::resources::{Registry, ResourceType, View};
 
+mod change;
+mod delete;
+mod quota;
+#[cfg(test)]
+mod tests;
+
+use change::{same_but_resource_version, spec_changed, tracks_generation};
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -411,6 +419,7 @@ impl Store {
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty);
         admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
+        inner.admit_quota(rt, ns, &mut obj)?;
         let name = meta::name(&obj).to_string();
         if wants_ip {
             // Admission hashed the name into the Service network; a ClusterIP another Service
@@ -761,6 +770,7 @@ impl Inner {
             let stored = (kind != EventType::Deleted).then_some(&*object);
             self.index_cluster_ip(replaced.as_deref(), stored);
         }
+        let old = replaced.clone();
         let previous = replaced.filter(|_| kind == EventType::Modified);
         let event = Arc::new(Event {
             rv,
@@ -779,6 +789,8 @@ impl Inner {
         self.log.push_back(event.clone());
         // No receivers is fine: nobody is watching.
         let _ = tx.send(event);
+        let new = (kind != EventType::Deleted).then_some(&*object);
+        self.account(tx, rt, ns, old.as_deref(), new);
         object
     }
 
@@ -906,151 +918,6 @@ impl Inner {
         Ok(self.commit(tx, rt, ns, name, EventType::Modified, proposed))
     }
 
-    /// Whether an object being deleted has nothing left holding it.
-    fn ready_to_remove(&self, rt: &ResourceType, obj: &Value) -> bool {
-        if !meta::finalizers(obj).is_empty() {
-            return false;
-        }
-        if rt.group.is_empty() && rt.plural == "namespaces" {
-            let spec_finalizers = obj
-                .pointer("/spec/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty());
-            return !spec_finalizers;
-        }
-        if rt.group.is_empty() && rt.plural == "pods" {
-            return obj
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                == 0;
-        }
-        true
-    }
-
-    fn delete(
-        &mut self,
-        tx: &broadcast::Sender<Arc<Event>>,
-        rt: &ResourceType,
-        ns: &str,
-        name: &str,
-        opts: &DeleteOpts,
-    ) -> Result<Value, ApiError> {
-        let current = self
-            .object(rt, ns, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-        if let Some(uid) = &opts.uid
-            && uid != meta::uid(&current)
-        {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta::uid(&current)
-                ),
-            ));
-        }
-        if let Some(rv) = &opts.resource_version
-            && rv != meta::meta_str(&current, "resourceVersion")
-        {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta::meta_str(&current, "resourceVersion")
-                ),
-            ));
-        }
-        if opts.dry_run {
-            return Ok(current);
-        }
-        let mut next = current.clone();
-        let mut finalizers = meta::finalizers(&current);
-        let deleting = meta::is_deleting(&current);
-        if !deleting {
-            match opts.propagation.as_deref() {
-                Some("Foreground") => push_unique(&mut finalizers, "foregroundDeletion"),
-                Some("Orphan") => push_unique(&mut finalizers, "orphan"),
-                _ => {}
-            }
-        }
-        let is_pod = rt.group.is_empty() && rt.plural == "pods";
-        let grace = if is_pod {
-            pod_grace_period(&current, opts.grace_period)
-        } else {
-            0
-        };
-        let is_ns = rt.group.is_empty() && rt.plural == "namespaces";
-        if deleting && grace >= current_grace(&current) {
-            // Deletion already under way and not being shortened: nothing changes.
-            return Ok(current);
-        }
-        let held_by_namespace_finalizers = is_ns
-            && current
-                .pointer("/spec/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty());
-        if !deleting && finalizers.is_empty() && grace == 0 && !held_by_namespace_finalizers {
-            // Nothing holds the object: it goes at once, and watchers see its last state.
-            self.commit(tx, rt, ns, name, EventType::Deleted, current.clone());
-            self.after_remove(tx, rt, &current);
-            return Ok(current);
-        }
-        {
-            let md = metadata_mut(&mut next);
-            if !finalizers.is_empty() {
-                md.insert("finalizers".into(), json!(finalizers));
-            }
-            if !deleting {
-                md.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
-            }
-            md.insert("deletionGracePeriodSeconds".into(), json!(grace));
-        }
-        if is_ns {
-            next["status"]["phase"] = json!("Terminating");
-        }
-        if self.ready_to_remove(rt, &next) {
-            self.commit(tx, rt, ns, name, EventType::Deleted, next.clone());
-            self.after_remove(tx, rt, &next);
-            return Ok(next);
-        }
-        Ok(Value::clone(&self.commit(
-            tx,
-            rt,
-            ns,
-            name,
-            EventType::Modified,
-            next,
-        )))
-    }
-
-    /// Effects of removing an object that belong to the store itself (CRD removal).
-    fn after_remove(&mut self, tx: &broadcast::Sender<Arc<Event>>, rt: &ResourceType, obj: &Value) {
-        if rt.group == "apiextensions.k8s.io"
-            && rt.plural == "customresourcedefinitions"
-            && let Some(custom) = crate::resources::from_crd(obj)
-        {
-            let objs: Vec<(ObjKey, Value)> = self
-                .objects
-                .get(&type_key(&custom))
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), Value::clone(v)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            for ((ns, name), o) in objs {
-                self.commit(tx, &custom, &ns, &name, EventType::Deleted, o);
-            }
-            self.registry.unregister(&custom.group, &custom.plural);
-        }
-    }
-
     fn on_crd_write(&mut self, rt: &ResourceType, obj: &Value) {
         if rt.group == "apiextensions.k8s.io"
             && rt.plural == "customresourcedefinitions"
@@ -1059,97 +926,6 @@ impl Inner {
             self.registry.register(custom);
         }
     }
-}
-
-fn push_unique(v: &mut Vec<String>, s: &str) {
-    if !v.iter().any(|x| x == s) {
-        v.push(s.to_string());
-    }
-}
-
-fn current_grace(obj: &Value) -> i64 {
-    obj.pointer("/metadata/deletionGracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .unwrap_or(i64::MAX)
-}
-
-/// Pods on a node get graceful termination; unscheduled or finished pods go at once, as in
-/// Kubernetes' pod strategy.
-fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
-    let scheduled = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    if !scheduled || matches!(phase, Some("Succeeded" | "Failed")) {
-        return 0;
-    }
-    requested
-        .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
-                .and_then(Value::as_i64)
-        })
-        .unwrap_or(30)
-        .max(0)
-}
-
-/// Types whose API strategy maintains `metadata.generation` (ConfigMaps, Services, Namespaces
-/// and the like have none).
-fn tracks_generation(rt: &ResourceType) -> bool {
-    rt.custom
-        || matches!(
-            (rt.group.as_str(), rt.plural.as_str()),
-            ("", "pods")
-                | ("apiextensions.k8s.io", "customresourcedefinitions")
-                | ("networking.k8s.io", "networkpolicies" | "ingresses")
-                | ("apps", "deployments" | "replicasets")
-                | ("policy", "poddisruptionbudgets")
-        )
-}
-
-/// Whether two objects are equal but for `metadata.resourceVersion` (compared in place: a write
-/// would otherwise copy both objects just to ask).
-fn same_but_resource_version(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    let without_rv = |m: &'_ serde_json::Map<String, Value>| {
-        m.len() - usize::from(m.contains_key("resourceVersion"))
-    };
-    a.len() == b.len()
-        && a.iter().all(|(key, av)| match (key.as_str(), b.get(key)) {
-            (_, None) => false,
-            ("metadata", Some(bv)) => match (av.as_object(), bv.as_object()) {
-                (Some(am), Some(bm)) => {
-                    without_rv(am) == without_rv(bm)
-                        && am
-                            .iter()
-                            .filter(|(k, _)| *k != "resourceVersion")
-                            .all(|(k, v)| bm.get(k) == Some(v))
-                }
-                _ => av == bv,
-            },
-            (_, Some(bv)) => av == bv,
-        })
-}
-
-fn spec_changed(current: &Value, proposed: &Value) -> bool {
-    // Generation tracks the desired state: everything but metadata and status. Compared in
-    // place: every update passes here, and copying both objects to strip them cost more than
-    // the rest of the write.
-    const IGNORED: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
-    let (Some(a), Some(b)) = (current.as_object(), proposed.as_object()) else {
-        return current != proposed;
-    };
-    let desired = |m: &'_ serde_json::Map<String, Value>| {
-        m.iter()
-            .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
-            .count()
-    };
-    desired(a) != desired(b)
-        || a.iter()
-            .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
-            .any(|(k, v)| b.get(k) != Some(v))
 }
 
 fn check_kind(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
@@ -1216,6 +992,3 @@ fn decode_continue(tok: &str) -> Option<(u64, ObjKey)> {
         ),
     ))
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,7 +9,9 @@ mod fidelity {
     pub mod events;
     pub mod gc;
     pub mod in_cluster;
+    pub mod logs;
     pub mod pods;
+    pub mod quota;
     pub mod rbac;
     pub mod spark_image;
     pub mod support;

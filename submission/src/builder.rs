@@ -149,6 +149,52 @@ impl DriverObjects {
     }
 }
 
+/// A request's submission id and argument vector, read and checked once: what a repeat check
+/// ([`ParsedSubmission::names`]) and the build ([`ParsedSubmission::input`]) share, so a
+/// submission is parsed once whichever way it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedSubmission {
+    pub id: SubmissionId,
+    pub submission: Submission,
+}
+
+impl ParsedSubmission {
+    /// Reads `submission_id`, then parses and checks `args`, in the order a build reports them.
+    pub fn parse(args: &[String], submission_id: &str) -> Result<ParsedSubmission, BuildError> {
+        let id: SubmissionId = submission_id
+            .parse()
+            .map_err(|source| BuildError::InvalidSubmissionId { source })?;
+        let parsed = argv::parse(args).map_err(|source| BuildError::ParseArgs { source })?;
+        Ok(ParsedSubmission {
+            id,
+            submission: Submission::from_args(&parsed),
+        })
+    }
+
+    /// The names [`build`] gives the driver.
+    pub fn names(&self) -> DriverNames {
+        DriverNames::of(&self.submission, &self.id)
+    }
+
+    /// The build input for this submission with the given templates, submit time and user.
+    pub fn input<'a>(
+        &'a self,
+        driver_template: Option<&'a Value>,
+        executor_template: Option<&'a Value>,
+        submit_time_ms: i64,
+        spark_user: &'a str,
+    ) -> BuildInput<'a> {
+        BuildInput {
+            submission: &self.submission,
+            driver_template,
+            executor_template,
+            submission_id: &self.id,
+            submit_time_ms,
+            spark_user,
+        }
+    }
+}
+
 /// Parses `args` and builds, the one path the service and `submitter render` share.
 pub fn build_from_argv(
     args: &[String],
@@ -158,19 +204,13 @@ pub fn build_from_argv(
     submit_time_ms: i64,
     spark_user: &str,
 ) -> Result<DriverObjects, BuildError> {
-    let submission_id: SubmissionId = submission_id
-        .parse()
-        .map_err(|source| BuildError::InvalidSubmissionId { source })?;
-    let parsed = argv::parse(args).map_err(|source| BuildError::ParseArgs { source })?;
-    let submission = Submission::from_args(&parsed);
-    build(&BuildInput {
-        submission: &submission,
+    let parsed = ParsedSubmission::parse(args, submission_id)?;
+    build(&parsed.input(
         driver_template,
         executor_template,
-        submission_id: &submission_id,
         submit_time_ms,
         spark_user,
-    })
+    ))
 }
 
 /// The names and settings every step shares, resolved once.

@@ -18,7 +18,8 @@
 //! conf value, a template or a message; every field is either from the path, from the client
 //! certificate, from what the API server returned (names and uids), or one of a fixed set of
 //! codes. The service's other logs follow the same rule where client input could reach them:
-//! a failed creation is logged with [`loggable_cause`], without the API server's message.
+//! a failed creation is logged with `SubmitDriverError::loggable_cause`, without the API
+//! server's message.
 
 use std::fs::File;
 use std::io;
@@ -33,10 +34,7 @@ use axum::response::Response;
 use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitResponse};
 
 use crate::fairness::charged_identity;
-use crate::kube_api::CallError;
-use crate::submit::execute::SubmitDriverError;
 use crate::tls::PeerIdentity;
-use submission::error_chain::error_chain;
 
 /// The `tracing` target of audit lines.
 pub const TARGET: &str = "submitter::audit";
@@ -208,30 +206,6 @@ pub async fn record(request: Request, next: Next) -> Response {
         "audit"
     );
     response
-}
-
-/// What the log may say about a failed creation: the whole error chain, except that an answer
-/// of the API server is reduced to its code, reason and the fields it names. The API server
-/// quotes rejected values in its messages (`Invalid value: "…"`), and those values are the
-/// client's input, which may hold a secret; the client gets the message in its answer, the log
-/// does not.
-pub fn loggable_cause(error: &SubmitDriverError) -> String {
-    let Some(status) = error.call_error().and_then(CallError::status) else {
-        return error_chain(error);
-    };
-    let fields: Vec<&str> = status
-        .details
-        .iter()
-        .flat_map(|details| &details.causes)
-        .map(|cause| cause.field.as_str())
-        .filter(|field| !field.is_empty())
-        .collect();
-    format!(
-        "{error}: the API server answered {} {} (fields: [{}]; its message is not logged)",
-        status.code,
-        status.reason,
-        fields.join(", ")
-    )
 }
 
 /// Opens (creating, appending) the file audit lines go to with `--audit-log`.

@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::fairness::Refusal;
 use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::status::LookupError;
@@ -210,7 +211,7 @@ fn build_error(error: &BuildError) -> ApiError {
 /// input a field the API server rejected came from.
 fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError {
     // Only logged (5xx): without the API server's message, which may quote the client's input.
-    let detail = crate::audit::loggable_cause(error);
+    let detail = error.loggable_cause();
     match error {
         SubmitDriverError::ConflictingObject { kind, name, .. } => ApiError::new(
             ErrorCode::DriverPodAlreadyExists,
@@ -271,6 +272,16 @@ fn api_server_answer(
         429 => ApiError::overloaded_because(detail),
         _ => ApiError::new(ErrorCode::InternalServerError, detail),
     }
+}
+
+/// 503 `SUBMITTER_OVERLOADED` for a request of `identity` over its budget, with the
+/// `Retry-After` the budget asks for.
+pub fn over_budget(identity: &str, refusal: &Refusal) -> ApiError {
+    ApiError::overloaded_because(format!(
+        "identity {identity:?} is over its budget ({})",
+        refusal.kind()
+    ))
+    .with_retry_after(refusal.retry_after())
 }
 
 /// The answer for a status look-up that found nothing to report.

@@ -15,17 +15,13 @@
 //! identities (nothing in flight, bucket full) are forgotten once more than
 //! [`FORGET_ABOVE`] identities are known, so the table stays small.
 //!
-//! The budget arithmetic is pure: the clock is a parameter. [`admit`] is the axum middleware.
+//! The budget arithmetic is pure: the clock is a parameter. A refusal is a [`Refusal`]; the
+//! service's middleware answers it through the envelope, the one place failures become HTTP.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use crate::envelope::ApiError;
 use crate::tls::PeerIdentity;
 
 /// The identity requests without a client certificate are charged to.
@@ -36,6 +32,10 @@ pub const FORGET_ABOVE: usize = 1024;
 
 /// The longest `Retry-After` a refusal asks for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// What a refusal for a full in-flight cap asks the client to wait: a slot frees when one of
+/// the identity's requests is answered, usually well within a second.
+pub const IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// What each identity may use.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,8 +83,7 @@ impl Refusal {
     /// How long the client should wait before trying again.
     pub fn retry_after(&self) -> Duration {
         match self {
-            // A slot frees when one of its requests is answered: usually well within a second.
-            Refusal::InFlight { .. } => crate::envelope::DEFAULT_RETRY_AFTER,
+            Refusal::InFlight { .. } => IN_FLIGHT_RETRY_AFTER,
             Refusal::Rate { retry_after } => *retry_after,
         }
     }
@@ -228,25 +227,6 @@ impl Budgets {
 pub fn charged_identity(peer: Option<&PeerIdentity>) -> &str {
     peer.and_then(|peer| peer.names.first())
         .map_or(ANONYMOUS, String::as_str)
-}
-
-/// The middleware: admits the request under its identity's budget, or answers 503
-/// `SUBMITTER_OVERLOADED` with `Retry-After`.
-pub async fn admit(State(budgets): State<Budgets>, request: Request, next: Next) -> Response {
-    let identity = charged_identity(request.extensions().get::<PeerIdentity>()).to_owned();
-    match budgets.try_admit(&identity, Instant::now()) {
-        Ok(permit) => {
-            let response = next.run(request).await;
-            drop(permit);
-            response
-        }
-        Err(refusal) => ApiError::overloaded_because(format!(
-            "identity {identity:?} is over its budget ({})",
-            refusal.kind()
-        ))
-        .with_retry_after(refusal.retry_after())
-        .into_response(),
-    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,17 @@ impl CallError {
         }
     }
 
+    /// The fields the API server's answer names as its causes (a 422 names the invalid ones).
+    pub fn rejected_fields(&self) -> Vec<&str> {
+        self.status()
+            .into_iter()
+            .filter_map(|status| status.details.as_ref())
+            .flat_map(|details| &details.causes)
+            .map(|cause| cause.field.as_str())
+            .filter(|field| !field.is_empty())
+            .collect()
+    }
+
     /// HTTP code of the API server's answer, when it answered.
     pub fn code(&self) -> Option<u16> {
         self.status().map(|status| status.code)

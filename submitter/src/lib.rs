@@ -7,14 +7,17 @@
 //! - [`kube_api`]: every per-request call to the API server, under one timeout;
 //! - [`record`]: the retention record format (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
-//! - [`metrics`], [`state`]: the Prometheus registry; what request paths share;
-//! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (build, authorise, the
-//!   retention check, observe → decide → execute, in-flight sharing);
+//! - [`metrics`], [`fairness`]: the Prometheus registry; the per-identity budgets (pure
+//!   arithmetic, a refusal is a value);
+//! - [`state`]: what request paths share;
+//! - [`audit`]: the audit line of every submission attempt and status look-up, filled in by
+//!   the code below it as it learns;
+//! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (parse once, the repeat
+//!   check, build, authorise, the retention check, observe → decide → execute, in-flight
+//!   sharing);
 //! - [`status`]: status look-ups and the retention recorder;
 //! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
-//! - [`envelope`]: the one place failures become HTTP answers;
-//! - [`audit`]: the audit line of every submission attempt and status look-up;
-//! - [`fairness`]: the per-identity budgets (503 for the identity over its budget);
+//! - [`envelope`]: the one place failures become HTTP answers; only the service calls it;
 //! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
 //! - [`cli`]: pure helpers of the client commands.
 
@@ -39,8 +42,14 @@ pub mod caches;
 /// The service's Prometheus metrics.
 pub mod metrics;
 
+/// Per-identity budgets: one flooding client cannot starve the others.
+pub mod fairness;
+
 /// What every request path shares.
 pub mod state;
+
+/// The audit log: one line per submission attempt and per status look-up.
+pub mod audit;
 
 /// One submission, from request to driver.
 pub mod submit;
@@ -54,12 +63,6 @@ pub mod sweep;
 
 /// The error envelope every answer of the service uses, and the one mapping of failures to it.
 pub mod envelope;
-
-/// The audit log: one line per submission attempt and per status look-up.
-pub mod audit;
-
-/// Per-identity budgets: one flooding client cannot starve the others.
-pub mod fairness;
 
 /// The HTTP service: routes, layer stack, handlers, `serve`.
 pub mod service;

@@ -34,6 +34,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span, info, instrument};
 
 use crate::envelope::{self, ApiError, ApiJson, BODY_LIMIT_BYTES, handle_layer_error};
+use crate::fairness::{Budgets, charged_identity};
 use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
@@ -102,6 +103,24 @@ async fn require_identity(
     }
 }
 
+/// Admits the request under its identity's budget ([`crate::fairness`]), or answers 503
+/// `SUBMITTER_OVERLOADED` with `Retry-After`.
+async fn admit_identity(
+    State(budgets): State<Budgets>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let identity = charged_identity(request.extensions().get::<PeerIdentity>()).to_owned();
+    match budgets.try_admit(&identity, std::time::Instant::now()) {
+        Ok(permit) => {
+            let response = next.run(request).await;
+            drop(permit);
+            response
+        }
+        Err(refusal) => envelope::over_budget(&identity, &refusal).into_response(),
+    }
+}
+
 /// Probes and metrics: outside tracing, limits and shedding. Probes answer without a client
 /// certificate (a kubelet has none); `/metrics` only when `anonymous_metrics` says so.
 fn health_routes(state: AppState, anonymous_metrics: bool) -> Router {
@@ -143,7 +162,7 @@ pub fn app(state: AppState, config: &ServiceConfig) -> Router {
         // Per identity, before the global limit: a refused request never takes a global slot.
         .layer(axum::middleware::from_fn_with_state(
             state.fairness.clone(),
-            crate::fairness::admit,
+            admit_identity,
         ))
         .layer(HandleErrorLayer::new(handle_layer_error))
         .load_shed()

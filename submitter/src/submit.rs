@@ -1,14 +1,14 @@
 //! One submission, from request to driver, behind one entry point: [`submit`] returns
 //! `Result<Outcome, SubmitFailure>` and the HTTP edge (`envelope`) maps both.
 //!
-//! The steps: read the `dryRun` flag; answer a repeat whose driver the synced caches show
-//! complete without building anything ([`repeat`]); else build the objects (pure,
-//! `submission::builder`);
-//! authorise the client for the namespace and every service account the driver and its executors
-//! will run as (before anything touches Kubernetes); answer from the retention record when this
-//! submission's driver already succeeded and was collected; then observe → decide
-//! (`submission::plan`) → execute ([`execute`]) in a task shared by concurrent duplicates
-//! ([`inflight`]).
+//! The steps: read the `dryRun` flag; read the submission id and parse the argument vector,
+//! once (`builder::ParsedSubmission`); answer a repeat whose driver the synced caches show
+//! complete without building anything ([`repeat`], from the parsed arguments); else build the
+//! objects from the same parse (pure, `submission::builder`); authorise the client for the
+//! namespace and every service account the driver and its executors will run as (before
+//! anything touches Kubernetes); answer from the retention record when this submission's driver
+//! already succeeded and was collected; then observe → decide (`submission::plan`) → execute
+//! ([`execute`]) in a task shared by concurrent duplicates ([`inflight`]).
 
 pub mod blame;
 pub mod execute;
@@ -31,7 +31,9 @@ use blame::Origin;
 use execute::{Failure, Submission, SubmitDriverError, Submitted};
 use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
-use submission::builder::{self, BuildError, DriverNames, DriverObjects, Identity};
+use submission::builder::{
+    self, BuildError, DriverNames, DriverObjects, Identity, ParsedSubmission,
+};
 use submission::conf::SparkConf;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
@@ -222,29 +224,20 @@ fn driver_service_account(built: &DriverObjects) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
-/// The driver's objects and the conf they were built from (`builder::build_from_argv`, keeping
-/// the conf for the policy's look at the executors).
+/// The driver's objects of the parsed submission (its conf stays in `parsed`, for the
+/// policy's look at the executors).
 fn build(
+    parsed: &ParsedSubmission,
     request: &SubmitRequest,
     submit_time_ms: i64,
     spark_user: &str,
-) -> Result<(DriverObjects, SparkConf), BuildError> {
-    let submission_id: SubmissionId = request
-        .submission_id
-        .parse()
-        .map_err(|source| BuildError::InvalidSubmissionId { source })?;
-    let parsed = submission::argv::parse(&request.spark_submit_args)
-        .map_err(|source| BuildError::ParseArgs { source })?;
-    let submission = submission::conf::Submission::from_args(&parsed);
-    let built = builder::build(&builder::BuildInput {
-        submission: &submission,
-        driver_template: request.driver_pod_template.as_ref(),
-        executor_template: request.executor_pod_template.as_ref(),
-        submission_id: &submission_id,
+) -> Result<DriverObjects, BuildError> {
+    builder::build(&parsed.input(
+        request.driver_pod_template.as_ref(),
+        request.executor_pod_template.as_ref(),
         submit_time_ms,
         spark_user,
-    })?;
-    Ok((built, submission.conf))
+    ))
 }
 
 /// Every service account the submission runs code as, for the policy (`None`: `default`): the
@@ -306,19 +299,24 @@ pub async fn submit(
 ) -> Result<Outcome, SubmitFailure> {
     let dry_run = dry_run_flag(query)?;
     let id = request.submission_id.as_str();
+    let refused = |source: BuildError| {
+        info!(kind = source.kind(), "submission refused by the builder");
+        SubmitFailure::BuildObjects { source }
+    };
+    // Read once: the repeat check and the build share it.
+    let parsed = ParsedSubmission::parse(&request.spark_submit_args, &request.submission_id)
+        .map_err(refused)?;
     if !dry_run
         && let Some(caches) = state.synced_caches()
-        && let Some(found) = repeat::find(caches, &state.access, peer, request)
+        && let Some(found) = repeat::find(caches, &state.access, peer, request, &parsed)
     {
         return Ok(answer_repeat(state, id, &found));
     }
     // Never closed: the semaphore lives as long as the state.
     let _turn = state.work.acquire().await;
     let now = SystemTime::now();
-    let (built, conf) = build(request, now_ms(now), &state.spark_user).map_err(|source| {
-        info!(kind = source.kind(), "submission refused by the builder");
-        SubmitFailure::BuildObjects { source }
-    })?;
+    let built = build(&parsed, request, now_ms(now), &state.spark_user).map_err(refused)?;
+    let conf = &parsed.submission.conf;
     // Shared with the creation task, not copied into it.
     let built = Arc::new(built);
     let span = Span::current();
@@ -331,7 +329,7 @@ pub async fn submit(
         dry_run,
     );
     let namespace = &built.identity.namespace;
-    let accounts = service_accounts(&built, &conf, request);
+    let accounts = service_accounts(&built, conf, request);
     let pods =
         crate::pod_security::submission_pods(built.pod(), request.executor_pod_template.as_ref());
     state
@@ -427,8 +425,8 @@ fn rejected_input(
     built: &DriverObjects,
     request: &SubmitRequest,
 ) -> Option<Origin> {
-    let status = error.call_error()?.status()?;
-    if !matches!(status.code, 400 | 422) {
+    let call = error.call_error()?;
+    if !matches!(call.code()?, 400 | 422) {
         return None;
     }
     let (kind, name) = error.object()?;
@@ -442,13 +440,7 @@ fn rejected_input(
             .get("data")
             .and_then(|data| data.get("spark.properties"))
             .is_none();
-    let fields: Vec<&str> = status
-        .details
-        .iter()
-        .flat_map(|details| &details.causes)
-        .map(|cause| cause.field.as_str())
-        .filter(|field| !field.is_empty())
-        .collect();
+    let fields = call.rejected_fields();
     Some(blame::origin(
         object,
         request.driver_pod_template.as_ref(),
@@ -532,7 +524,7 @@ async fn create(
             ))
         }
         Err(TaskFailure::Failed(source)) => {
-            warn!(kind = source.kind(), error = %crate::audit::loggable_cause(source.as_ref()), "submission failed");
+            warn!(kind = source.kind(), error = %source.loggable_cause(), "submission failed");
             Err(SubmitFailure::CreateDriver {
                 source,
                 rejected: None,

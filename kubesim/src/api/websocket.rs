@@ -59,7 +59,7 @@ fn accept_key(key: &str) -> String {
     let mut sha = sha1_smol::Sha1::new();
     sha.update(key.as_bytes());
     sha.update(GUID.as_bytes());
-    crate::admission::base64(&sha.digest().bytes())
+    crate::base64::encode(&sha.digest().bytes())
 }
 
 /// Answers the handshake with 101 and, once the connection is upgraded, sends every event

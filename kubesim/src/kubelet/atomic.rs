@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::volumes::safe_join;
+use super::safe_path::safe_join;
 
 const DATA: &str = "..data";
 const DATA_TMP: &str = "..data_tmp";

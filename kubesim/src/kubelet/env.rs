@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::admission::unbase64;
+use crate::base64;
 use crate::meta;
 
 /// Expands `$(VAR)` references the way Kubernetes does (`third_party/forked/golang/expansion`):
@@ -125,7 +125,7 @@ pub fn object_key(plural: &str, obj: &Value, key: &str) -> Option<Vec<u8>> {
             .get("data")
             .and_then(|d| d.get(key))
             .and_then(Value::as_str)
-            .and_then(unbase64);
+            .and_then(base64::decode);
     }
     obj.get("data")
         .and_then(|d| d.get(key))
@@ -135,7 +135,7 @@ pub fn object_key(plural: &str, obj: &Value, key: &str) -> Option<Vec<u8>> {
             obj.get("binaryData")
                 .and_then(|d| d.get(key))
                 .and_then(Value::as_str)
-                .and_then(unbase64)
+                .and_then(base64::decode)
         })
 }
 
@@ -390,9 +390,7 @@ mod tests {
     fn lookup(plural: &str, name: &str) -> Option<Value> {
         match (plural, name) {
             ("configmaps", "cm") => Some(json!({"data": {"K": "cmv", "L": "l"}})),
-            ("secrets", "s") => {
-                Some(json!({"data": {"PASS": crate::admission::base64(b"hunter2")}}))
-            }
+            ("secrets", "s") => Some(json!({"data": {"PASS": crate::base64::encode(b"hunter2")}})),
             _ => None,
         }
     }

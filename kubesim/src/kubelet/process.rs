@@ -7,14 +7,18 @@
 //! group leader also gets tokio's `start_kill` (SIGKILL), and `kill_on_drop` reaps leaders if
 //! the kubelet goes away.
 
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead};
 use tokio::sync::Notify;
+
+use super::container_log::{self, MAX_RECORD, Stream};
 
 /// A running process container instance.
 #[derive(Debug, Clone)]
@@ -84,21 +88,84 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     /// Working directory (the pod root).
     pub cwd: PathBuf,
-    /// Where stdout and stderr go.
+    /// The log file stdout and stderr are written to, as CRI records.
     pub log: PathBuf,
+    /// Rung after each record written, for followers of the log.
+    pub bell: Arc<Notify>,
+}
+
+/// How long an exit waits for the container's outputs to be drained into its log; only a
+/// process left behind that holds them open makes it wait this long.
+const LOG_DRAIN: Duration = Duration::from_secs(2);
+
+/// Where the instance before the current one keeps its log.
+pub fn previous_log(log: &Path) -> PathBuf {
+    log.with_extension("previous.log")
 }
 
 /// Moves the previous instance's log aside (`<c>.previous.log`, as `kubectl logs --previous`
 /// would show it) and opens a fresh one.
 fn open_log(log: &Path) -> std::io::Result<std::fs::File> {
     if log.exists() {
-        let prev = log.with_extension("previous.log");
-        std::fs::rename(log, prev)?;
+        std::fs::rename(log, previous_log(log))?;
     }
     if let Some(parent) = log.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::File::create(log)
+    // Appending: the two copiers write whole records through handles that share the file.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+}
+
+/// Copies one of the container's outputs into its log, one CRI record per line (cut at
+/// [`MAX_RECORD`]), stamped when read, as a container runtime does.
+async fn copy_output(
+    from: impl AsyncRead + Unpin,
+    stream: Stream,
+    mut to: std::fs::File,
+    bell: Arc<Notify>,
+) {
+    let mut reader = tokio::io::BufReader::with_capacity(MAX_RECORD, from);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        match read_record(&mut reader, &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let record = container_log::record(SystemTime::now(), stream, &line);
+        if let Err(e) = to.write_all(&record) {
+            tracing::warn!(error = %e, "could not write a container's log");
+            return;
+        }
+        bell.notify_waiters();
+    }
+}
+
+/// Reads one line (with its newline), or at most [`MAX_RECORD`] bytes of one, or what is left
+/// at the end of the output.
+async fn read_record(
+    r: &mut (impl AsyncBufRead + Unpin),
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(out.len());
+        }
+        let room = (MAX_RECORD - out.len()).min(buf.len());
+        let take = buf[..room]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(room, |i| i + 1);
+        out.extend_from_slice(&buf[..take]);
+        r.consume(take);
+        if out.last() == Some(&b'\n') || out.len() >= MAX_RECORD {
+            return Ok(out.len());
+        }
+    }
 }
 
 /// Spawns the process through `launch` (which starts the command where the container runs);
@@ -115,20 +182,27 @@ pub fn spawn(
             "no command: the image has no command and the container sets none",
         ));
     };
-    let out = open_log(&spec.log)?;
-    let err = out.try_clone()?;
+    let log = open_log(&spec.log)?;
+    let log_err = log.try_clone()?;
     let _guard = rt.enter();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(&spec.cwd)
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
     let mut child = launch(&mut cmd)?;
     let pid = child.id().unwrap_or(0);
+    let mut copiers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        copiers.push(rt.spawn(copy_output(out, Stream::Stdout, log, spec.bell.clone())));
+    }
+    if let Some(err) = child.stderr.take() {
+        copiers.push(rt.spawn(copy_output(err, Stream::Stderr, log_err, spec.bell)));
+    }
     let kill = Arc::new(Notify::new());
     let exited = Arc::new(AtomicBool::new(false));
     let handle = ProcHandle {
@@ -145,6 +219,12 @@ pub fn spawn(
             }
         };
         exited.store(true, Ordering::SeqCst);
+        // Everything the container wrote is in its log before its exit is reported, so a
+        // follower that sees the exit and reads to the end has every line.
+        let drained = futures::future::join_all(copiers);
+        if tokio::time::timeout(LOG_DRAIN, drained).await.is_err() {
+            tracing::debug!(pid, "a container's outputs stay open after its exit");
+        }
         let code = match status {
             Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(9)),
             Err(e) => {

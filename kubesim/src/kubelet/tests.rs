@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use super::pod_world::token_refresh_after;
 use super::*;
 
 fn store() -> Arc<Store> {

@@ -8,11 +8,10 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, LogParams, PostParams};
-use kubesim::kubelet::ImageCommand;
-use kubesim::{Cluster, ClusterConfig};
+use kubesim::Cluster;
 use serde_json::{Value, json};
 
-use super::support::{eventually, grant};
+use super::support::{Sim, eventually, grant, image, start_with};
 
 const IN_CLUSTER_PY: &str = include_str!("programs/in_cluster.py");
 
@@ -33,13 +32,6 @@ fn in_cluster_example() -> PathBuf {
     path
 }
 
-fn image(command: &[&str]) -> ImageCommand {
-    ImageCommand {
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: BTreeMap::new(),
-    }
-}
-
 async fn cluster() -> (Cluster, kube::Client) {
     let example = in_cluster_example().display().to_string();
     let images = BTreeMap::from([
@@ -50,13 +42,7 @@ async fn cluster() -> (Cluster, kube::Client) {
         ),
         ("shell".to_string(), image(&["sh", "-c"])),
     ]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let Sim { cluster, client } = start_with(images).await;
     (cluster, client)
 }
 

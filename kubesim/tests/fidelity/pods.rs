@@ -1,15 +1,12 @@
 //! The kubelet as clients see it: phases by Kubernetes' rules, sidecars, exit codes, logs, kills,
 //! partitions, missing volumes, and real processes.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
-use kubesim::kubelet::ImageCommand;
-use kubesim::{Cluster, ClusterConfig};
+use kubesim::Cluster;
 use serde_json::{Value, json};
 
-use super::support::{Sim, eventually, grant, start};
+use super::support::{Sim, eventually, grant, start, start_with_images};
 
 fn pod(name: &str, annotations: Value, spec: Value) -> Pod {
     serde_json::from_value(
@@ -292,25 +289,6 @@ async fn graceful_delete_of_a_running_pod_completes() {
         api.get_opt("g").await.unwrap().is_none().then_some(())
     })
     .await;
-}
-
-async fn start_with_images() -> Sim {
-    let mut images = BTreeMap::new();
-    images.insert(
-        "local/shell:1".to_string(),
-        ImageCommand {
-            command: vec!["sh".into(), "-c".into()],
-            env: BTreeMap::new(),
-        },
-    );
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
-    Sim { cluster, client }
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! Starting a cluster and talking to its control API.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
 use kube::Client;
+use kubesim::kubelet::ImageCommand;
 use kubesim::{Cluster, ClusterConfig};
 use serde_json::Value;
 
@@ -11,6 +13,35 @@ use serde_json::Value;
 pub struct Sim {
     pub cluster: Cluster,
     pub client: Client,
+}
+
+/// An image that runs `command` (the container's arguments appended).
+pub fn image(command: &[&str]) -> ImageCommand {
+    ImageCommand {
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+    }
+}
+
+/// A cluster where `images` run as real processes.
+pub async fn start_with(images: BTreeMap<String, ImageCommand>) -> Sim {
+    let cluster = Cluster::start(ClusterConfig {
+        images,
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().unwrap();
+    Sim { cluster, client }
+}
+
+/// A cluster where the image `local/shell:1` runs its arguments with `sh -c` as a real process.
+pub async fn start_with_images() -> Sim {
+    start_with(BTreeMap::from([(
+        "local/shell:1".to_string(),
+        image(&["sh", "-c"]),
+    )]))
+    .await
 }
 
 pub async fn start() -> Sim {

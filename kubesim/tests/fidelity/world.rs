@@ -10,12 +10,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
-use kubesim::kubelet::ImageCommand;
-use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::{eventually, grant};
+use super::support::{Sim, eventually, grant, image, start_with};
 
 const REPLICA: &str = include_str!("programs/replica.py");
 
@@ -66,18 +64,9 @@ fn pod_ip(p: &Pod) -> Ipv4Addr {
 async fn replicas_behind_a_service_live_in_their_own_network() {
     let images = BTreeMap::from([(
         "replica".to_string(),
-        ImageCommand {
-            command: vec!["python3".into(), "-u".into(), "-c".into(), REPLICA.into()],
-            env: BTreeMap::new(),
-        },
+        image(&["python3", "-u", "-c", REPLICA]),
     )]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let Sim { cluster, client } = start_with(images).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
@@ -296,23 +285,12 @@ fn tls_pod(name: &str, path: &str) -> Pod {
 async fn https_probes_complete_the_handshake_and_read_the_status() {
     let images = BTreeMap::from([(
         "tls-server".to_string(),
-        ImageCommand {
-            command: vec![
-                "python3".into(),
-                "-u".into(),
-                "-c".into(),
-                TLS_SERVER.into(),
-            ],
-            env: BTreeMap::new(),
-        },
+        image(&["python3", "-u", "-c", TLS_SERVER]),
     )]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let Sim {
+        cluster: _cluster,
+        client,
+    } = start_with(images).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
@@ -393,18 +371,12 @@ except OSError as e:
 async fn a_read_only_root_file_system_leaves_volumes_writable() {
     let images = BTreeMap::from([(
         "root-probe".to_string(),
-        ImageCommand {
-            command: vec!["python3".into(), "-c".into(), ROOT_PROBE.into()],
-            env: BTreeMap::new(),
-        },
+        image(&["python3", "-c", ROOT_PROBE]),
     )]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let Sim {
+        cluster: _cluster,
+        client,
+    } = start_with(images).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, read_only) in [("read-only", true), ("writable", false)] {
         let pod = create(json!({
@@ -449,18 +421,12 @@ async fn a_volume_at_a_top_level_folder_the_host_lacks_is_mounted_there_in_a_roo
     assert!(!top.exists(), "the host has no {top:?}");
     let images = BTreeMap::from([(
         "top-probe".to_string(),
-        ImageCommand {
-            command: vec!["python3".into(), "-c".into(), TOP_LEVEL_PROBE.into()],
-            env: BTreeMap::new(),
-        },
+        image(&["python3", "-c", TOP_LEVEL_PROBE]),
     )]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let Sim {
+        cluster: _cluster,
+        client,
+    } = start_with(images).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, read_only) in [("top-read-only", true), ("top-writable", false)] {
         let pod = create(json!({
@@ -504,20 +470,11 @@ with open(os.environ["FILE"]) as f:
 /// server mounts its executor template at `/tmp/spark/…`).
 #[tokio::test]
 async fn a_sub_path_mounted_under_tmp_where_the_host_has_no_folder_is_read() {
-    let images = BTreeMap::from([(
-        "cat".to_string(),
-        ImageCommand {
-            command: vec!["python3".into(), "-c".into(), CAT.into()],
-            env: BTreeMap::new(),
-        },
-    )]);
-    let cluster = Cluster::start(ClusterConfig {
-        images,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let client = cluster.client().unwrap();
+    let images = BTreeMap::from([("cat".to_string(), image(&["python3", "-c", CAT]))]);
+    let Sim {
+        cluster: _cluster,
+        client,
+    } = start_with(images).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), "default");

@@ -38,6 +38,7 @@ use tracing::{debug, info, warn};
 
 use crate::caches::{PROPERTIES_KEY, WatchCaches};
 use crate::kube_api::{CallError, Head, KubeApi};
+use submission::error_chain::error_chain;
 use submission::plan::{
     self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify, classify_meta,
 };
@@ -119,6 +120,27 @@ impl SubmitDriverError {
             | SubmitDriverError::DeleteStaleObject { source, .. } => Some(source),
             _ => None,
         }
+    }
+
+    /// What the log may say about the failure: the whole error chain, except that an answer of
+    /// the API server is reduced to its code, reason and the fields it names. The API server
+    /// quotes rejected values in its messages (`Invalid value: "…"`), and those values are the
+    /// client's input, which may hold a secret; the client gets the message in its answer, the
+    /// log does not.
+    pub fn loggable_cause(&self) -> String {
+        let Some(call) = self.call_error() else {
+            return error_chain(self);
+        };
+        let Some(status) = call.status() else {
+            return error_chain(self);
+        };
+        let fields = call.rejected_fields();
+        format!(
+            "{self}: the API server answered {} {} (fields: [{}]; its message is not logged)",
+            status.code,
+            status.reason,
+            fields.join(", ")
+        )
     }
 
     /// Kind and name of the built object the error is about.

@@ -12,8 +12,7 @@
 
 use serde_json::Value;
 use submission::api::SubmitRequest;
-use submission::builder::DriverNames;
-use submission::naming::SubmissionId;
+use submission::builder::{DriverNames, ParsedSubmission};
 
 use super::execute::{self, Submitted};
 use super::{DRIVER_SERVICE_ACCOUNT, executor_service_accounts};
@@ -30,18 +29,18 @@ pub struct Repeat {
 }
 
 /// The request's complete driver as the caches show it, if this is a repeat the policy allows
-/// `peer`; `None`: the full way decides.
+/// `peer`; `None`: the full way decides. `parsed` is the request's id and arguments, read once
+/// for this check and the build alike.
 pub fn find(
     caches: &WatchCaches,
     access: &Access,
     peer: Option<&PeerIdentity>,
     request: &SubmitRequest,
+    parsed: &ParsedSubmission,
 ) -> Option<Repeat> {
-    let id: SubmissionId = request.submission_id.parse().ok()?;
-    let parsed = submission::argv::parse(&request.spark_submit_args).ok()?;
-    let submission = submission::conf::Submission::from_args(&parsed);
-    let names = DriverNames::of(&submission, &id);
-    let conf = &submission.conf;
+    let id = &parsed.id;
+    let names = parsed.names();
+    let conf = &parsed.submission.conf;
     let mut accounts = vec![driver_service_account(
         conf.get(DRIVER_SERVICE_ACCOUNT),
         request.driver_pod_template.as_ref(),
@@ -66,7 +65,7 @@ pub fn find(
     {
         return None;
     }
-    let config_maps = names.config_maps(&id, request.executor_pod_template.is_some());
+    let config_maps = names.config_maps(id, request.executor_pod_template.is_some());
     let submitted = execute::complete_in_cache_named(
         caches,
         &names.namespace,
@@ -225,9 +224,8 @@ mod tests {
                 "user",
             )
             .unwrap();
-            let id: SubmissionId = "names-1".parse().unwrap();
-            let parsed = submission::argv::parse(&args).unwrap();
-            let names = DriverNames::of(&submission::conf::Submission::from_args(&parsed), &id);
+            let parsed = ParsedSubmission::parse(&args, "names-1").unwrap();
+            let names = parsed.names();
             assert_eq!(names.pod_name, built.identity.driver_pod_name);
             assert_eq!(names.namespace, built.identity.namespace);
             assert_eq!(names.app_name, built.identity.app_name);
@@ -239,7 +237,7 @@ mod tests {
                 .map(|object| object["metadata"]["name"].as_str().unwrap())
                 .collect();
             assert_eq!(
-                names.config_maps(&id, executor_template.is_some()),
+                names.config_maps(&parsed.id, executor_template.is_some()),
                 built_config_maps
             );
         }
