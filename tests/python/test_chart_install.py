@@ -711,6 +711,8 @@ UNUSED_REASONS = {
     ("submitter", "jobs", "persistentvolumeclaims", "delete"): "only submissions with on-demand claims",
     ("submitter", "jobs", "sparkoperator.k8s.io/sparkapplications/finalizers", "update"):
         "asked by the OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift, not in kubesim) for a driver owned by its SparkApplication with `blockOwnerDeletion`",
+    ("submitter", "jobs", "pods/log", "get"): "the log route (`GET …/log`) streams a driver's log; nobody reads one here",
+    ("submitter", "release", "configmaps", "update"): "a driver's end writes its record over the id's claim; a driver still running at the end of the test has none yet",
     ("submitter", "release", "configmaps", "get"): "a status look-up that misses the watch cache reads the retention record by name",
     ("submitter", "release", "configmaps", "delete"): "the sweeper deletes a retention record when its retention (24h) ends",
     ("operator", "jobs", "sparkoperator.k8s.io/sparkapplications", "get"): "a live read past a stale cache",

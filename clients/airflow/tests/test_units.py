@@ -169,6 +169,14 @@ def test_identity_refusals_say_what_to_check():
     assert SubmitterRefused(503, "SUBMITTER_OVERLOADED", "busy").retryable
 
 
+def test_a_quota_refusal_is_worth_another_try_and_a_bad_request_is_not():
+    from spark_submitter_provider.client import SubmitterRefused
+
+    quota = SubmitterRefused(429, "QUOTA_EXCEEDED", 'pods "pi-driver" is forbidden: exceeded quota: spark-jobs')
+    assert quota.retryable and "exceeded quota: spark-jobs" in str(quota)
+    assert not SubmitterRefused(400, "INVALID_SPARK_SUBMIT_ARGS", "--class is required").retryable
+
+
 def test_airflow_discovers_the_provider_and_its_connection_type():
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime

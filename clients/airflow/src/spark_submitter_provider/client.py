@@ -3,8 +3,9 @@
 No Airflow import here: the wire format, the error envelope and which failures are worth a retry
 are the submitter's contract (openapi/spark-submit.yaml), not Airflow's.
 
-Retry rule, per call: 500 `INTERNAL_SERVER_ERROR`, 503 `SUBMITTER_OVERLOADED` (with its
-`Retry-After`) and transport failures that are not TLS failures (refused connection, timeout, a
+Retry rule, per call: 500 `INTERNAL_SERVER_ERROR`, 503 `SUBMITTER_OVERLOADED` and 429
+(`QUOTA_EXCEEDED`: the namespace's ResourceQuota had no room; `TOO_MANY_LOG_STREAMS`), each with
+its `Retry-After`, and transport failures that are not TLS failures (refused connection, timeout, a
 connection dropped mid-answer) are retried a bounded number of times. A repeated submission is
 safe: the same `submission_id` never makes a second driver. Everything else is final: another
 try would get the same answer. A TLS failure is final too: a certificate the submitter refuses
@@ -37,7 +38,7 @@ RECONNECT = "Reconnect"
 DONE = "Done"
 RESUBMIT = "Resubmit"
 
-RETRYABLE_STATUSES = frozenset({500, 503})
+RETRYABLE_STATUSES = frozenset({429, 500, 503})
 DEFAULT_ATTEMPTS = 4
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 10.0
