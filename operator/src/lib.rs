@@ -2,7 +2,7 @@
 //!
 //! The pure core ([`crd`], [`labels`], [`names`], [`defaults`], [`unsupported`], [`sparkconf`],
 //! [`argv`], [`state_machine`], [`fence`], [`recovery`], [`batch`], [`monitoring`], [`ui`],
-//! [`schedule`], [`connect`]): the CRD types, the names and labels spelled once, the spec fields
+//! [`dependencies`], [`schedule`], [`connect`]): the CRD types, the names and labels spelled once, the spec fields
 //! we cannot honour, the `spark-submit` argument vector and inline pod templates for the
 //! submitter, the objects a run owns besides its driver, the state machine that decides what to
 //! do next, and the fencing rules. No I/O and no clock there: the callers pass in what they
@@ -70,6 +70,10 @@ pub mod monitoring;
 
 /// The Spark UI's Service and Ingresses, as the widely used operator makes them (pure).
 pub mod ui;
+
+/// What a driver depends on, made before it is submitted: PodGroup, monitoring ConfigMap, PDB
+/// (pure).
+pub mod dependencies;
 
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;

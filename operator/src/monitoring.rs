@@ -64,8 +64,9 @@ fn has(value: &Option<String>) -> bool {
     value.as_deref().is_some_and(|v| !v.is_empty())
 }
 
-/// Whether the ConfigMap is needed: the spec does not name both files inside the image.
-fn needs_config_map(spec: &SparkApplicationSpec) -> bool {
+/// Whether the ConfigMap is needed: the spec asks for monitoring and does not name both files
+/// inside the image.
+pub fn needs_config_map(spec: &SparkApplicationSpec) -> bool {
     let Some(monitoring) = &spec.monitoring else {
         return false;
     };

@@ -63,8 +63,9 @@ pub use executor_state::MAX_TRACKED_EXECUTORS;
 pub use fencing::FIRST_RUN;
 pub use observed::{
     DriverPhase, FenceOutcome, Observed, ObservedDriver, ObservedExecutor, PendingReason,
-    SubmissionOutcome, UiMade,
+    RefusedObject, SubmissionOutcome, UiMade,
 };
+pub use owned_objects::WEB_UI_CONDITION;
 pub use policy::{retry_delay, should_retry_run, should_retry_submission};
 pub use spec_hash::spec_hash;
 pub use submission_id::{next_submission_id, sending_id, submission_attempt};
@@ -139,6 +140,9 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
             State::Invalidating => d.invalidating(),
             State::Completed | State::Failed => d.terminal(),
         }
+        if matches!(d.status.app_state.state, State::Submitted | State::Running) {
+            d.ensure_ui_objects();
+        }
         // SUCCEEDING and FAILING need nothing more from the world to be left: entered in this
         // decision, they are left in it too, and the status is written once (RUNNING →
         // COMPLETED rather than RUNNING → SUCCEEDING → COMPLETED), with both transitions' events.
@@ -151,9 +155,6 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         }
     }
     d.track_executors();
-    if matches!(d.status.app_state.state, State::Submitted | State::Running) {
-        d.ensure_owned_objects();
-    }
     d.finish(&original)
 }
 

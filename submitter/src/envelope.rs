@@ -32,8 +32,9 @@ use crate::logs::LogError;
 use crate::policy::PolicyError;
 use crate::status::LookupError;
 use crate::submit::SubmitFailure;
-use crate::submit::blame::Origin;
+use crate::submit::blame::{self, Forbidden, Origin};
 use crate::submit::execute::SubmitDriverError;
+use crate::tls::CertificateRejection;
 use submission::api::{ErrorCode, ErrorResponse};
 use submission::builder::{self, BuildError};
 use submission::error_chain::error_chain;
@@ -43,6 +44,11 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
 
 /// `Retry-After` sent with a 503 when the caller did not choose one.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// `Retry-After` sent with a 429 `QUOTA_EXCEEDED`: a quota gets room when drivers and executors
+/// finish or an administrator raises it, minutes rather than seconds; sooner only repeats the
+/// refusal.
+pub const QUOTA_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Longest submission id echoed back from a body that could not be read as a request.
 const MAX_ECHOED_ID_LEN: usize = 253;
@@ -142,7 +148,11 @@ impl ApiError {
         let body = self.body(now);
         let mut response = (status, axum::Json(body)).into_response();
         if self.code.sends_retry_after() {
-            let seconds = retry_after_seconds(self.retry_after.unwrap_or(DEFAULT_RETRY_AFTER));
+            let default = match self.code {
+                ErrorCode::QuotaExceeded => QUOTA_RETRY_AFTER,
+                _ => DEFAULT_RETRY_AFTER,
+            };
+            let seconds = retry_after_seconds(self.retry_after.unwrap_or(default));
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -180,6 +190,12 @@ pub fn policy_denied(error: &PolicyError) -> ApiError {
         _ => ErrorCode::Forbidden,
     };
     ApiError::new(code, error.to_string())
+}
+
+/// 401 `UNAUTHENTICATED` for a client certificate that failed verification, naming the check
+/// and nothing of the certificate.
+pub fn certificate_rejected(rejection: &CertificateRejection) -> ApiError {
+    ApiError::new(ErrorCode::Unauthenticated, rejection.to_string())
 }
 
 /// The answer for a submission that did not end with a driver.
@@ -225,6 +241,11 @@ fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError
         SubmitDriverError::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
         // Still being deleted: a retry soon creates it anew.
         SubmitDriverError::DriverPodTerminating { .. } => ApiError::overloaded_because(detail),
+        // The claim lives in the service's own namespace: its failures are ours, never the
+        // client's input.
+        SubmitDriverError::ClaimId { source } => api_server_trouble(error, source),
+        // Answered from the record before it could get here; a 500 if it ever does.
+        SubmitDriverError::Ended { .. } => ApiError::new(ErrorCode::InternalServerError, detail),
         _ => {
             let what = error.object_kind().unwrap_or("object");
             match error.call_error().and_then(CallError::status) {
@@ -259,16 +280,30 @@ fn api_server_answer(
 ) -> ApiError {
     match code {
         400 | 422 => ApiError::new(
-            match rejected {
-                Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
-                Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
-            },
+            input_code(rejected),
             format!("the Kubernetes API server rejected the driver's {what}: {message}"),
         ),
-        403 => ApiError::new(
-            ErrorCode::Forbidden,
-            format!("the Kubernetes API server refused the driver's {what}: {message}"),
-        ),
+        403 => match blame::forbidden(message) {
+            // Nothing is left behind (the attempt rolled back): the same id succeeds later.
+            Forbidden::QuotaExceeded => ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "the namespace's resource quota has no room for the driver's {what}; \
+                     submit again with the same submission id once it has: {message}"
+                ),
+            ),
+            // A LimitRange, or a quota that needs resources stated: the input must change.
+            Forbidden::Resources => ApiError::new(
+                input_code(rejected),
+                format!(
+                    "the Kubernetes API server refused the resources of the driver's {what}: {message}"
+                ),
+            ),
+            Forbidden::Other => ApiError::new(
+                ErrorCode::Forbidden,
+                format!("the Kubernetes API server refused the driver's {what}: {message}"),
+            ),
+        },
         // A missing namespace: it comes from the arguments (spark.kubernetes.namespace).
         404 => ApiError::new(
             ErrorCode::InvalidSparkSubmitArgs,
@@ -276,6 +311,14 @@ fn api_server_answer(
         ),
         429 => ApiError::overloaded_because(detail),
         _ => ApiError::new(ErrorCode::InternalServerError, detail),
+    }
+}
+
+/// The code naming the input to fix: the template's, or the arguments'.
+fn input_code(rejected: Option<Origin>) -> ErrorCode {
+    match rejected {
+        Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
+        Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
     }
 }
 

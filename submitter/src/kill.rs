@@ -8,9 +8,10 @@
 //!
 //! The steps: find the driver as a status look-up does (same access rule); refuse a driver a
 //! `SparkApplication` owns (its operator would start it again: 409 naming the application);
-//! write the kill's retention record ([`crate::record::for_kill`]) before the delete, and wait
-//! (bounded) for this replica's cache to show it, so the submission is known as killed before
-//! its pod can be gone; then delete the pod with its uid as precondition. The answer is the
+//! end the id's claim as the kill's record ([`crate::record::for_kill`], [`crate::claim::end`])
+//! before the delete, and wait (bounded) for this replica's cache to show it, so the submission
+//! is known as killed before its pod can be gone; then delete the pod with its uid as
+//! precondition. The answer is the
 //! status after the kill: `phase: Failed`, `reason: Killed`.
 //!
 //! Decided: a kill is idempotent (a second one answers the same status, and deletes again if
@@ -27,6 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use thiserror::Error;
 use tracing::info;
 
+use crate::claim::{self, Ended};
 use crate::fairness::charged_identity;
 use crate::kube_api::CallError;
 use crate::record::{self, Outcome, Record};
@@ -62,7 +64,7 @@ pub enum KillError {
         #[source]
         source: CallError,
     },
-    #[error("the driver pod {namespace}:{pod} carries no submission to record a kill of")]
+    #[error("the kill of {namespace}:{pod} cannot be recorded: its id is claimed otherwise")]
     Unrecordable { namespace: String, pod: String },
     #[error("the driver pod {namespace}:{pod} could not be deleted")]
     DeletePod {
@@ -179,59 +181,55 @@ enum Recorded {
     Succeeded,
 }
 
-/// Writes the kill's record (or finds the one a concurrent kill wrote) and waits, bounded, for
-/// this replica's cache to show it.
+/// Ends the id's claim as the kill's record (or finds the one a concurrent kill wrote) and
+/// waits, bounded, for this replica's cache to show it ended.
 async fn record_kill(state: &AppState, pod: &Pod) -> Result<Recorded, KillError> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let record = record::for_kill(pod, Timestamp::now(), state.retention);
-    let cm = record
-        .as_ref()
-        .and_then(|record| record::build(record, &state.record_namespace));
-    let (Some(record), Some(cm)) = (record, cm) else {
+    let Some(record) = record::for_kill(pod, Timestamp::now(), state.retention) else {
         // Only pods of ours are located, and ours carry everything a record needs.
         return Err(KillError::Unrecordable {
             namespace,
             pod: name,
         });
     };
-    let failed = |source| KillError::WriteRecord {
-        namespace: namespace.clone(),
-        pod: name.clone(),
-        source,
-    };
-    let cm_name = cm.metadata.name.clone().unwrap_or_default();
-    let (record, first) = match state
-        .kube
-        .create_config_map(&state.record_namespace, &cm)
+    let home = &state.record_namespace;
+    let claim_name = record::claim_name(&record.submission_id);
+    let ended = claim::end(&state.kube, state.synced_caches(), home, &record)
         .await
-    {
-        Ok(_) => (record, true),
-        Err(error) if error.is_already_exists() => {
-            let existing = state
-                .kube
-                .get_config_map(&state.record_namespace, &cm_name)
-                .await
-                .map_err(failed)?;
-            match existing.as_ref().and_then(record::read) {
-                Some(existing) if existing.outcome == Outcome::Succeeded => {
-                    return Ok(Recorded::Succeeded);
-                }
-                Some(existing) => (existing, false),
-                // Gone again (expired and swept between the two calls): ours stands for it.
-                None => (record, false),
-            }
+        .map_err(|source| KillError::WriteRecord {
+            namespace: namespace.clone(),
+            pod: name.clone(),
+            source,
+        })?;
+    let recorded = match ended {
+        Ended::Written => Recorded::Killed {
+            record,
+            first: true,
+        },
+        Ended::Already(existing) if existing.outcome == Outcome::Succeeded => {
+            return Ok(Recorded::Succeeded);
         }
-        Err(error) => return Err(failed(error)),
+        Ended::Already(existing) => Recorded::Killed {
+            record: *existing,
+            first: false,
+        },
+        Ended::Other => {
+            return Err(KillError::Unrecordable {
+                namespace,
+                pod: name,
+            });
+        }
     };
     if let Some(caches) = state.synced_caches() {
         let deadline = tokio::time::Instant::now() + state.cache_catch_up;
-        let home = state.record_namespace.clone();
         caches
             .wait_until(deadline, |caches| {
-                caches.config_map(&home, &cm_name).is_some()
+                caches
+                    .config_map(home, &claim_name)
+                    .is_some_and(|cm| record::is_record(&cm))
             })
             .await;
     }
-    Ok(Recorded::Killed { record, first })
+    Ok(recorded)
 }

@@ -240,16 +240,8 @@ impl KubeApi {
 
     /// Deletes `name` if it still has `uid`; gone already is success.
     pub async fn delete(&self, api: &Request, name: &str, uid: &str) -> Result<(), CallError> {
-        let params = DeleteParams {
-            // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
-            grace_period_seconds: Some(0),
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
+        let params = delete_params(uid, Some(0));
         let answer: Result<serde::de::IgnoredAny, CallError> =
             self.send(api.delete(name, &params)).await;
         match answer {
@@ -309,15 +301,7 @@ impl KubeApi {
         grace_period_seconds: Option<u32>,
     ) -> Result<(), CallError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let params = DeleteParams {
-            grace_period_seconds,
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let params = delete_params(uid, grace_period_seconds);
         match self.call(api.delete(name, &params)).await {
             Ok(_) => Ok(()),
             Err(error) if error.is_not_found() || error.is_conflict() => Ok(()),
@@ -333,6 +317,28 @@ impl KubeApi {
     ) -> Result<ConfigMap, CallError> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         self.call(api.create(&post_params(false), cm)).await
+    }
+
+    /// Replaces the ConfigMap `name` with `cm`, whose resourceVersion is the precondition.
+    pub async fn replace_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        cm: &ConfigMap,
+    ) -> Result<ConfigMap, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        self.call(api.replace(name, &post_params(false), cm)).await
+    }
+
+    /// Deletes the ConfigMap `name` if it still has `uid`; gone already is success.
+    pub async fn delete_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), CallError> {
+        let api = Request::new(format!("/api/v1/namespaces/{namespace}/configmaps"));
+        self.delete(&api, name, uid).await
     }
 
     /// Opens the log of a container of pod `name`: the API server's answer once its head is in
@@ -375,6 +381,20 @@ impl KubeApi {
     /// Whether the API server answers (`GET /version`).
     pub async fn reachable(&self) -> Result<(), CallError> {
         self.call(self.client.apiserver_version()).await.map(|_| ())
+    }
+}
+
+/// A delete of the object with `uid` only (a newer one of the same name stays), its dependents
+/// left to the garbage collector.
+fn delete_params(uid: &str, grace_period_seconds: Option<u32>) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds,
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
     }
 }
 

@@ -5,8 +5,9 @@
 //! - [`policy`], [`pod_security`], [`tls`]: who the client is and what it may do, its pods
 //!   included (pure decisions; TLS config and the accept loop);
 //! - [`kube_api`]: every per-request call to the API server, under one timeout;
-//! - [`record`]: the retention record format (pure);
+//! - [`record`]: the format of claims and the retention records they become (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
+//! - [`claim`]: the I/O of claims: one id, one driver, whatever the race;
 //! - [`metrics`], [`fairness`], [`log_streams`]: the Prometheus registry; the per-identity
 //!   budgets (pure arithmetic, a refusal is a value); the open log streams (per-identity limit,
 //!   shutdown, the body relaying the API server's log);
@@ -41,6 +42,9 @@ pub mod record;
 
 /// The watch caches of our pods and ConfigMaps, with their indexes.
 pub mod caches;
+
+/// Claims of submission ids: reserved before any driver object, ended as records.
+pub mod claim;
 
 /// The service's Prometheus metrics.
 pub mod metrics;

@@ -408,7 +408,7 @@ impl Access {
     fn judged(&self, peer: Option<&PeerIdentity>) -> Option<(&Policy, Vec<String>)> {
         match self {
             Access::Policy(policy) => {
-                Some((policy, peer.map(|p| p.names.clone()).unwrap_or_default()))
+                Some((policy, peer.map(|p| p.names().to_vec()).unwrap_or_default()))
             }
             Access::InsecureDev(None) => None,
             Access::InsecureDev(Some(policy)) => {
@@ -420,7 +420,7 @@ impl Access {
     /// Whether the request carries an identity at all (`--insecure-dev` always does: `"*"`).
     pub fn identified(&self, peer: Option<&PeerIdentity>) -> Result<(), PolicyError> {
         match self {
-            Access::Policy(_) if peer.is_none_or(|p| p.names.is_empty()) => {
+            Access::Policy(_) if peer.is_none_or(|p| p.names().is_empty()) => {
                 Err(PolicyError::NoIdentity)
             }
             _ => Ok(()),

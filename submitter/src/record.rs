@@ -1,22 +1,34 @@
-//! Retention records: a small ConfigMap that says "this driver succeeded" (written when the
-//! watch cache sees the driver container exit 0) or "this driver was killed" (written by a kill
-//! before the pod is deleted), kept for a retention window after the pod itself is gone.
+//! Claims and retention records: one small ConfigMap per submission id, in the submitter's own
+//! namespace, that binds the id to its driver from before the driver exists until the end of
+//! the retention window.
 //!
-//! Why: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver looks
-//! exactly like a lost one, and a client that reconnects late would resubmit finished work (the
-//! seed's "NotFound → resubmit" row). The record lives in Kubernetes, not on a replica's disk, so
-//! every replica and every restart sees it; it has **no** ownerReference to the pod, so garbage
-//! collection of the pod leaves it; the sweeper deletes it once `retain_until` has passed.
+//! - A **claim** (`spark-submitter.io/record=reserved`) is written by the first creator of a
+//!   submission id, before any driver object, and names the driver (namespace, pod) it binds
+//!   the id to. Its name is a digest of the submission id alone, so across namespaces, replicas
+//!   and restarts only one creation can win it (`AlreadyExists` for the others): one id, one
+//!   driver, whatever the race.
+//! - When the driver ends, the same object becomes its **retention record**, written once more:
+//!   "this driver succeeded" (when the watch cache sees the driver container exit 0) or "this
+//!   driver was killed" (by a kill, before the pod is deleted), with `retain_until`. Drivers made
+//!   before claims existed get a record of the same name then.
+//!
+//! Why records: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver
+//! looks exactly like a lost one, and a client that reconnects late would resubmit finished work
+//! (the seed's "NotFound → resubmit" row). Claims and records live in Kubernetes, not on a
+//! replica's disk, so every replica and every restart sees them; they have **no**
+//! ownerReference to the pod, so garbage collection of the pod leaves them. The sweeper deletes
+//! a record once `retain_until` has passed, and a claim whose driver pod is gone and never
+//! ended as a record (a failed driver deleted, a creation that never made its pod) after its
+//! grace period.
 //!
 //! Where: in the submitter's own namespace (`--record-namespace`, by default the namespace the
-//! service runs in), never in the users' namespaces, where one object per finished run would
-//! clutter `kubectl get cm` and count against their quotas. One record is a few hundred bytes of
-//! data; there is one per succeeded driver for the retention window, then none. Its name is a
-//! digest of (namespace, submission id), so a second write of the same record is an
-//! `AlreadyExists`, never a second record; its labels select it by submission id and by driver
-//! (`namespace/pod`), so a look-up that misses the cache finds it with one labelled LIST.
+//! service runs in), never in the users' namespaces, where one object per run would clutter
+//! `kubectl get cm` and count against their quotas. One is a few hundred bytes of data. Its
+//! labels select it by submission id and by driver (`namespace/pod`), so a look-up that misses
+//! the cache finds it with one labelled LIST. Records of earlier versions (named by namespace
+//! and id, possibly in the users' namespaces) are still read and still swept.
 //!
-//! Pure: building, reading and judging records; the recorder and the sweeper do the I/O.
+//! Pure: building, reading and judging claims and records; the service does the I/O.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,8 +43,9 @@ use submission::driver::{DriverObservation, observe_driver};
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
-/// Name prefix of records; the rest is a digest of (namespace, submission id).
-pub const NAME_PREFIX: &str = "spark-submitter-done-";
+/// Name prefix of claims and the records they become; the rest is a digest of the submission
+/// id alone.
+pub const NAME_PREFIX: &str = "spark-submitter-id-";
 
 /// Default time a record outlives its driver's success.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
@@ -108,9 +121,113 @@ fn digest(parts: &[&str]) -> String {
         .collect()
 }
 
-/// The record's object name for the submission `submission_id` in `namespace`.
-pub fn name(namespace: &str, submission_id: &str) -> String {
-    format!("{NAME_PREFIX}{}", digest(&[namespace, submission_id]))
+/// The object name of the claim (and record) of `submission_id`, in whichever namespace its
+/// driver runs: one name per id.
+pub fn claim_name(submission_id: &str) -> String {
+    format!("{NAME_PREFIX}{}", digest(&[submission_id]))
+}
+
+/// A submission id bound to its driver: what a claim says, and every record too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub submission_id: String,
+    pub namespace: String,
+    pub pod: String,
+}
+
+impl Claim {
+    /// Whether it binds the id to the driver `namespace:pod`.
+    pub fn names(&self, namespace: &str, pod: &str) -> bool {
+        self.namespace == namespace && self.pod == pod
+    }
+}
+
+/// The claim of `id` for its driver `namespace:pod`, in `home`: written before any driver
+/// object, our labels and annotation, without ownerReferences (no garbage collection takes it),
+/// and not immutable (it becomes the driver's record).
+pub fn claim(id: &SubmissionId, namespace: &str, pod: &str, home: &str) -> (Claim, ConfigMap) {
+    let claim = Claim {
+        submission_id: id.as_str().to_owned(),
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+    };
+    let object = ConfigMap {
+        metadata: metadata(id, &claim, home, labels::RECORD_RESERVED),
+        data: Some(BTreeMap::from([
+            (keys::SUBMISSION_ID.to_owned(), claim.submission_id.clone()),
+            (keys::NAMESPACE.to_owned(), claim.namespace.clone()),
+            (keys::POD.to_owned(), claim.pod.clone()),
+        ])),
+        ..ConfigMap::default()
+    };
+    (claim, object)
+}
+
+/// The metadata of a claim or record of `claim` in `home`, with `state` as its record label.
+fn metadata(id: &SubmissionId, claim: &Claim, home: &str, state: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(claim_name(&claim.submission_id)),
+        namespace: Some(home.to_owned()),
+        labels: Some(BTreeMap::from([
+            (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
+            (labels::RECORD.to_owned(), state.to_owned()),
+            (
+                labels::RECORD_DRIVER_HASH.to_owned(),
+                driver_label(&claim.namespace, &claim.pod),
+            ),
+        ])),
+        annotations: Some(BTreeMap::from([(
+            annotations::SUBMISSION_ID.to_owned(),
+            claim.submission_id.clone(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// What a claim or record binds: its id and driver (`None`: not one of ours, or unreadable).
+pub fn read_claim(cm: &ConfigMap) -> Option<Claim> {
+    if !is_claim(cm) {
+        return None;
+    }
+    let data = cm.data.as_ref()?;
+    Some(Claim {
+        submission_id: data.get(keys::SUBMISSION_ID)?.clone(),
+        namespace: data.get(keys::NAMESPACE)?.clone(),
+        pod: data.get(keys::POD)?.clone(),
+    })
+}
+
+/// Whether a ConfigMap is a claim or a record (by our label, not by its name).
+pub fn is_claim(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(labels::RECORD))
+}
+
+/// Whether a ConfigMap is a claim whose driver has not ended as a record.
+pub fn is_reserved(cm: &ConfigMap) -> bool {
+    record_label(cm) == Some(labels::RECORD_RESERVED)
+}
+
+fn record_label(cm: &ConfigMap) -> Option<&str> {
+    cm.metadata
+        .labels
+        .as_ref()?
+        .get(labels::RECORD)
+        .map(String::as_str)
+}
+
+/// `record` written over the claim `existing` (its name, namespace and resourceVersion, so the
+/// write is an update that fails if the claim changed meanwhile).
+pub fn over_claim(existing: &ConfigMap, record: &Record) -> Option<ConfigMap> {
+    let home = existing.metadata.namespace.as_deref()?;
+    let mut cm = build(record, home)?;
+    cm.metadata.name.clone_from(&existing.metadata.name);
+    cm.metadata
+        .resource_version
+        .clone_from(&existing.metadata.resource_version);
+    Some(cm)
 }
 
 /// The value of the record's driver label, [`labels::RECORD_DRIVER_HASH`].
@@ -118,15 +235,13 @@ pub fn driver_label(namespace: &str, pod: &str) -> String {
     digest(&[namespace, pod])
 }
 
-/// Whether a ConfigMap is a retention record (by our label, not by its name: names can be taken).
+/// Whether a ConfigMap is a retention record: a claim whose driver ended (by our label, not by
+/// its name: names can be taken).
 pub fn is_record(cm: &ConfigMap) -> bool {
-    cm.metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(labels::RECORD))
-        .is_some_and(|value| {
-            value == labels::RECORD_DRIVER_SUCCEEDED || value == labels::RECORD_DRIVER_KILLED
-        })
+    matches!(
+        record_label(cm),
+        Some(labels::RECORD_DRIVER_SUCCEEDED | labels::RECORD_DRIVER_KILLED)
+    )
 }
 
 /// The keys a record is indexed under: its submission id and its pod.
@@ -250,9 +365,9 @@ pub fn spark_app_id(meta: &ObjectMeta) -> String {
         .unwrap_or_default()
 }
 
-/// The ConfigMap for a record, in `home` (the submitter's namespace): our labels and
-/// annotation, immutable, and deliberately without ownerReferences (the pod's garbage collection
-/// must not take it).
+/// The ConfigMap of a record, in `home` (the submitter's namespace): the claim of its id in its
+/// final state. Our labels and annotation, immutable (nothing follows the end), and
+/// deliberately without ownerReferences (the pod's garbage collection must not take it).
 pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
     let id: SubmissionId = record.submission_id.parse().ok()?;
     let mut data = BTreeMap::from([
@@ -271,24 +386,13 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
     if let Some(created_at) = record.created_at {
         data.insert(keys::CREATED_AT.to_owned(), created_at.to_string());
     }
+    let claim = Claim {
+        submission_id: record.submission_id.clone(),
+        namespace: record.namespace.clone(),
+        pod: record.pod.clone(),
+    };
     Some(ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name(&record.namespace, &record.submission_id)),
-            namespace: Some(home.to_owned()),
-            labels: Some(BTreeMap::from([
-                (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
-                (labels::RECORD.to_owned(), record.outcome.label().to_owned()),
-                (
-                    labels::RECORD_DRIVER_HASH.to_owned(),
-                    driver_label(&record.namespace, &record.pod),
-                ),
-            ])),
-            annotations: Some(BTreeMap::from([(
-                annotations::SUBMISSION_ID.to_owned(),
-                record.submission_id.clone(),
-            )])),
-            ..ObjectMeta::default()
-        },
+        metadata: metadata(&id, &claim, home, record.outcome.label()),
         data: Some(data),
         immutable: Some(true),
         ..ConfigMap::default()
@@ -391,7 +495,7 @@ mod tests {
         assert_eq!(submitted_at(&record), "2026-01-01T00:00:00Z");
         assert_eq!(record.retain_until, at("2026-01-01T01:10:00Z"));
         let cm = build(&record, "spark-system").unwrap();
-        assert_eq!(cm.metadata.name, Some(name("spark", "sub-1")));
+        assert_eq!(cm.metadata.name, Some(claim_name("sub-1")));
         assert_eq!(cm.metadata.namespace.as_deref(), Some("spark-system"));
         assert_eq!(
             cm.metadata.labels.as_ref().unwrap()[labels::RECORD_DRIVER_HASH],

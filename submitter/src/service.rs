@@ -41,7 +41,7 @@ use crate::fairness::{Budgets, charged_identity};
 use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
-use crate::tls::PeerIdentity;
+use crate::tls::{CertificateRejection, PeerIdentity};
 use submission::api::{DRIVERS_PATH, DriverStatus, LOG_SEGMENT, SUBMIT_PATH, SubmitRequest};
 use submission::error_chain::error_chain;
 
@@ -99,9 +99,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// 401 `UNAUTHENTICATED` in the envelope for a request without a verified identity (the TLS
-/// layer asks for a client certificate but lets clients without one through, so they get this
-/// answer instead of a handshake failure, which a client would retry forever).
+/// 401 `UNAUTHENTICATED` in the envelope for a request without a verified identity, saying why
+/// when a certificate was presented and failed verification (the TLS layer lets clients without
+/// a certificate, or with a bad one, through, so they get this answer instead of a handshake
+/// failure, which a client would retry forever).
 async fn require_identity(
     State(access): State<Access>,
     request: axum::extract::Request,
@@ -110,7 +111,10 @@ async fn require_identity(
     let peer = request.extensions().get::<PeerIdentity>();
     match access.identified(peer) {
         Ok(()) => next.run(request).await,
-        Err(error) => envelope::policy_denied(&error).into_response(),
+        Err(error) => match request.extensions().get::<CertificateRejection>() {
+            Some(rejection) => envelope::certificate_rejected(rejection).into_response(),
+            None => envelope::policy_denied(&error).into_response(),
+        },
     }
 }
 

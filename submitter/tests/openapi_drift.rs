@@ -268,6 +268,7 @@ fn every_error_code() -> Vec<ErrorCode> {
         DriverGone,
         DriverOwnedByApplication,
         TooManyLogStreams,
+        QuotaExceeded,
     ];
     for code in &codes {
         match code {
@@ -286,7 +287,8 @@ fn every_error_code() -> Vec<ErrorCode> {
             | SubmissionIdConflict
             | DriverGone
             | DriverOwnedByApplication
-            | TooManyLogStreams => {}
+            | TooManyLogStreams
+            | QuotaExceeded => {}
         }
     }
     codes

@@ -21,7 +21,6 @@ use service_support::{Ca, Dir, client_config, get, send};
 use submit_support::{POLICY, TESTER, TestApp, args, request, submit_request};
 use submitter::fairness::{BudgetConfig, Budgets};
 use submitter::service::{ServiceConfig, app};
-use submitter::tls::PeerIdentity;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// Collects what a `tracing` subscriber writes.
@@ -66,9 +65,9 @@ fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
 
 fn get_as(path: &str, identity: &str) -> Request<Body> {
     let mut request = Request::get(path).body(Body::empty()).unwrap();
-    request.extensions_mut().insert(PeerIdentity {
-        names: vec![identity.to_owned()],
-    });
+    request
+        .extensions_mut()
+        .insert(submit_support::verified_identity(identity));
     request
 }
 
@@ -107,9 +106,9 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
             "{\"submission_id\": \"audit-2\", \"spark_submit_args\": 7}",
         ))
         .unwrap();
-    bad_json.extensions_mut().insert(PeerIdentity {
-        names: vec![TESTER.to_owned()],
-    });
+    bad_json
+        .extensions_mut()
+        .insert(submit_support::verified_identity(TESTER));
     assert_eq!(send(bad_json).await.status, StatusCode::BAD_REQUEST);
     let by_driver = format!("/api/v1/drivers/default/{pod}");
     let looked_up = send(get_as(&by_driver, TESTER)).await.status;

@@ -18,21 +18,33 @@ pub enum EventType {
 pub enum Action {
     /// Delete the driver pod, with a uid precondition.
     DeleteDriver { name: String, uid: String },
+    /// Read the driver pod `name` from the API server (not the cache) and, when it carries
+    /// `submission_id` and is not being deleted yet, delete it with its uid as the precondition;
+    /// report [`Observed::driver_stopped`](super::Observed::driver_stopped). For a run that
+    /// failed right after its submission, whose driver the cache may not show yet.
+    StopDriver { name: String, submission_id: String },
     /// Read the driver pod from the API server (not the cache) and report
-    /// [`Observed::driver_absent_verified`]: true when there is no pod of that name carrying the
-    /// current submission id.
+    /// [`Observed::driver_absent_verified`](super::Observed::driver_absent_verified): true when
+    /// there is no pod of that name carrying the current submission id.
     VerifyDriverAbsent { name: String },
     /// Read the latest Warning event about the pending driver pod (`FailedMount` and the like
-    /// are only in events) and report [`Observed::driver_warning`].
+    /// are only in events) and report [`Observed::driver_warning`](super::Observed::driver_warning).
     InspectPendingDriver { name: String, uid: String },
-    /// Create the app's UI Service and Ingresses and its driver PodDisruptionBudget (those that
-    /// exist are taken as they are); report [`Observed::ui`].
-    EnsureOwnedObjects,
-    /// Send the submission with this (persisted) id; report [`Observed::submission`].
+    /// Create what the driver depends on (`crate::dependencies`: its PodGroup, its
+    /// PodDisruptionBudget, its monitoring ConfigMap; those that exist are taken as they are)
+    /// before it is submitted; report
+    /// [`Observed::dependencies`](super::Observed::dependencies).
+    EnsureDependencies,
+    /// Create the run's UI Service and Ingresses (those that exist are taken as they are);
+    /// report [`Observed::ui`](super::Observed::ui).
+    EnsureUiObjects,
+    /// Send the submission with this (persisted) id; report
+    /// [`Observed::submission`](super::Observed::submission).
     Submit { submission_id: String },
     /// Fence every driver under epoch `observed` in the state store, for run `run` of the
-    /// application (a new run starts from nothing), and report [`Observed::fence`] (a retry after
-    /// a crash gets the epoch already fenced, not a new one).
+    /// application (a new run starts from nothing), and report
+    /// [`Observed::fence`](super::Observed::fence) (a retry after a crash gets the epoch already
+    /// fenced, not a new one).
     AdvanceEpoch { observed: u64, run: u64 },
     /// Write [`Decision::status`] with the resourceVersion that was read.
     WriteStatus,
@@ -53,10 +65,10 @@ impl Action {
     /// 1. `WriteStatus` first: it persists what the later actions rely on (the submission id and
     ///    the epoch before a `Submit`, FAILING before a `DeleteDriver`), and a lost race (409)
     ///    stops everything after it;
-    /// 2. `AdvanceEpoch`, then `VerifyDriverAbsent`: the reads and fences whose answers the next
-    ///    round records;
-    /// 3. `DeleteDriver` before `Submit`: an older epoch's driver goes before its successor is
-    ///    submitted;
+    /// 2. `AdvanceEpoch`, then the reads and the objects whose answers the next round records
+    ///    (`VerifyDriverAbsent`, `EnsureDependencies`, ...);
+    /// 3. `DeleteDriver` and `StopDriver` before `Submit`: an older epoch's driver goes before
+    ///    its successor is submitted;
     /// 4. `RecordEvent`s (best effort, never blocking what matters);
     /// 5. `DeleteApplication` (after it there is nothing left to act on), then `Requeue`.
     pub fn order(&self) -> u8 {
@@ -65,8 +77,9 @@ impl Action {
             Action::AdvanceEpoch { .. } => 1,
             Action::VerifyDriverAbsent { .. }
             | Action::InspectPendingDriver { .. }
-            | Action::EnsureOwnedObjects => 2,
-            Action::DeleteDriver { .. } => 3,
+            | Action::EnsureDependencies
+            | Action::EnsureUiObjects => 2,
+            Action::DeleteDriver { .. } | Action::StopDriver { .. } => 3,
             Action::Submit { .. } => 4,
             Action::RecordEvent { .. } => 5,
             Action::DeleteApplication => 6,
@@ -79,7 +92,7 @@ impl Action {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// The status as decided: persisted when `actions` holds [`Action::WriteStatus`]. A decision
-    /// waiting for the owned objects' answer carries the status they are made for (a new run's
+    /// waiting for the UI objects' answer carries the status they are made for (a new run's
     /// Spark application id names its ingress) and writes nothing yet.
     pub status: SparkApplicationStatus,
     pub actions: Vec<Action>,

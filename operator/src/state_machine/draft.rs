@@ -38,8 +38,8 @@ pub(super) struct Draft<'a> {
     /// A submission is sent before anything of this decision is stored (see
     /// [`Draft::submit_path`]): the next round decides it all again with the answer.
     pub(super) awaiting_answer: bool,
-    /// The owned objects are made before this decision's status is stored (see
-    /// [`Draft::ensure_owned_objects`]): the next round decides it again with their answer.
+    /// The UI objects are made before this decision's status is stored (see
+    /// [`Draft::ensure_ui_objects`]): the next round decides it again with their answer.
     pub(super) awaiting_objects: bool,
 }
 

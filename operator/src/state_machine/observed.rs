@@ -74,7 +74,7 @@ pub struct ObservedDriver {
     pub phase: DriverPhase,
 }
 
-/// The answer to [`Action::AdvanceEpoch`] made in this reconcile.
+/// The answer to [`Action::AdvanceEpoch`](super::Action::AdvanceEpoch) made in this reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FenceOutcome {
     /// The store's epoch after the call: the one the next driver runs under.
@@ -83,7 +83,7 @@ pub struct FenceOutcome {
     pub latest: Option<(u64, u64)>,
 }
 
-/// The submitter's answer to a [`Action::Submit`] made in this reconcile.
+/// The submitter's answer to a [`Action::Submit`](super::Action::Submit) made in this reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubmissionOutcome {
     /// 201 or 200 (a repeat of this id).
@@ -118,25 +118,31 @@ pub struct Observed {
     pub cache_synced: bool,
     /// The driver pod, if the cache has it.
     pub driver: Option<ObservedDriver>,
-    /// The answer to [`Action::VerifyDriverAbsent`]: a live read found no pod of that name with
+    /// The answer to [`Action::VerifyDriverAbsent`](super::Action::VerifyDriverAbsent): a live read found no pod of that name with
     /// the current submission id.
     pub driver_absent_verified: bool,
-    /// The answer to [`Action::Submit`], if one was just made.
+    /// The answer to [`Action::Submit`](super::Action::Submit), if one was just made.
     pub submission: Option<SubmissionOutcome>,
     /// The app's other pods from the cache (owned driver pods that are not `driver`): previous
     /// runs' and older epochs' drivers.
     pub other_drivers: Vec<ObservedDriver>,
-    /// The answer to [`Action::AdvanceEpoch`], if one was just made.
+    /// The answer to [`Action::AdvanceEpoch`](super::Action::AdvanceEpoch), if one was just made.
     pub fence: Option<FenceOutcome>,
     /// The last heartbeat in the store, when the reconciler read it (recovery-enabled apps with
     /// a running driver): `Some(None)` means read and never written.
     pub heartbeat: Option<Option<Heartbeat>>,
-    /// The answer to [`Action::InspectPendingDriver`]: `Some(None)` read, no Warning event.
+    /// The answer to [`Action::InspectPendingDriver`](super::Action::InspectPendingDriver): `Some(None)` read, no Warning event.
     pub driver_warning: Option<Option<PendingReason>>,
     /// The application's executor pods from the executor index (any run's).
     pub executors: Vec<ObservedExecutor>,
-    /// The answer to [`Action::EnsureOwnedObjects`]: what was made, or why nothing could be.
-    pub ui: Option<Result<UiMade, String>>,
+    /// The answer to [`Action::EnsureDependencies`](super::Action::EnsureDependencies): all made, or the first the API server
+    /// refused.
+    pub dependencies: Option<Result<(), RefusedObject>>,
+    /// The answer to [`Action::EnsureUiObjects`](super::Action::EnsureUiObjects): what was made, and what was refused.
+    pub ui: Option<UiMade>,
+    /// The answer to [`Action::StopDriver`](super::Action::StopDriver): the current submission's driver is gone or being
+    /// deleted.
+    pub driver_stopped: bool,
 }
 
 /// The UI objects made for a run, for `status.driverInfo`.
@@ -146,4 +152,36 @@ pub struct UiMade {
     pub service: Option<(String, i32, String)>,
     /// The UI Ingress: name and URL.
     pub ingress: Option<(String, String)>,
+    /// The objects that could not be made.
+    pub refused: Vec<RefusedObject>,
+}
+
+impl UiMade {
+    /// Notes `object` as refused with `message`.
+    pub fn refuse(&mut self, object: String, message: String, required: bool) {
+        self.refused.push(RefusedObject {
+            object,
+            message,
+            required,
+        });
+    }
+}
+
+/// An object of the run the API server refused (its type not served, the operator not allowed,
+/// invalid, over quota), or that the spec does not let the operator build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedObject {
+    /// `Kind name`, e.g. `Ingress pi-ing-4040`.
+    pub object: String,
+    /// Why, from the API server's answer.
+    pub message: String,
+    /// The run cannot go on without it (see `crate::ui::Planned::required`).
+    pub required: bool,
+}
+
+impl RefusedObject {
+    /// `object: message`, as status messages and events say it.
+    pub fn describe(&self) -> String {
+        format!("{}: {}", self.object, self.message)
+    }
 }

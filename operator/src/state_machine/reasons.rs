@@ -16,8 +16,8 @@ pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
 pub const SUSPENDING: &str = "SparkApplicationSuspending";
 pub const SUSPENDED: &str = "SparkApplicationSuspended";
 pub const RESUMING: &str = "SparkApplicationResuming";
-/// Ours (Warning): an object the spec asks for (the UI Service, an Ingress, a PodGroup)
-/// cannot be made; the run fails.
+/// Ours (Warning): an object of the run cannot be made (a PodGroup, an Ingress, the UI
+/// Service); what follows depends on the object (`state_machine::owned_objects`).
 pub const OWNED_OBJECTS_FAILED: &str = "SparkApplicationObjectsFailed";
 pub const EXECUTOR_PENDING: &str = "SparkExecutorPending";
 pub const EXECUTOR_RUNNING: &str = "SparkExecutorRunning";

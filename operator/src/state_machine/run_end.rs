@@ -25,6 +25,9 @@ impl Draft<'_> {
     }
 
     pub(super) fn failing(&mut self) {
+        if !self.refused_run_stopped() {
+            return;
+        }
         if !should_retry_run(self.policy_type(), &self.spec, &self.status) {
             if self.recovery().is_some() && self.driver_may_still_run() {
                 // No successor will fence it; it still must stop holding resources.

@@ -1,6 +1,6 @@
 //! NEW, PENDING_RERUN, RESUMING and a due SUBMISSION_FAILED: clear a previous run's driver,
-//! refuse a spec that cannot run, prepare the submission (the id, the fence) and send it, and
-//! apply the submitter's answer.
+//! refuse a spec that cannot run, prepare the submission (the id, the fence), make what the
+//! driver depends on, send it, and apply the submitter's answer.
 
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::action::{Action, EventType};
 use super::draft::Draft;
 use super::observed::SubmissionOutcome;
+use super::owned_objects::Dependencies;
 use super::policy::should_retry_submission;
 use super::reasons;
 use super::submission_id::{sending_id, submission_attempt};
@@ -77,6 +78,9 @@ impl<'a> Draft<'a> {
             if Some(&self.status) != self.app.status {
                 self.requeue(Duration::ZERO);
             } else {
+                if !matches!(self.dependencies(), Dependencies::Made) {
+                    return;
+                }
                 if self.recovery().is_some() {
                     // The epoch is fenced and recorded: now every older driver goes, and only
                     // then is its successor submitted (fence → record → delete → submit).
@@ -120,14 +124,21 @@ impl<'a> Draft<'a> {
         // (`next_submission_id`), so an operator that dies before recording the answer sends the
         // same id again and the submitter answers it from the driver it already made. The
         // status is written once, with the answer.
-        match self.answer() {
-            Some(outcome) => self.apply_outcome(outcome),
-            None => {
+        // What the driver depends on is made first, before anything is stored, too.
+        if let Some(outcome) = self.answer() {
+            self.apply_outcome(outcome);
+            return;
+        }
+        match self.dependencies() {
+            Dependencies::Made => {
                 self.effects.push(Action::Submit {
                     submission_id: self.status.submission_id.clone(),
                 });
                 self.awaiting_answer = true;
             }
+            Dependencies::Asked => self.awaiting_answer = true,
+            // Written: the attempt counts, as a refused submission's does.
+            Dependencies::Refused => {}
         }
     }
 
@@ -173,21 +184,29 @@ impl<'a> Draft<'a> {
             SubmissionOutcome::Rejected {
                 message, retryable, ..
             } => {
-                self.status.app_state.state = State::SubmissionFailed;
-                self.status.app_state.error_message = message.clone();
-                self.status.failure_reason = Some(if *retryable {
+                let reason = if *retryable {
                     FailureReason::SubmitterUnavailable
                 } else {
                     FailureReason::SubmissionRejected
-                });
-                let text = format!(
-                    "failed to submit SparkApplication {}: {message}",
-                    self.name()
-                );
-                self.event(EventType::Warning, reasons::SUBMISSION_FAILED, text);
-                self.requeue(Duration::ZERO);
+                };
+                self.enter_submission_failed(reason, message.clone());
             }
         }
+    }
+
+    /// The submission failed for `reason`: SUBMISSION_FAILED, retried as the restart policy
+    /// says.
+    pub(super) fn enter_submission_failed(&mut self, reason: FailureReason, message: String) {
+        self.status.submission_pending = false;
+        self.status.app_state.state = State::SubmissionFailed;
+        self.status.app_state.error_message = message.clone();
+        self.status.failure_reason = Some(reason);
+        let text = format!(
+            "failed to submit SparkApplication {}: {message}",
+            self.name()
+        );
+        self.event(EventType::Warning, reasons::SUBMISSION_FAILED, text);
+        self.requeue(Duration::ZERO);
     }
 
     /// A spec this operator cannot run: failed, not retried (a retry cannot help), and rerun

@@ -8,7 +8,8 @@ use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
 /// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT` and
-/// `DRIVER_OWNED_BY_APPLICATION`, 410, 413, 429) cover cases its table has no row for.
+/// `DRIVER_OWNED_BY_APPLICATION`, 410, 413, 429 `TOO_MANY_LOG_STREAMS` and `QUOTA_EXCEEDED`) cover
+/// cases its table has no row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -47,11 +48,16 @@ pub enum ErrorCode {
     /// 429 (added): the identity has as many log streams open as it may; retry after
     /// `Retry-After`, or close one.
     TooManyLogStreams,
+    /// 429 (added): a ResourceQuota of the namespace has no room for the driver's objects;
+    /// nothing was left behind, and the same submission succeeds once the quota has room
+    /// (`Retry-After`). Not retried by client libraries on their own: the wait is the cluster's,
+    /// not the service's, so the caller decides (the operator counts it as a submission failure).
+    QuotaExceeded,
 }
 
 impl ErrorCode {
     /// Every code, contract codes first, for tables and tests.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidSparkSubmitArgs,
         ErrorCode::MethodNotAllowed,
@@ -68,6 +74,7 @@ impl ErrorCode {
         ErrorCode::DriverGone,
         ErrorCode::DriverOwnedByApplication,
         ErrorCode::TooManyLogStreams,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The code as it appears on the wire.
@@ -89,6 +96,7 @@ impl ErrorCode {
             ErrorCode::DriverGone => "DRIVER_GONE",
             ErrorCode::DriverOwnedByApplication => "DRIVER_OWNED_BY_APPLICATION",
             ErrorCode::TooManyLogStreams => "TOO_MANY_LOG_STREAMS",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
         }
     }
 
@@ -108,6 +116,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidPodTemplate => 422,
             ErrorCode::TooManyLogStreams => 429,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::InternalServerError => 500,
             ErrorCode::SubmitterOverloaded => 503,
         }
@@ -115,7 +124,8 @@ impl ErrorCode {
 
     /// Whether a client should retry, as the Go client's `IsRetryable` decides: only on the two
     /// server-side conditions (a 401 among the rest: without a certificate, a retry cannot
-    /// succeed), and on a log stream refused for the moment (the Go client never opens one).
+    /// succeed), on a log stream refused for the moment (the Go client never opens one); a 429
+    /// `QUOTA_EXCEEDED` is for the caller to retry later, after `Retry-After`.
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -129,7 +139,9 @@ impl ErrorCode {
     pub fn sends_retry_after(self) -> bool {
         matches!(
             self,
-            ErrorCode::SubmitterOverloaded | ErrorCode::TooManyLogStreams
+            ErrorCode::SubmitterOverloaded
+                | ErrorCode::TooManyLogStreams
+                | ErrorCode::QuotaExceeded
         )
     }
 }
@@ -205,6 +217,7 @@ mod tests {
             ("SUBMISSION_ID_CONFLICT", 409),
             ("DRIVER_GONE", 410),
             ("DRIVER_OWNED_BY_APPLICATION", 409),
+            ("QUOTA_EXCEEDED", 429),
         ];
         for (text, status) in added {
             let code: ErrorCode = text.parse().unwrap();

@@ -1,38 +1,40 @@
-//! The retention recorder: writes the record of every succeeded driver the pod watch reports,
-//! each once, unless the ConfigMap cache already shows it.
+//! The retention recorder: ends the claim of every succeeded driver the pod watch reports as
+//! its record ([`crate::claim::end`]), each once, unless the ConfigMap cache already shows it
+//! ended.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
-use kube::runtime::reflector::ObjectRef;
 use thiserror::Error;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tracing::{info, warn};
 
 use crate::caches::WatchCaches;
+use crate::claim::{self, Ended};
+use crate::kube_api::{CallError, KubeApi};
 use crate::record;
+use crate::state::DEFAULT_CALL_TIMEOUT;
 
 /// Why a record could not be written.
 #[derive(Debug, Error)]
 pub enum RecordError {
-    #[error("cannot create retention record {namespace}/{name}")]
-    CreateRecord {
+    #[error("cannot write retention record {namespace}/{name}")]
+    WriteRecord {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: CallError,
     },
 }
 
 impl RecordError {
     pub fn kind(&self) -> &'static str {
         match self {
-            RecordError::CreateRecord { .. } => "create_record",
+            RecordError::WriteRecord { .. } => "write_record",
         }
     }
 }
@@ -82,7 +84,7 @@ impl Written {
 
 /// Writes the retention records of succeeded driver pods: each once, unless the cache shows it.
 pub struct Recorder {
-    client: kube::Client,
+    api: KubeApi,
     caches: WatchCaches,
     config: RecordConfig,
     written: Mutex<Written>,
@@ -91,7 +93,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(client: kube::Client, caches: WatchCaches, config: RecordConfig) -> Recorder {
         Recorder {
-            client,
+            api: KubeApi::new(client, DEFAULT_CALL_TIMEOUT),
             caches,
             config,
             written: Mutex::new(Written::default()),
@@ -99,37 +101,34 @@ impl Recorder {
     }
 
     /// Writes the record of `pod` if it is a succeeded driver whose record neither the cache
-    /// shows nor this recorder has written. Idempotent: the name is deterministic and
-    /// `AlreadyExists` counts as written. True when this call created it.
+    /// shows nor this recorder has written: over its id's claim, or new for a driver from before
+    /// claims. Idempotent: the name is the id's, and a claim that has ended already (this
+    /// success, or a kill) stays as it is. True when this call wrote it.
     pub async fn record(&self, pod: &Pod) -> Result<bool, RecordError> {
         let Some(record) = record::for_pod(pod, Timestamp::now(), self.config.retention) else {
             return Ok(false);
         };
-        let Some(cm) = record::build(&record, &self.config.namespace) else {
-            return Ok(false);
-        };
-        let name = cm.metadata.name.clone().unwrap_or_default();
-        let cached = self
+        let home = &self.config.namespace;
+        let name = record::claim_name(&record.submission_id);
+        let ended = self
             .caches
-            .config_maps
-            .get(&ObjectRef::new(&name).within(&self.config.namespace))
-            .is_some();
-        if cached || !self.written().claim(&name) {
+            .config_map(home, &name)
+            .is_some_and(|cm| record::is_record(&cm));
+        if ended || !self.written().claim(&name) {
             return Ok(false);
         }
-        let api = Api::<ConfigMap>::namespaced(self.client.clone(), &self.config.namespace);
-        match api.create(&PostParams::default(), &cm).await {
-            Ok(_) => {
+        match claim::end(&self.api, Some(&self.caches), home, &record).await {
+            Ok(Ended::Written) => {
                 info!(namespace = %record.namespace, pod = %record.pod,
                     submission_id = %record.submission_id, retain_until = %record.retain_until,
                     "retained a driver's success");
                 Ok(true)
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Ok(Ended::Already(_) | Ended::Other) => Ok(false),
             Err(source) => {
                 self.written().release(&name);
-                Err(RecordError::CreateRecord {
-                    namespace: self.config.namespace.clone(),
+                Err(RecordError::WriteRecord {
+                    namespace: home.clone(),
                     name,
                     source,
                 })

@@ -19,9 +19,10 @@ use submitter::caches::WatchCaches;
 use submitter::policy::{Access, Policy};
 use submitter::service::{ServiceConfig, app};
 use submitter::state::AppState;
-use submitter::tls::PeerIdentity;
 
-use crate::submit_support::{Answer, POLICY, TESTER, args, send, submit_request};
+use crate::submit_support::{
+    Answer, POLICY, TESTER, args, send, submit_request, verified_identity,
+};
 
 /// Prints `driver line 1` to `driver line 50`, then exits 0.
 pub const LINES_IMAGE: &str = "local/lines:1";
@@ -197,8 +198,6 @@ pub fn request(id: &str, image: &str, extra: &[&str]) -> Value {
 
 fn as_identity(builder: http::request::Builder, identity: &str) -> Request<Body> {
     let mut request = builder.body(Body::empty()).unwrap();
-    request.extensions_mut().insert(PeerIdentity {
-        names: vec![identity.to_owned()],
-    });
+    request.extensions_mut().insert(verified_identity(identity));
     request
 }
