@@ -346,6 +346,8 @@ pub async fn run(
         duration: config.duration,
         mean_gap: config.mean_gap,
         redis: config.redis,
+        submitters: config.submitters,
+        operators: config.operators,
         schedule,
         apps: ledger.states(),
         tally,

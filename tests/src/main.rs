@@ -47,6 +47,12 @@ struct ChaosArgs {
     /// Mean pause between two faults.
     #[arg(long, env = "SANDBOX_CHAOS_MEAN_GAP", default_value = "3s", value_parser = parse_duration)]
     mean_gap: std::time::Duration,
+    /// Submitter instances behind the balancer.
+    #[arg(long, env = "SANDBOX_CHAOS_SUBMITTERS", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    submitters: u16,
+    /// Operator replicas behind leader election.
+    #[arg(long, env = "SANDBOX_CHAOS_OPERATORS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    operators: u16,
     /// Use the Redis store (a local redis-server, restarted as one of the faults).
     #[arg(long, env = "SANDBOX_CHAOS_REDIS")]
     redis: bool,
@@ -85,13 +91,6 @@ fn show(duration: std::time::Duration) -> String {
 
 fn chaos(args: ChaosArgs) -> anyhow::Result<std::process::ExitCode> {
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
-    // Everything the schedule depends on, so the printed command replays it.
-    println!(
-        "chaos seed {seed} (replay: sandbox chaos --seed {seed} --duration {} --mean-gap {}{})",
-        show(args.duration),
-        show(args.mean_gap),
-        if args.redis { " --redis" } else { "" }
-    );
     let mut config = sandbox::chaos::ChaosConfig::new(
         std::env::current_exe().context("cannot find this binary")?,
         seed,
@@ -100,6 +99,15 @@ fn chaos(args: ChaosArgs) -> anyhow::Result<std::process::ExitCode> {
     config.drain = args.drain;
     config.mean_gap = args.mean_gap;
     config.redis = args.redis;
+    config.submitters = usize::from(args.submitters);
+    config.operators = usize::from(args.operators);
+    // Everything the schedule depends on, so the printed command replays it.
+    println!(
+        "chaos seed {seed} (replay: sandbox chaos --seed {seed} --duration {} --mean-gap {}{})",
+        show(args.duration),
+        show(args.mean_gap),
+        sandbox::chaos::report::replay_flags(&config)
+    );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     let report = runtime
         .block_on(sandbox::chaos::run(config, &|line| println!("{line}")))

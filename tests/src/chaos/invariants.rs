@@ -565,7 +565,14 @@ mod tests {
             "apiVersion": "sparkoperator.k8s.io/v1beta2",
             "kind": "SparkApplication",
             "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"type": "Scala", "mode": "cluster", "sparkVersion": "4.0.0"},
+            "spec": {
+                "type": "Scala",
+                "mode": "cluster",
+                "sparkVersion": "4.0.0",
+                "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+                "driver": {},
+                "executor": {},
+            },
             "status": {
                 "applicationState": {"state": state},
                 "driverInfo": {"podName": driver},

@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::ChaosConfig;
 use super::invariants::{self, Tally};
 use super::memory::{self, Memory};
 use super::schedule::Fault;
@@ -21,6 +23,8 @@ pub struct Report {
     pub duration: Duration,
     pub mean_gap: Duration,
     pub redis: bool,
+    pub submitters: usize,
+    pub operators: usize,
     pub schedule: Vec<(Duration, Fault)>,
     /// `<restart policy> <recovery|plain>: <final state>` of every application, by name.
     pub apps: BTreeMap<String, String>,
@@ -44,12 +48,16 @@ impl Report {
 
     /// The command that replays this soak's schedule.
     pub fn replay(&self) -> String {
+        let mut config = ChaosConfig::new(PathBuf::new(), self.seed, self.duration);
+        config.redis = self.redis;
+        config.submitters = self.submitters;
+        config.operators = self.operators;
         format!(
             "sandbox chaos --seed {} --duration {}ms --mean-gap {}ms{}",
             self.seed,
             self.duration.as_millis(),
             self.mean_gap.as_millis(),
-            if self.redis { " --redis" } else { "" }
+            replay_flags(&config)
         )
     }
 
@@ -165,6 +173,23 @@ impl Report {
     }
 }
 
+/// The flags beside seed, duration and gap that the schedule depends on, where they differ
+/// from the defaults: the store and the number of replicas it draws kills from.
+pub fn replay_flags(config: &ChaosConfig) -> String {
+    let defaults = ChaosConfig::new(PathBuf::new(), config.seed, config.duration);
+    let mut flags = String::new();
+    if config.submitters != defaults.submitters {
+        let _ = write!(flags, " --submitters {}", config.submitters);
+    }
+    if config.operators != defaults.operators {
+        let _ = write!(flags, " --operators {}", config.operators);
+    }
+    if config.redis {
+        flags.push_str(" --redis");
+    }
+    flags
+}
+
 /// `75s`, `3m`, `1h 5m`: how a duration reads in the text.
 fn humantime(duration: Duration) -> String {
     let seconds = duration.as_secs();
@@ -196,6 +221,8 @@ mod tests {
             duration: Duration::from_secs(75),
             mean_gap: Duration::from_millis(1500),
             redis: false,
+            submitters: 3,
+            operators: 2,
             schedule: vec![(Duration::from_millis(1200), Fault::DropWatches)],
             apps: BTreeMap::from([
                 ("a".to_owned(), "Never plain: Completed".to_owned()),
@@ -232,6 +259,23 @@ mod tests {
         assert_eq!(json["memory"]["startKiB"], 102_400);
         assert_eq!(json["memory"]["peakKiB"], 204_800);
         assert_eq!(json["operations"]["submit_created"], 1);
+    }
+
+    #[test]
+    fn the_replay_command_names_the_store_and_replica_counts_only_when_not_the_defaults() {
+        let mut report = report();
+        assert!(
+            !report.replay().contains("--submitters"),
+            "{}",
+            report.replay()
+        );
+        report.submitters = 5;
+        report.operators = 1;
+        report.redis = true;
+        assert_eq!(
+            report.replay(),
+            "sandbox chaos --seed 42 --duration 75000ms --mean-gap 1500ms --submitters 5 --operators 1 --redis"
+        );
     }
 
     #[test]
