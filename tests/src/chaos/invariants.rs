@@ -643,13 +643,17 @@ mod tests {
         let running = driver("app-driver", "sub-2", "Running", Some("2"));
         let failed = app("app", "FAILED", "app-driver", "sub-2");
         assert_eq!(
-            failed_with_live_driver(std::slice::from_ref(&failed), &[running.clone()]).len(),
+            failed_with_live_driver(
+                std::slice::from_ref(&failed),
+                std::slice::from_ref(&running)
+            )
+            .len(),
             1
         );
         // The same driver found by its submission id while the status names no pod yet.
         let unnamed = app("app", "SUBMISSION_FAILED", "", "sub-2");
         assert_eq!(
-            failed_with_live_driver(&[unnamed], &[running.clone()]).len(),
+            failed_with_live_driver(&[unnamed], std::slice::from_ref(&running)).len(),
             1
         );
         // Ended, being deleted, of an older run, or the application still running: fine.
@@ -662,7 +666,7 @@ mod tests {
             ));
         assert!(failed_with_live_driver(std::slice::from_ref(&failed), &[deleting]).is_empty());
         let older = app("app", "FAILED", "app-driver-e3", "sub-3");
-        assert!(failed_with_live_driver(&[older], &[running.clone()]).is_empty());
+        assert!(failed_with_live_driver(&[older], std::slice::from_ref(&running)).is_empty());
         let going = app("app", "RUNNING", "app-driver", "sub-2");
         assert!(failed_with_live_driver(&[going], &[running]).is_empty());
     }
