@@ -55,6 +55,9 @@ impl Expected {
 pub enum Ending {
     /// The answer ended as a chunked answer ends: the service says the log is over.
     Ended,
+    /// The answer ended and the driver's pod was gone or being deleted (killed through the
+    /// API): the log stops where the driver was stopped, without an exit line.
+    EndedWithItsPod,
     /// The reader hung up after the lines it wanted.
     HungUp,
     /// The connection broke (a submitter killed, a balancer cut).
@@ -130,6 +133,7 @@ pub async fn follow(
                 }
             }
             Ok(Some(Err(error))) => break Ending::Broke(error.kind().to_owned()),
+            Ok(None) if pod_deleted(kube, pod).await => break Ending::EndedWithItsPod,
             Ok(None) => break Ending::Ended,
             Err(_) => {
                 if let Some(ended) = driver_end(kube, pod).await {
@@ -143,6 +147,55 @@ pub async fn follow(
         lines.push(String::from_utf8_lossy(&text).into_owned());
     }
     Ok(Followed { lines, ending })
+}
+
+/// Whether the pod is gone or being deleted, as a user's `kubectl get` would tell after the
+/// stream ended. A few tries, as the API may fail on purpose; unknown counts as not deleted, so
+/// the log is judged strictly.
+async fn pod_deleted(kube: &kube::Client, (namespace, name): (&str, &str)) -> bool {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    for _ in 0..5 {
+        match pods.get_opt(name).await {
+            Ok(None) => return true,
+            Ok(Some(pod)) => return pod.metadata.deletion_timestamp.is_some(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    false
+}
+
+/// The pod's phase and its containers' states, for a violation's detail.
+async fn pod_now(kube: &kube::Client, (namespace, name): (&str, &str)) -> String {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    match pods.get_opt(name).await {
+        Ok(None) => "gone".to_owned(),
+        Ok(Some(pod)) => {
+            let status = pod.status.unwrap_or_default();
+            let containers: Vec<String> = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| {
+                    let state = c.state.as_ref().map_or("unknown".to_owned(), |s| {
+                        match (&s.running, &s.terminated, &s.waiting) {
+                            (_, Some(t), _) => format!("terminated {}", t.exit_code),
+                            (Some(_), _, _) => "running".to_owned(),
+                            (_, _, Some(w)) => format!("waiting {:?}", w.reason),
+                            _ => "unknown".to_owned(),
+                        }
+                    });
+                    format!("{} {state} (restarts {})", c.name, c.restart_count)
+                })
+                .collect();
+            format!(
+                "{} on {}, deleting: {}, {containers:?}",
+                status.phase.unwrap_or_default(),
+                pod.spec.and_then(|s| s.node_name).unwrap_or_default(),
+                pod.metadata.deletion_timestamp.is_some()
+            )
+        }
+        Err(error) => format!("unreadable ({error})"),
+    }
 }
 
 /// How the driver ended, when it ended more than [`END_PATIENCE`] ago (or its pod is gone).
@@ -264,17 +317,22 @@ pub async fn follow_and_check(
         Ok(followed) => {
             let ending = match &followed.ending {
                 Ending::Ended => "ended",
+                Ending::EndedWithItsPod => "ended_with_its_pod",
                 Ending::HungUp => "hung_up",
                 Ending::Broke(_) => "broke",
                 Ending::StuckAfterDriverEnded(_) => "stuck",
             };
             tally.operation(&format!("log_{what}_{ending}"));
             tally.operations("log_lines_read", followed.lines.len() as u64);
-            tally.check(
-                invariants::LOG_FOLLOWS_ITS_DRIVER,
-                broken(&reader.expected, &followed.lines, &followed.ending)
-                    .map(|d| format!("log of {target} ({what}): {d}")),
-            );
+            let found = broken(&reader.expected, &followed.lines, &followed.ending);
+            let found = match found {
+                Some(detail) => Some(format!(
+                    "log of {target} ({what}): {detail}; its pod now: {}",
+                    pod_now(kube, (&reader.namespace, &reader.pod)).await
+                )),
+                None => None,
+            };
+            tally.check(invariants::LOG_FOLLOWS_ITS_DRIVER, found);
             followed.ending == Ending::HungUp
         }
         Err(error) => {
@@ -315,6 +373,11 @@ mod tests {
             "kubesim: container d-1 exited with code 0",
         ]);
         assert_eq!(broken(&scripted_of("d-1"), &log, &Ending::Ended), None);
+        // Ended without the exit line because the pod was deleted (a kill): the driver ended.
+        assert_eq!(
+            broken(&scripted_of("d-1"), &log[..2], &Ending::EndedWithItsPod),
+            None
+        );
         // Cut before the exit, by the reader or by a broken connection: what came is fine.
         assert_eq!(
             broken(&scripted_of("d-1"), &log[..2], &Ending::HungUp),
