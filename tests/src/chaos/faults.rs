@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubesim::control::{FaultRule, FaultTiming, LatencyRule};
 use serde_json::json;
-use submission::api::{ErrorCode, KillQuery, Target};
+use submission::api::{DriverPhase, ErrorCode, KillQuery, Target};
 use tokio::task::JoinSet;
 
 use super::ChaosConfig;
@@ -139,6 +139,7 @@ impl<'a> Stack<'a> {
             Undo::StartSubmitter(i) => self.start_submitter(i).await.map_err(UndoError::Start),
             Undo::Heal(node) => {
                 self.sandbox.cluster.kubelet.heal(&self.nodes[node]);
+                self.users.ledger.healed(&self.nodes[node]);
                 Ok(())
             }
             Undo::ClearLatency => {
@@ -294,6 +295,7 @@ impl<'a> Stack<'a> {
                     .get(*node)
                     .is_some_and(|name| sandbox.cluster.kubelet.partition(name));
                 if cut {
+                    self.users.ledger.partitioned(&self.nodes[*node]);
                     self.pending.push((now + *lasting, Undo::Heal(*node)));
                 }
                 cut
@@ -382,6 +384,7 @@ impl<'a> Stack<'a> {
                         &users.client,
                         &users.kube,
                         &users.tally,
+                        &users.ledger,
                         &reader,
                     )
                     .await;
@@ -400,6 +403,7 @@ impl<'a> Stack<'a> {
         self.sandbox.cluster.control.clear_latency();
         for node in &self.nodes {
             self.sandbox.cluster.kubelet.heal(node);
+            self.users.ledger.healed(node);
         }
         // Whatever fails to come back gets a few more tries, a second apart.
         for _ in 0..10 {
@@ -542,7 +546,9 @@ async fn kill(users: &Users, pod: &Pod) -> bool {
 }
 
 /// Asks the API to kill `pod`, a SparkApplication's driver: the answer must be 409
-/// `DRIVER_OWNED_BY_APPLICATION` (its operator would only start it again), never a kill.
+/// `DRIVER_OWNED_BY_APPLICATION` (its operator would only start it again), never a kill. A
+/// driver that ended between the pick and the request is answered with its final state, as a
+/// kill of any finished driver is: fine, as long as it does not read killed.
 async fn kill_refused(users: &Users, pod: &Pod) {
     let tally = &users.tally;
     let (Some(namespace), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone())
@@ -556,13 +562,18 @@ async fn kill_refused(users: &Users, pod: &Pod) {
     for _ in 0..ATTEMPTS {
         match users.client.kill(&target, &KillQuery::default()).await {
             Ok(status) => {
+                let killed = status.reason.as_deref() == Some(submitter::record::KILLED_REASON)
+                    || !matches!(status.phase, DriverPhase::Succeeded | DriverPhase::Failed);
                 tally.check(
                     invariants::REST_CONTRACT,
-                    Some(format!(
-                        "kill of {target}, a SparkApplication's driver, answered {:?} {:?}",
-                        status.phase, status.reason
-                    )),
+                    killed.then(|| {
+                        format!(
+                            "kill of {target}, a SparkApplication's driver, answered {:?} {:?}",
+                            status.phase, status.reason
+                        )
+                    }),
                 );
+                tally.operation("kill_api_owned_found_finished");
                 return;
             }
             Err(error) if error.code() == Some(ErrorCode::DriverOwnedByApplication) => {

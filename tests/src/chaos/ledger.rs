@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 /// Shared by the soak's tasks; every method takes the lock for one short step.
 #[derive(Debug, Default)]
@@ -16,6 +17,8 @@ pub struct Ledger {
     store_lost: Mutex<BTreeSet<String>>,
     /// `<restart policy> <recovery|plain>: <final state>` of every application checked.
     states: Mutex<BTreeMap<String, String>>,
+    /// Partitions: node, cut at, healed at (`None`: still cut).
+    partitions: Mutex<Vec<(String, Instant, Option<Instant>)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -73,5 +76,47 @@ impl Ledger {
 
     pub fn states(&self) -> BTreeMap<String, String> {
         lock(&self.states).clone()
+    }
+
+    /// `node` was cut off from the API server now.
+    pub fn partitioned(&self, node: &str) {
+        lock(&self.partitions).push((node.to_owned(), Instant::now(), None));
+    }
+
+    /// `node` was healed now.
+    pub fn healed(&self, node: &str) {
+        let now = Instant::now();
+        for (cut, _, healed) in lock(&self.partitions).iter_mut() {
+            if cut == node && healed.is_none() {
+                *healed = Some(now);
+            }
+        }
+    }
+
+    /// Whether `node` was cut off at any moment between `from` and `to`.
+    pub fn partitioned_between(&self, node: &str, from: Instant, to: Instant) -> bool {
+        lock(&self.partitions)
+            .iter()
+            .any(|(cut, at, healed)| cut == node && *at <= to && healed.is_none_or(|h| h >= from))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_node_counts_as_partitioned_during_a_read_that_overlaps_its_cut() {
+        let ledger = Ledger::default();
+        let before = Instant::now();
+        ledger.partitioned("node-1");
+        let during = Instant::now();
+        assert!(ledger.partitioned_between("node-1", before, before + Duration::from_secs(1)));
+        assert!(!ledger.partitioned_between("node-2", before, during));
+        ledger.healed("node-1");
+        let after = Instant::now() + Duration::from_millis(1);
+        assert!(ledger.partitioned_between("node-1", before, after));
+        assert!(!ledger.partitioned_between("node-1", after, after + Duration::from_secs(1)));
     }
 }

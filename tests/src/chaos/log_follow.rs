@@ -10,6 +10,7 @@ use submission::api::{LogQuery, Target};
 use submitter_client::{SubmitError, SubmitterClient};
 
 use super::invariants::{self, Tally};
+use super::ledger::Ledger;
 
 /// Whose log it is, as far as its lines can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,10 @@ pub enum Ending {
     /// The answer ended and the driver's pod was gone or being deleted (killed through the
     /// API): the log stops where the driver was stopped, without an exit line.
     EndedWithItsPod,
+    /// The answer ended without the driver's exit line while the driver's node was cut off
+    /// from the API server during the read: the partition's cost, as a real API server that
+    /// loses the kubelet ends the stream it relayed (docs/chaos.md).
+    EndedInPartition,
     /// The reader hung up after the lines it wanted.
     HungUp,
     /// The connection broke (a submitter killed, a balancer cut).
@@ -162,6 +167,18 @@ async fn pod_deleted(kube: &kube::Client, (namespace, name): (&str, &str)) -> bo
         }
     }
     false
+}
+
+/// The node `pod` runs on, when it can be read.
+async fn node_of(kube: &kube::Client, (namespace, name): (&str, &str)) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    for _ in 0..5 {
+        match pods.get_opt(name).await {
+            Ok(pod) => return pod?.spec?.node_name,
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    None
 }
 
 /// The pod's phase and its containers' states, for a violation's detail.
@@ -310,14 +327,26 @@ pub async fn follow_and_check(
     client: &SubmitterClient,
     kube: &kube::Client,
     tally: &Tally,
+    ledger: &Ledger,
     reader: &Follow,
 ) -> bool {
     let (what, target) = (reader.what, &reader.target);
+    let started = Instant::now();
     match follow(client, kube, reader).await {
-        Ok(followed) => {
+        Ok(mut followed) => {
+            if followed.ending == Ending::Ended
+                && broken(&reader.expected, &followed.lines, &followed.ending).is_some()
+                && broken(&reader.expected, &followed.lines, &Ending::HungUp).is_none()
+                && let Some(node) = node_of(kube, (&reader.namespace, &reader.pod)).await
+                && ledger.partitioned_between(&node, started, Instant::now())
+            {
+                // Only the missing end, and the node was cut off meanwhile.
+                followed.ending = Ending::EndedInPartition;
+            }
             let ending = match &followed.ending {
                 Ending::Ended => "ended",
                 Ending::EndedWithItsPod => "ended_with_its_pod",
+                Ending::EndedInPartition => "ended_in_partition",
                 Ending::HungUp => "hung_up",
                 Ending::Broke(_) => "broke",
                 Ending::StuckAfterDriverEnded(_) => "stuck",

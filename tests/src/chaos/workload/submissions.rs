@@ -196,7 +196,14 @@ async fn submit_new(users: Users, request: Arc<SubmitRequest>, follow: bool) {
         },
         hang_up_after: None,
     };
-    log_follow::follow_and_check(&users.client, &users.kube, &users.tally, &reader).await;
+    log_follow::follow_and_check(
+        &users.client,
+        &users.kube,
+        &users.tally,
+        &users.ledger,
+        &reader,
+    )
+    .await;
 }
 
 /// Runs REST traffic until `stop` turns true, then waits for its calls and readers.
