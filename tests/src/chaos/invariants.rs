@@ -21,7 +21,7 @@ pub const ONE_LIVE_DRIVER: &str = "one_live_driver";
 pub const ONE_DRIVER_PER_SUBMISSION: &str = "one_driver_per_submission";
 /// A submission killed through the API never gets another driver.
 pub const KILLED_STAYS_KILLED: &str = "killed_stays_killed";
-/// No application FAILED (or SUBMISSION_FAILED) while a driver of its current run is alive.
+/// No application FAILED while a driver of its current run is alive.
 pub const NO_FAILED_APP_WITH_LIVE_DRIVER: &str = "no_failed_app_with_live_driver";
 /// No object of ours without a live owner for longer than the sweep needs, and none at all
 /// after the sweep window at the end.
@@ -286,19 +286,21 @@ pub fn killed_but_replaced(drivers: &[Pod], killed: &BTreeMap<String, String>) -
         .collect()
 }
 
-/// Applications FAILED or SUBMISSION_FAILED while a driver of their current run (the pod
-/// their status names, or one carrying their current submission id) is alive. `apps` must be
-/// read before `drivers`: a driver that ended before the application failed cannot show alive
-/// in a later listing.
-pub fn failed_with_live_driver(apps: &[SparkApplication], drivers: &[Pod]) -> Vec<String> {
+/// Applications in `state` (FAILED for the invariant; SUBMISSION_FAILED, which the operator
+/// retries, is only counted) while a driver of their current run (the pod their status names,
+/// or one carrying their current submission id) is alive. `apps` must be read before
+/// `drivers`: a driver that ended before the application failed cannot show alive in a later
+/// listing.
+pub fn failed_with_live_driver(
+    apps: &[SparkApplication],
+    drivers: &[Pod],
+    failed: ApplicationStateType,
+) -> Vec<String> {
     let mut broken = Vec::new();
     for app in apps {
         let Some(status) = &app.status else { continue };
         let state = status.app_state.state;
-        if !matches!(
-            state,
-            ApplicationStateType::Failed | ApplicationStateType::SubmissionFailed
-        ) {
+        if state != failed {
             continue;
         }
         let name = app.metadata.name.as_deref().unwrap_or_default();
@@ -645,30 +647,69 @@ mod tests {
         assert_eq!(
             failed_with_live_driver(
                 std::slice::from_ref(&failed),
-                std::slice::from_ref(&running)
+                std::slice::from_ref(&running),
+                ApplicationStateType::Failed
             )
             .len(),
             1
         );
+        // SUBMISSION_FAILED is not FAILED: the invariant's check leaves it to its own count.
+        let retrying = app("app", "SUBMISSION_FAILED", "app-driver", "sub-2");
+        assert!(
+            failed_with_live_driver(
+                &[retrying],
+                std::slice::from_ref(&running),
+                ApplicationStateType::Failed
+            )
+            .is_empty()
+        );
         // The same driver found by its submission id while the status names no pod yet.
         let unnamed = app("app", "SUBMISSION_FAILED", "", "sub-2");
         assert_eq!(
-            failed_with_live_driver(&[unnamed], std::slice::from_ref(&running)).len(),
+            failed_with_live_driver(
+                &[unnamed],
+                std::slice::from_ref(&running),
+                ApplicationStateType::SubmissionFailed
+            )
+            .len(),
             1
         );
         // Ended, being deleted, of an older run, or the application still running: fine.
         let ended = driver("app-driver", "sub-2", "Failed", Some("2"));
-        assert!(failed_with_live_driver(std::slice::from_ref(&failed), &[ended]).is_empty());
+        assert!(
+            failed_with_live_driver(
+                std::slice::from_ref(&failed),
+                &[ended],
+                ApplicationStateType::Failed
+            )
+            .is_empty()
+        );
         let mut deleting = running.clone();
         deleting.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
-        assert!(failed_with_live_driver(std::slice::from_ref(&failed), &[deleting]).is_empty());
+        assert!(
+            failed_with_live_driver(
+                std::slice::from_ref(&failed),
+                &[deleting],
+                ApplicationStateType::Failed
+            )
+            .is_empty()
+        );
         let older = app("app", "FAILED", "app-driver-e3", "sub-3");
-        assert!(failed_with_live_driver(&[older], std::slice::from_ref(&running)).is_empty());
+        assert!(
+            failed_with_live_driver(
+                &[older],
+                std::slice::from_ref(&running),
+                ApplicationStateType::Failed
+            )
+            .is_empty()
+        );
         let going = app("app", "RUNNING", "app-driver", "sub-2");
-        assert!(failed_with_live_driver(&[going], &[running]).is_empty());
+        assert!(
+            failed_with_live_driver(&[going], &[running], ApplicationStateType::Failed).is_empty()
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 /// Operation names of the completions the monitor counts.
 pub const APPS_COMPLETED: &str = "apps_completed";
 pub const REST_DRIVERS_SUCCEEDED: &str = "rest_drivers_succeeded";
+/// Polls that saw an application SUBMISSION_FAILED beside a live driver of its current run.
+pub const SUBMISSION_FAILED_WITH_LIVE_DRIVER: &str = "polls_submission_failed_with_live_driver";
 
 /// What one poll carries to the next.
 #[derive(Default)]
@@ -155,8 +157,16 @@ fn check_drivers(
     );
     tally.check_all(
         invariants::NO_FAILED_APP_WITH_LIVE_DRIVER,
-        invariants::failed_with_live_driver(apps, drivers),
+        invariants::failed_with_live_driver(apps, drivers, ApplicationStateType::Failed),
     );
+    // SUBMISSION_FAILED beside a live driver: an answer lost after the driver was made, which
+    // the operator's retry adopts; not FAILED, but what a user sees meanwhile, so counted.
+    let waiting =
+        invariants::failed_with_live_driver(apps, drivers, ApplicationStateType::SubmissionFailed);
+    tally.operations(SUBMISSION_FAILED_WITH_LIVE_DRIVER, waiting.len() as u64);
+    for detail in waiting {
+        tracing::warn!(%detail, "SUBMISSION_FAILED beside a live driver");
+    }
     let killed = ledger.kills();
     if !killed.is_empty() {
         tally.check_all(
