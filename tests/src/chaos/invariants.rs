@@ -215,6 +215,22 @@ pub fn live(pod: &Pod) -> bool {
         )
 }
 
+/// Whether a driver's own container may still run: the pod is [`live`] and its driver
+/// container has not terminated. A pod with a sidecar (the recovery agent) stays Running a
+/// moment after its driver container exited, and the operator rightly fails the application
+/// on that exit.
+pub fn driver_container_live(pod: &Pod) -> bool {
+    let terminated = submission::driver::driver_container_name(pod).is_some_and(|name| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|all| all.iter().find(|c| c.name == name))
+            .and_then(|c| c.state.as_ref())
+            .is_some_and(|state| state.terminated.is_some())
+    });
+    live(pod) && !terminated
+}
+
 fn name_of(pod: &Pod) -> String {
     format!(
         "{}/{}",
@@ -305,7 +321,7 @@ pub fn failed_with_live_driver(
         }
         let name = app.metadata.name.as_deref().unwrap_or_default();
         let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
-        for pod in drivers.iter().filter(|p| live(p)) {
+        for pod in drivers.iter().filter(|p| driver_container_live(p)) {
             let of_app = label(&pod.metadata, operator::labels::APP_NAME) == Some(name)
                 && pod.metadata.namespace.as_deref() == Some(namespace);
             let current = pod.metadata.name.as_deref() == Some(&status.driver_info.pod_name)
@@ -673,6 +689,24 @@ mod tests {
             )
             .len(),
             1
+        );
+        // The driver container exited while the agent sidecar keeps the pod Running: ended.
+        let mut exited = running.clone();
+        exited.status.get_or_insert_default().container_statuses = Some(vec![
+            serde_json::from_value(json!({
+                "name": "spark-kubernetes-driver", "image": "spark", "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 1}},
+            }))
+            .unwrap(),
+        ]);
+        assert!(
+            failed_with_live_driver(
+                std::slice::from_ref(&failed),
+                &[exited],
+                ApplicationStateType::Failed
+            )
+            .is_empty()
         );
         // Ended, being deleted, of an older run, or the application still running: fine.
         let ended = driver("app-driver", "sub-2", "Failed", Some("2"));

@@ -126,7 +126,7 @@ impl Report {
         let section = |text: &mut String, title: &str, rows: Vec<(String, u64)>| {
             let _ = writeln!(text, "{title}:");
             for (name, count) in rows {
-                let _ = writeln!(text, "  {name:<40} {count:>6}");
+                let _ = writeln!(text, "  {name:<48} {count:>6}");
             }
         };
         section(
