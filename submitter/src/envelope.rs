@@ -360,6 +360,8 @@ pub fn log_failure(error: &LogError) -> ApiError {
         LogError::Refused(refusal @ log_streams::Refusal::Closing) => {
             ApiError::overloaded_because(refusal.to_string())
         }
+        // As the API server answers a bound pod whose container waits to start.
+        LogError::NotScheduled { .. } => ApiError::new(ErrorCode::BadRequest, error.to_string()),
         LogError::Vanished { .. } => ApiError::new(ErrorCode::NotFound, error.to_string()),
         LogError::OpenLog { source, .. } => match source.status() {
             // The API server's word on the options (no previous instance, no such container,

@@ -11,7 +11,10 @@
 //! - a driver container that has not started yet is waited for, up to
 //!   [`AppState::log_start_wait`] (20 s, `kubectl logs`' `--pod-running-timeout`), on the
 //!   watch caches' events, so `submit` then `logs -f` just works; after that the API server's
-//!   "waiting to start" is passed on (400);
+//!   "waiting to start" is passed on (400). A driver pod still without a node is refused the
+//!   same way (400, [`LogError::NotScheduled`]): the API server answers such a pod's log with
+//!   an empty 200 (it has no kubelet to ask), which a client could not tell from a log that
+//!   ended;
 //! - a driver whose pod is gone but whose submission a record remembers (a retained success, a
 //!   kill) is 410 `DRIVER_GONE`: the log went with the pod; one that nothing remembers is 404;
 //! - the API server's own refusals of the options (`previous` with no previous instance, a
@@ -46,6 +49,11 @@ pub enum LogError {
     Gone { namespace: String, pod: String },
     #[error("no log stream opened")]
     Refused(#[source] Refusal),
+    #[error(
+        "the driver pod {namespace}/{pod} is not scheduled to a node yet, so it has no log: its \
+         container is waiting to start; ask again once the driver is Running"
+    )]
+    NotScheduled { namespace: String, pod: String },
     #[error("the driver pod {namespace}/{pod} went away before its log was opened")]
     Vanished { namespace: String, pod: String },
     #[error("the API server did not open the log of {namespace}/{pod}")]
@@ -64,6 +72,7 @@ impl LogError {
             LogError::Locate(error) => error.kind(),
             LogError::Gone { .. } => "gone",
             LogError::Refused(refusal) => refusal.kind(),
+            LogError::NotScheduled { .. } => "not_scheduled",
             LogError::Vanished { .. } => "vanished",
             LogError::OpenLog { .. } => "open_log",
         }
@@ -106,8 +115,12 @@ pub async fn open(
         .log_streams
         .admit(charged_identity(peer), &state.metrics)
         .map_err(LogError::Refused)?;
-    if query.container.is_none() {
-        wait_for_start(state, &pod, state.log_start_wait).await;
+    let driver = query.container.is_none();
+    if !wait_for_start(state, &pod, driver, state.log_start_wait).await {
+        return Err(LogError::NotScheduled {
+            namespace,
+            pod: name,
+        });
     }
     let params = LogParams {
         container: container.clone(),
@@ -148,23 +161,53 @@ pub async fn open(
     })
 }
 
-/// Waits (up to `bound`, on the caches' events) until the driver container of `pod` has started
-/// or ended; at once when it has, or when there are no synced caches to watch.
-async fn wait_for_start(state: &AppState, pod: &Pod, bound: Duration) {
-    if !waiting(pod) {
-        return;
+/// Waits (up to `bound`, on the caches' events) until `pod` is bound to a node and, for the
+/// `driver` container's log, until that container has started or ended; at once when it is so,
+/// or when there are no synced caches to watch. Answers whether the pod, as last seen, is bound.
+async fn wait_for_start(state: &AppState, pod: &Pod, driver: bool, bound: Duration) -> bool {
+    let not_yet = |pod: &Pod| !is_scheduled(pod) || (driver && waiting(pod));
+    if !not_yet(pod) {
+        return true;
     }
     let Some(caches) = state.synced_caches() else {
-        return;
+        return is_scheduled(pod);
     };
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let deadline = tokio::time::Instant::now() + bound;
     caches
         .wait_until(deadline, |caches| {
-            caches.pod(namespace, name).is_none_or(|pod| !waiting(&pod))
+            caches.pod(namespace, name).is_none_or(|pod| !not_yet(&pod))
         })
         .await;
+    // A pod gone from the cache meanwhile is for the API server to answer (404).
+    caches
+        .pod(namespace, name)
+        .is_none_or(|pod| is_scheduled(&pod))
+}
+
+/// Whether `pod` is bound to a node: only then has it a kubelet, and a log. The watch cache
+/// keeps no `nodeName` (`submission::driver::trim_for_cache`), so a cached pod also counts as
+/// bound by its `PodScheduled` condition or by any container status, which only a kubelet
+/// writes.
+fn is_scheduled(pod: &Pod) -> bool {
+    let named = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .is_some_and(|node| !node.is_empty());
+    let status = pod.status.as_ref();
+    let condition = status
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+        });
+    let kubelet = status
+        .and_then(|status| status.container_statuses.as_ref())
+        .is_some_and(|statuses| !statuses.is_empty());
+    named || condition || kubelet
 }
 
 /// Whether the driver container has not started yet (no log to read).

@@ -3,6 +3,8 @@
 //! as status, 404 for what nobody knows and 410 for a driver whose pod is gone, options checked,
 //! and a limit on the streams one identity holds open.
 
+use std::time::Duration;
+
 mod operate_support;
 mod submit_support;
 
@@ -162,6 +164,41 @@ async fn bad_options_are_400_naming_what_is_wrong() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+}
+
+#[tokio::test]
+async fn a_driver_no_node_takes_is_400_not_an_empty_log_that_looks_ended() {
+    // The API server answers an unbound pod's log with an empty 200: passed on, a followed log
+    // would end at once, as if the driver had ended with no output.
+    let s =
+        Operated::start_with(|state| state.with_log_start_wait(Duration::from_millis(300))).await;
+    let answer = s
+        .submit_image(
+            "log-unscheduled",
+            LINES_IMAGE,
+            &["--conf", "spark.kubernetes.node.selector.pool=nowhere"],
+        )
+        .await;
+    let (namespace, pod) = driver_of(&answer);
+    for query in ["", "?follow=true", "?container=spark-kubernetes-driver"] {
+        let refused = s
+            .get(
+                &format!("/api/v1/drivers/{namespace}/{pod}/log{query}"),
+                TESTER,
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{query}: {}",
+            refused.body
+        );
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(
+            message.contains("is not scheduled to a node yet"),
+            "{query}: {message}"
+        );
+    }
 }
 
 #[tokio::test]
