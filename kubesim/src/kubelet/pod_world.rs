@@ -23,7 +23,7 @@ impl Kubelet {
     /// materialises the pod folder for real processes when so.
     pub(super) fn check_mounts(&self, e: &mut PodEntry, orphans: &[PodEntry]) -> bool {
         let exists =
-            |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name).is_some();
+            |plural: &str, name: &str| self.store.get_shared("", plural, &e.ns, name).is_some();
         if let Some((_, message)) = volumes::missing_volume(&e.pod, &exists) {
             if !e.mount_event_sent {
                 e.mount_event_sent = true;
@@ -268,7 +268,19 @@ impl Kubelet {
         };
         // Only pods with a root on disk (real processes) have a hosts file to rewrite: a
         // cluster of scripted pods does not pay for the records of every Service per change.
-        let any_rooted = st.pods.values().any(|e| e.root.is_some());
+        let State {
+            pods,
+            processes,
+            hosts_version,
+            ..
+        } = st;
+        let rooted = || {
+            processes
+                .iter()
+                .filter_map(|uid| pods.get(uid))
+                .filter(|e| e.root.is_some())
+        };
+        let any_rooted = rooted().next().is_some();
         let records = match (
             &table,
             hosts_changed && self.config.network.is_some() && any_rooted,
@@ -277,10 +289,14 @@ impl Kubelet {
             _ => None,
         };
         if hosts_changed {
-            st.hosts_version = table;
+            *hosts_version = table;
         }
         let now = SystemTime::now();
-        for e in st.pods.values_mut() {
+        // Only pods with a real process have a folder.
+        for uid in processes.iter() {
+            let Some(e) = pods.get_mut(uid) else {
+                continue;
+            };
             let Some(dir) = e.root.as_ref().and_then(|r| r.parent()).map(PathBuf::from) else {
                 continue;
             };

@@ -17,14 +17,8 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
-        // Active pods per node, counted in one pass over the pods (not one per node); the
-        // node list is short, so a scan of it beats hashing each pod's node name.
-        let mut active = vec![0usize; self.nodes.len()];
-        for e in st.pods.values().filter(|e| e.machine.is_active()) {
-            if let Some(i) = self.nodes.iter().position(|n| n.name == e.node) {
-                active[i] += 1;
-            }
-        }
+        // Unfinished pods per node, as the kubelet keeps count of them.
+        let active = st.active.clone();
         let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
