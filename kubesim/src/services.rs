@@ -109,63 +109,70 @@ impl ServiceEntry {
 /// Every Service with its backends, as last computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceTable {
-    /// By (namespace, name), in shards by a hash of the key: publishing a new table copies
-    /// the shards' pointers, and a change copies only its shard, so the cost of a change does
-    /// not grow with the number of Services.
-    shards: Vec<Arc<Shard>>,
+    /// By (namespace, name), in shards by a hash of the key, the shards in groups: publishing
+    /// a new table copies the groups' pointers, and a change copies only its group's pointers
+    /// and its shard, so the cost of a change stays small as Services come by the thousand.
+    groups: Vec<Arc<Vec<Arc<Shard>>>>,
 }
 
 /// One shard of a [`ServiceTable`].
 type Shard = BTreeMap<(String, String), Arc<ServiceEntry>>;
 
-/// Shards of a [`ServiceTable`].
-const SHARDS: usize = 64;
+/// Groups of a [`ServiceTable`], and shards per group.
+const GROUPS: usize = 64;
+const SHARDS_PER_GROUP: usize = 64;
 
 impl Default for ServiceTable {
     fn default() -> Self {
+        let group = Arc::new(vec![Arc::new(Shard::new()); SHARDS_PER_GROUP]);
         ServiceTable {
-            shards: std::iter::repeat_with(|| Arc::new(Shard::new()))
-                .take(SHARDS)
-                .collect(),
+            groups: vec![group; GROUPS],
         }
     }
 }
 
 impl ServiceTable {
-    fn shard(key: &(String, String)) -> usize {
+    /// The group and shard of `key`.
+    fn slot(key: &(String, String)) -> (usize, usize) {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut h);
-        (h.finish() % SHARDS as u64) as usize
+        let i = (h.finish() % (GROUPS * SHARDS_PER_GROUP) as u64) as usize;
+        (i / SHARDS_PER_GROUP, i % SHARDS_PER_GROUP)
+    }
+
+    fn shards(&self) -> impl Iterator<Item = &Shard> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.iter().map(|s| s.as_ref()))
     }
 
     /// Every Service, in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = &ServiceEntry> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.values().map(|e| e.as_ref()))
+        self.shards().flat_map(|s| s.values().map(|e| e.as_ref()))
     }
 
     /// The Service `key` (namespace, name).
     pub fn get(&self, key: &(String, String)) -> Option<&ServiceEntry> {
-        self.shards[Self::shard(key)].get(key).map(|e| e.as_ref())
+        let (g, s) = Self::slot(key);
+        self.groups[g][s].get(key).map(|e| e.as_ref())
     }
 
     fn keys(&self) -> impl Iterator<Item = &(String, String)> {
-        self.shards.iter().flat_map(|s| s.keys())
+        self.shards().flat_map(|s| s.keys())
     }
 
     fn insert(&mut self, key: (String, String), entry: ServiceEntry) {
-        let shard = Self::shard(&key);
-        Arc::make_mut(&mut self.shards[shard]).insert(key, Arc::new(entry));
+        let (g, s) = Self::slot(&key);
+        Arc::make_mut(&mut Arc::make_mut(&mut self.groups[g])[s]).insert(key, Arc::new(entry));
     }
 
     fn remove(&mut self, key: &(String, String)) -> bool {
-        let shard = Self::shard(key);
-        if !self.shards[shard].contains_key(key) {
+        let (g, s) = Self::slot(key);
+        if !self.groups[g][s].contains_key(key) {
             return false;
         }
-        Arc::make_mut(&mut self.shards[shard]).remove(key);
+        Arc::make_mut(&mut Arc::make_mut(&mut self.groups[g])[s]).remove(key);
         true
     }
 
@@ -726,6 +733,18 @@ impl Controller {
                 } else {
                     pods.insert(key.1.clone(), obj.clone())
                 };
+                if !deleted
+                    && let Some(old) = &old
+                    && old.pointer("/metadata/labels") == obj.pointer("/metadata/labels")
+                {
+                    // Most pod changes are status changes: the same Services, the same index.
+                    for label in label_keys(ns, obj) {
+                        for svc in self.services_by_anchor.get(&label).into_iter().flatten() {
+                            dirty.insert((ns.to_string(), svc.clone()));
+                        }
+                    }
+                    return;
+                }
                 let old_labels = old
                     .as_deref()
                     .map(|o| label_keys(ns, o))
@@ -751,13 +770,20 @@ impl Controller {
                 }
             }
             _ => {
-                // Our own writes come back here; only others' Endpoints matter.
                 if deleted {
                     self.endpoints.remove(&key);
                 } else {
                     self.endpoints.insert(key.clone(), obj.clone());
                 }
-                dirty.insert(key);
+                // Our own writes come back here: a Service with a selector takes its entry
+                // from the pods, so only the Endpoints of one without a selector matter.
+                if !self
+                    .services
+                    .get(&key)
+                    .is_some_and(|s| selector_of(s).is_some())
+                {
+                    dirty.insert(key);
+                }
             }
         }
     }
