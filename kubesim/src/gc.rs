@@ -43,6 +43,13 @@ struct Graph {
 impl Graph {
     fn observe(&mut self, key: &Key, obj: &Value, deleted: bool) {
         let uid = meta::uid(obj).to_string();
+        if !deleted
+            && self.by_uid.get(&uid) == Some(key)
+            && self.owners_of.get(key).map_or(&[][..], Vec::as_slice) == owner_uids(obj).as_slice()
+        {
+            // Most changes leave an object's owners as they were: nothing to re-index.
+            return;
+        }
         if let Some(old) = self.owners_of.remove(key) {
             for o in old {
                 if let Some(d) = self.dependents.get_mut(&o) {
@@ -211,9 +218,10 @@ impl Collector {
             let Some(owner) = self.graph.by_uid.get(&owner_uid) else {
                 continue;
             };
+            // Shared, not copied: most owners are not being deleted.
             let Some(o) =
                 self.store
-                    .get_raw(&owner.group, &owner.plural, &owner.namespace, &owner.name)
+                    .get_shared(&owner.group, &owner.plural, &owner.namespace, &owner.name)
             else {
                 continue;
             };
