@@ -27,6 +27,7 @@ use crate::auth::{Authenticator, UserInfo};
 use crate::control::{Control, FaultTiming, JournalEntry, RequestInfo};
 use crate::kubelet::Kubelet;
 use crate::meta;
+use crate::meta::At;
 use crate::patch;
 use crate::resources::ResourceType;
 use crate::selector::FieldSelector;
@@ -799,8 +800,8 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
 
 /// A PUT without managedFields keeps the ones recorded so far (as the API server does).
 fn keep_managed_fields(cur: &Value, mut obj: Value) -> Value {
-    if obj.pointer("/metadata/managedFields").is_none()
-        && let Some(mf) = cur.pointer("/metadata/managedFields")
+    if obj.at("/metadata/managedFields").is_none()
+        && let Some(mf) = cur.at("/metadata/managedFields")
     {
         meta::metadata_mut(&mut obj).insert("managedFields".into(), mf.clone());
     }
@@ -866,11 +867,11 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
         if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
             opts.grace_period = Some(g);
         }
-        if let Some(uid) = b.pointer("/preconditions/uid").and_then(Value::as_str) {
+        if let Some(uid) = b.at("/preconditions/uid").and_then(Value::as_str) {
             opts.uid = Some(uid.to_string());
         }
         if let Some(rv) = b
-            .pointer("/preconditions/resourceVersion")
+            .at("/preconditions/resourceVersion")
             .and_then(Value::as_str)
         {
             opts.resource_version = Some(rv.to_string());

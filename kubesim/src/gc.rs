@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::meta;
+use crate::meta::At;
 use crate::resources::ResourceType;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 
@@ -79,7 +80,7 @@ impl Graph {
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
+    obj.at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

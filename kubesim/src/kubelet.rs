@@ -47,6 +47,7 @@ pub use phase::{Phase, pod_phase};
 use crate::api_error::ApiError;
 use crate::auth::Authenticator;
 use crate::meta;
+use crate::meta::At;
 use crate::net::{ClusterNet, PodNet};
 use crate::resources::{NameRule, ResourceType};
 use crate::services::ServiceTable;
@@ -347,10 +348,10 @@ fn count_active(active: &mut [usize], e: &mut PodEntry) {
 /// The grace period for stopping a pod's processes: the deletion's, else the spec's.
 fn grace_period(pod: &Value) -> Duration {
     let secs = pod
-        .pointer("/metadata/deletionGracePeriodSeconds")
+        .at("/metadata/deletionGracePeriodSeconds")
         .and_then(Value::as_i64)
         .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
+            pod.at("/spec/terminationGracePeriodSeconds")
                 .and_then(Value::as_i64)
         })
         .unwrap_or(30)
@@ -372,7 +373,7 @@ fn container_spec(pod: &Value, cref: CRef) -> Option<&Value> {
         Section::Init => "initContainers",
         Section::Main => "containers",
     };
-    pod.pointer(&format!("/spec/{field}/{}", cref.index))
+    pod.at(&format!("/spec/{field}/{}", cref.index))
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -625,7 +626,7 @@ impl Kubelet {
             meta::name(pod).to_string(),
         );
         let node = pod
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
         if node.is_empty() {
@@ -653,7 +654,7 @@ impl Kubelet {
             return;
         };
         // A kubelet never reruns a pod that already finished (e.g. seen again after a restart).
-        let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+        let phase = pod.at("/status/phase").and_then(Value::as_str);
         if matches!(phase, Some("Succeeded" | "Failed")) {
             return;
         }
@@ -856,7 +857,7 @@ impl Kubelet {
             // When to look at the pod again, if nothing happens to it before.
             if e.delete_requested || e.has_process {
                 wakeups.wake(uid);
-            } else if !(e.machine.is_finished() && !e.machine.is_changed()) {
+            } else if !e.machine.is_finished() || e.machine.is_changed() {
                 match e.machine.quiet_until() {
                     Some(until) => wakeups.wake_at(uid, until),
                     None => wakeups.wake(uid),

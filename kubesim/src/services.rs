@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use crate::api_error::ApiError;
 use crate::meta;
+use crate::meta::At;
 use crate::net::names::ServiceRecord;
 use crate::resources::ResourceType;
 use crate::store::{DeleteOpts, EventType, Part, Store, WatchFrom, WriteOpts};
@@ -124,7 +125,9 @@ const SHARDS_PER_GROUP: usize = 64;
 
 impl Default for ServiceTable {
     fn default() -> Self {
-        let group = Arc::new(vec![Arc::new(Shard::new()); SHARDS_PER_GROUP]);
+        // Every slot starts as the one empty shard; a write replaces its own slot.
+        let empty = Arc::new(Shard::new());
+        let group = Arc::new(vec![empty; SHARDS_PER_GROUP]);
         ServiceTable {
             groups: vec![group; GROUPS],
         }
@@ -190,7 +193,7 @@ fn port_u16(v: Option<&Value>) -> Option<u16> {
 }
 
 fn service_ports(svc: &Value) -> Vec<(ServicePort, Value)> {
-    svc.pointer("/spec/ports")
+    svc.at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -217,7 +220,7 @@ fn resolve_target(pod: &Value, target: &Value) -> Option<u16> {
     match target {
         Value::Number(_) => port_u16(Some(target)),
         Value::String(s) => s.parse().ok().or_else(|| {
-            pod.pointer("/spec/containers")
+            pod.at("/spec/containers")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -235,7 +238,7 @@ fn resolve_target(pod: &Value, target: &Value) -> Option<u16> {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
+    pod.at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -246,7 +249,7 @@ fn is_ready(pod: &Value) -> bool {
 }
 
 fn selector_matches(selector: &serde_json::Map<String, Value>, pod: &Value) -> bool {
-    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let labels = pod.at("/metadata/labels").and_then(Value::as_object);
     selector
         .iter()
         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
@@ -257,12 +260,12 @@ fn selector_matches(selector: &serde_json::Map<String, Value>, pod: &Value) -> b
 pub fn service_entry(svc: &Value, pods: &[&Value], endpoints: Option<&Value>) -> ServiceEntry {
     let ports = service_ports(svc);
     let cluster_ip = svc
-        .pointer("/spec/clusterIP")
+        .at("/spec/clusterIP")
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok());
     let name = meta::name(svc).to_string();
     let selector = svc
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty());
     let backends = match selector {
@@ -271,17 +274,17 @@ pub fn service_entry(svc: &Value, pods: &[&Value], endpoints: Option<&Value>) ->
             .filter(|p| selector_matches(sel, p))
             .filter(|p| {
                 !matches!(
-                    p.pointer("/status/phase").and_then(Value::as_str),
+                    p.at("/status/phase").and_then(Value::as_str),
                     Some("Succeeded" | "Failed")
                 )
             })
             .filter_map(|p| {
                 let ip: Ipv4Addr = p
-                    .pointer("/status/podIP")
+                    .at("/status/podIP")
                     .and_then(Value::as_str)?
                     .parse()
                     .ok()?;
-                let spec_str = |f: &str| p.pointer(&format!("/spec/{f}")).and_then(Value::as_str);
+                let spec_str = |f: &str| p.at(&format!("/spec/{f}")).and_then(Value::as_str);
                 Some(Backend {
                     ip,
                     ready: is_ready(p),
@@ -429,7 +432,7 @@ pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
         })
         .collect();
     let labels = svc
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .cloned()
         .unwrap_or_else(|| json!({}));
     let mut ep = json!({
@@ -447,7 +450,7 @@ pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
 /// below the 100 endpoints a slice holds by default).
 pub fn endpoint_slice(svc: &Value, entry: &ServiceEntry) -> Value {
     let mut labels = svc
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -579,19 +582,19 @@ struct Controller {
     tx: watch::Sender<Arc<ServiceTable>>,
 }
 
-/// The Endpoints and EndpointSlice last written for a Service, and what they were built from.
+/// What the Endpoints and EndpointSlice last written for a Service were built from.
 struct Written {
     /// The Service object (as the event log shares it) and its entry: the same two build the
-    /// same objects, so a pod change that leaves the entry as it was costs no rebuild.
+    /// same objects, so a pod change that leaves the entry as it was costs no rebuild. (The
+    /// objects themselves are not kept: the store keeps them, and answers a write that
+    /// changes nothing without an event.)
     svc: Arc<Value>,
     entry: ServiceEntry,
-    endpoints: Value,
-    slice: Value,
 }
 
 /// A Service's non-empty selector.
 fn selector_of(svc: &Value) -> Option<&serde_json::Map<String, Value>> {
-    svc.pointer("/spec/selector")
+    svc.at("/spec/selector")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty())
 }
@@ -606,7 +609,7 @@ fn selector_keys(ns: &str, selector: &serde_json::Map<String, Value>) -> Vec<Lab
 
 /// The labels of an object, as index keys.
 fn label_keys(ns: &str, obj: &Value) -> Vec<LabelKey> {
-    obj.pointer("/metadata/labels")
+    obj.at("/metadata/labels")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
@@ -735,7 +738,7 @@ impl Controller {
                 };
                 if !deleted
                     && let Some(old) = &old
-                    && old.pointer("/metadata/labels") == obj.pointer("/metadata/labels")
+                    && old.at("/metadata/labels") == obj.at("/metadata/labels")
                 {
                     // Most pod changes are status changes: the same Services, the same index.
                     for label in label_keys(ns, obj) {
@@ -777,10 +780,10 @@ impl Controller {
                 }
                 // Our own writes come back here: a Service with a selector takes its entry
                 // from the pods, so only the Endpoints of one without a selector matter.
-                if !self
+                if self
                     .services
                     .get(&key)
-                    .is_some_and(|s| selector_of(s).is_some())
+                    .is_none_or(|s| selector_of(s).is_none())
                 {
                     dirty.insert(key);
                 }
@@ -863,14 +866,6 @@ impl Controller {
         }
         let ep = endpoints_object(svc, entry);
         let slice = endpoint_slice(svc, entry);
-        if let Some(w) = self.written.get_mut(key)
-            && w.endpoints == ep
-            && w.slice == slice
-        {
-            w.svc = Arc::clone(svc);
-            w.entry = entry.clone();
-            return;
-        }
         let ok = self.upsert(&self.ep_rt, &key.0, &key.1, &ep, &["subsets"])
             && self.upsert(
                 &self.slice_rt,
@@ -885,8 +880,6 @@ impl Controller {
                 Written {
                     svc: Arc::clone(svc),
                     entry: entry.clone(),
-                    endpoints: ep,
-                    slice,
                 },
             );
         }
@@ -918,7 +911,7 @@ impl Controller {
                             }
                         }
                     }
-                    if let Some(labels) = obj.pointer("/metadata/labels") {
+                    if let Some(labels) = obj.at("/metadata/labels") {
                         next["metadata"]["labels"] = labels.clone();
                     }
                     Ok(next)

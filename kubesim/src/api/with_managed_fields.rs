@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn the_answer_is_the_object_with_the_list_in_its_metadata_byte_for_byte() {
-        let entries = vec![json!({"manager": "m", "operation": "Update"})];
+        let entries = [json!({"manager": "m", "operation": "Update"})];
         for object in [
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "uid": "u", "labels": {"x": "y"}}, "spec": {}}),
             json!({"metadata": {"annotations": {}, "generation": 1}}),

@@ -12,6 +12,7 @@ use super::image::ImageRun;
 use super::machine::{CRef, Section};
 use super::{HOST_IP, Kubelet, PodEntry, State, atomic, env, error_chain, volumes};
 use crate::auth::{Authenticator, BoundPod, IssueError, TokenSpec};
+use crate::meta::At;
 use crate::net::addr::NODE_IP;
 use crate::net::names::{PodHosts, hosts_file, resolv_conf};
 use crate::net::ns::FileView;
@@ -165,7 +166,7 @@ impl Kubelet {
     pub(super) fn automounts(&self, e: &PodEntry) -> bool {
         let sa = service_account_name(&e.pod);
         e.pod
-            .pointer("/spec/automountServiceAccountToken")
+            .at("/spec/automountServiceAccountToken")
             .and_then(Value::as_bool)
             .or_else(|| {
                 self.store
@@ -379,7 +380,7 @@ impl Kubelet {
             working_dir,
             hostname: PodHosts::of(&e.pod, &e.ip).hostname.to_string(),
             read_only_root: container
-                .pointer("/securityContext/readOnlyRootFilesystem")
+                .at("/securityContext/readOnlyRootFilesystem")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         }
@@ -452,7 +453,7 @@ pub(super) struct PodToken {
 
 /// The pod's service account (`default` when it names none).
 pub(super) fn service_account_name(pod: &Value) -> &str {
-    pod.pointer("/spec/serviceAccountName")
+    pod.at("/spec/serviceAccountName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .unwrap_or("default")

@@ -9,6 +9,7 @@ use super::recorder::PodEvent;
 use super::{Kubelet, State};
 use crate::api_error::ApiError;
 use crate::meta;
+use crate::meta::At;
 use crate::store::{Part, WriteOpts};
 
 impl Kubelet {
@@ -36,7 +37,7 @@ impl Kubelet {
             .map(|n| {
                 self.store
                     .get_shared("", "nodes", "", &n.name)
-                    .and_then(|o| o.pointer("/metadata/labels").cloned())
+                    .and_then(|o| o.at("/metadata/labels").cloned())
                     .unwrap_or(Value::Null)
             })
             .collect();
@@ -47,7 +48,7 @@ impl Kubelet {
             let selector = self
                 .store
                 .get_shared("", "pods", &ns, &name)
-                .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
+                .and_then(|p| p.at("/spec/nodeSelector").cloned())
                 .and_then(|s| s.as_object().cloned())
                 .unwrap_or_default();
             let fits = |i: usize| selector.iter().all(|(k, v)| labels[i].get(k) == Some(v));
@@ -65,7 +66,7 @@ impl Kubelet {
                 &WriteOpts::default(),
                 |cur| {
                     let bound = cur
-                        .pointer("/spec/nodeName")
+                        .at("/spec/nodeName")
                         .and_then(Value::as_str)
                         .is_some_and(|n| !n.is_empty());
                     if meta::uid(cur) != uid || bound || meta::is_deleting(cur) {
@@ -129,7 +130,7 @@ impl Kubelet {
             &WriteOpts::default(),
             |cur| {
                 let conditions = cur
-                    .pointer("/status/conditions")
+                    .at("/status/conditions")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();

@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 use serde_json::Value;
 
 use super::addr::{CLUSTER_DOMAIN, DNS_SERVICE_IP};
+use crate::meta::At;
 
 /// What a pod's hosts file says about one Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl<'a> PodHosts<'a> {
     /// The hosts fields of `pod` at `ip`.
     pub fn of(pod: &'a Value, ip: &'a str) -> PodHosts<'a> {
         let spec = |f: &str| {
-            pod.pointer(&format!("/spec/{f}"))
+            pod.at(&format!("/spec/{f}"))
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
         };
@@ -53,7 +54,7 @@ impl<'a> PodHosts<'a> {
             hostname: spec("hostname").unwrap_or_else(|| crate::meta::name(pod)),
             subdomain: spec("subdomain"),
             host_aliases: pod
-                .pointer("/spec/hostAliases")
+                .at("/spec/hostAliases")
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or(&[]),
@@ -164,7 +165,7 @@ pub fn service_env(
         let ns = crate::meta::meta_str(s, "namespace");
         let name = crate::meta::name(s);
         let ip = s
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
         if ip.is_empty() || ip == "None" {
@@ -179,11 +180,11 @@ pub fn service_env(
     let mut out = Vec::new();
     for (name, s) in chosen {
         let ip = s
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
         let ports: Vec<&Value> = s
-            .pointer("/spec/ports")
+            .at("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
