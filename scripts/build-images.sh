@@ -3,9 +3,11 @@
 # release binaries from cargo, the root filesystem from images/rootfs.sh (Debian's libc6,
 # libgcc-s1, ca-certificates and base-files, nothing else), the image with umoci.
 #
-#   scripts/build-images.sh [--no-build] [--out DIR] [--debs DIR]
+#   scripts/build-images.sh [--no-build] [--bin-dir DIR] [--out DIR] [--debs DIR]
 #
 # --no-build  use the release binaries already in the target folder (CI builds them first)
+# --bin-dir DIR  take the binaries from DIR instead of the target folder's release/ (the test
+#             command's one build; an image to push is built from release binaries)
 # --out DIR   where the images go (default: target/images); each image is an OCI layout,
 #             DIR/spark-submitter and DIR/spark-operator, tagged with the crate version, plus an
 #             OCI archive of it (DIR/spark-submitter-VERSION.oci.tar)
@@ -20,9 +22,11 @@ cd "$(dirname "$0")/.."
 build=1
 out=""
 debs=""
+bin_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
+    --bin-dir) bin_dir=$2; shift ;;
     --out) out=$2; shift ;;
     --debs) debs=$2; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -33,6 +37,7 @@ done
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 out="${out:-$target/images}"
 debs="${debs:-$out/debs}"
+bin_dir="${bin_dir:-$target/release}"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
 for tool in umoci dpkg-deb readelf apt-get; do
@@ -76,7 +81,7 @@ images=(
 )
 for entry in "${images[@]}"; do
   read -r image binary description <<<"$entry"
-  bin="$target/release/$binary"
+  bin="$bin_dir/$binary"
   [ -x "$bin" ] || { echo "$bin is missing: build it, or drop --no-build" >&2; exit 1; }
   layout="$out/$image"
   rootfs="$out/$image.rootfs"

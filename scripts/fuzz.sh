@@ -7,8 +7,25 @@
 # A crash fails the run, and its input is copied to fuzz/regressions/<target>/: commit it with the
 # fix, and fuzz/tests/corpus.rs replays it as an ordinary test from then on. Hangs are reported,
 # not failed (a loaded CI machine makes AFL's timeouts unreliable). FUZZ_TARGETS narrows the run.
+#
+# This is the campaign, run on demand (installs cargo-afl and AFL++ the first time). The test
+# command runs the cheap part on every run instead: the corpora replayed and a short mutation
+# smoke, uninstrumented (fuzz/tests/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# cargo-afl, and AFL++ built for this rustc (cargo-afl keeps one build per compiler version under
+# ~/.local/share/afl.rs).
+if ! cargo afl --version >/dev/null 2>&1; then
+  echo "== cargo install cargo-afl"
+  cargo install --locked cargo-afl
+fi
+afl_rustc="rustc-$(rustc -V | awk '{ print $2 "-" substr($3, 2, 7) }')"
+# cargo-afl keeps its runtime per rustc and per afl.rs version (…/rustc-X/afl.rs-Y/afl-llvm).
+if ! compgen -G "${XDG_DATA_HOME:-$HOME/.local/share}/afl.rs/$afl_rustc/*/afl-llvm" >/dev/null; then
+  echo "== cargo afl config --build ($afl_rustc)"
+  cargo afl config --build
+fi
 
 seconds="${FUZZ_SECONDS:-20}"
 read -r -a targets <<<"${FUZZ_TARGETS:-argv template_merge properties policy agent_body operator_spec submit_body}"

@@ -54,19 +54,6 @@ if ! python3 -c 'import helm_sdkpy' >/dev/null 2>&1; then
   python3 -m pip install -q --disable-pip-version-check --ignore-requires-python helm-sdkpy
 fi
 
-# Coverage-guided fuzzing on stable Rust (scripts/fuzz.sh): cargo-afl, and AFL++ built for this
-# rustc (cargo-afl keeps one build per compiler version under ~/.local/share/afl.rs).
-if ! cargo afl --version >/dev/null 2>&1; then
-  echo "== cargo install cargo-afl"
-  cargo install --locked cargo-afl
-fi
-afl_rustc="rustc-$(rustc -V | awk '{ print $2 "-" substr($3, 2, 7) }')"
-# cargo-afl keeps its runtime per rustc and per afl.rs version (…/rustc-X/afl.rs-Y/afl-llvm).
-if ! compgen -G "${XDG_DATA_HOME:-$HOME/.local/share}/afl.rs/$afl_rustc/*/afl-llvm" >/dev/null; then
-  echo "== cargo afl config --build ($afl_rustc)"
-  cargo afl config --build
-fi
-
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "(cargo-nextest not found: falling back to cargo test)"
 fi

@@ -8,30 +8,58 @@ export CARGO_TERM_COLOR=never
 # A one-shot build: incremental state would only cost disk (several GB) and time.
 export CARGO_INCREMENTAL=0
 
+# Each stage's wall time, printed as a table when the run ends, failed or not.
+stage_names=()
+stage_seconds=()
+stage_started=$SECONDS
+stage() {
+  stage_done
+  stage_names+=("$1")
+  stage_started=$SECONDS
+  echo "== $1"
+}
+stage_done() {
+  if [ ${#stage_names[@]} -gt ${#stage_seconds[@]} ]; then
+    stage_seconds+=($((SECONDS - stage_started)))
+  fi
+}
+stage_table() {
+  local status=$?
+  stage_done
+  echo "== stage times ($( [ "$status" -eq 0 ] && echo passed || echo "FAILED in the last stage" ))"
+  local i
+  for i in "${!stage_names[@]}"; do
+    printf '%6d s  %3d:%02d  %s\n' "${stage_seconds[$i]}" $((stage_seconds[i] / 60)) \
+      $((stage_seconds[i] % 60)) "${stage_names[$i]}"
+  done
+  printf '%6d s  %3d:%02d  %s\n' "$SECONDS" $((SECONDS / 60)) $((SECONDS % 60)) "in all"
+}
+trap stage_table EXIT
+
+stage "install what is missing"
 bash scripts/install-deps.sh
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo build (release binaries used by the Python and Spark tests, and the images)"
-# One build for every release binary the later steps run (the benchmark's too): built together,
-# their dependencies are compiled once, with one set of features.
-cargo build --release -p kubesim -p submitter -p operator -p sandbox -p bench \
-  --bin kubesim --bin submitter --bin operator --bin bench \
-  --example scale_bench --example store_bench
-echo "== cargo test"
+# One build for everything that follows, in the `ci` profile (Cargo.toml): the tests, every
+# binary and example, and the benchmark. The Python, Airflow, image and benchmark stages run these
+# binaries; building the tests in `dev` and the binaries again in `release` took two builds.
+bin_dir="${CARGO_TARGET_DIR:-$PWD/target}/ci"
+stage "cargo build --profile ci (every binary and example; the tests' build below reuses it)"
+cargo build --profile ci --workspace --bins --examples
+stage "cargo nextest (every Rust test; the fuzz targets' corpora and a mutation smoke among them)"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
-  cargo test --workspace --doc
+  cargo nextest run --workspace --cargo-profile ci --no-fail-fast
+  stage "cargo test --doc"
+  cargo test --workspace --doc --profile ci
 else
-  cargo test --workspace --no-fail-fast
+  cargo test --workspace --profile ci --no-fail-fast
 fi
-echo "== fuzzing (cargo-afl; each target bounded, about 3 minutes in all; see docs/fuzzing.md)"
-bash scripts/fuzz.sh
-echo "== benchmarks, quick mode (asserts that they ran and wrote their report, never timings)"
+stage "benchmarks, quick mode (asserts that they ran and wrote their report, never timings)"
 bench_out=$(mktemp -d)
-"${CARGO_TARGET_DIR:-$PWD/target}/release/bench" --quick --no-build --out "$bench_out/benchmarks.md"
+"$bin_dir/bench" --quick --bin-dir "$bin_dir" --out "$bench_out/benchmarks.md"
 test -s "$bench_out/benchmarks.md"
 grep -q '^## The submitter at ' "$bench_out/benchmarks.md"
 grep -q '^| fresh\|^| create pods' "$bench_out/benchmarks.md"
@@ -39,14 +67,15 @@ grep -q 'At 100 apps, polling / watching' "$bench_out/benchmarks.md"
 grep -q '^| commit ' "$bench_out/benchmarks.md"
 test -s "$bench_out/benchmarks/throughput.png"
 rm -rf "$bench_out"
-echo "== python tests (real kubernetes client, real spark-submit)"
-export SUBMITTER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/submitter"
-# The recovery agent: the operator binary the Rust tests above just built.
-export AGENT_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/operator"
-KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" python3 -m pytest -q tests/python
+stage "python tests (real kubernetes client, real spark-submit)"
+# The binaries of the one build: the images, the chart's install and the recovery agent too.
+export BIN_DIR="$bin_dir"
+export SUBMITTER_BIN="$bin_dir/submitter"
+export AGENT_BIN="$bin_dir/operator"
+export KUBESIM_BIN="$bin_dir/kubesim"
+python3 -m pytest -q tests/python
 
 # --- Airflow provider (clients/airflow): real apache-airflow from .venv-airflow (install-deps.sh),
 # a small Airflow deployment on SQLite, the submitter over mTLS, kubesim; see docs/airflow.md.
-echo "== airflow provider tests (real Airflow, submitter over mTLS, kubesim)"
-KUBESIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/kubesim" \
-  .venv-airflow/bin/python -m pytest -q clients/airflow/tests
+stage "airflow provider tests (real Airflow, submitter over mTLS, kubesim)"
+.venv-airflow/bin/python -m pytest -q clients/airflow/tests

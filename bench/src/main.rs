@@ -29,6 +29,11 @@ struct Cli {
     /// Do not build the release binaries first.
     #[arg(long)]
     no_build: bool,
+    /// Run the binaries of this folder instead of the release folder, without building (the
+    /// test command's one build: its figures are not release figures, only proof that every
+    /// benchmark runs and writes its report).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
     /// Client counts of the submitter's load (default: 1…1,024; quick: 1, 8, 64).
     #[arg(long, value_delimiter = ',')]
     clients: Vec<usize>,
@@ -85,10 +90,15 @@ fn main() -> anyhow::Result<()> {
             .map(|a| format!(" {a}"))
             .collect::<String>()
     );
-    if !cli.no_build {
-        procs::build_binaries()?;
-    }
-    let bin_dir = procs::release_dir();
+    let bin_dir = match &cli.bin_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            if !cli.no_build {
+                procs::build_binaries()?;
+            }
+            procs::release_dir()
+        }
+    };
     let dir = tempfile::tempdir()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let mut config = if cli.quick {

@@ -23,6 +23,31 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use submission::api::SubmitRequest;
 
+/// A target's property: panics when the input breaks it.
+pub type Property = fn(&[u8]);
+
+/// Every target, by the name of its binary and corpus folder, with its property.
+pub const TARGETS: [(&str, Property); 7] = [
+    ("argv", argv),
+    ("template_merge", template_merge),
+    ("properties", properties),
+    ("policy", policy),
+    ("agent_body", agent_body),
+    ("operator_spec", operator_spec),
+    ("submit_body", submit_body),
+];
+
+/// The files under `dir`, sorted (none when it does not exist): a target's committed corpus
+/// (`fuzz/corpus/<target>`) or its regressions (`fuzz/regressions/<target>`).
+pub fn inputs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|path| path.is_file());
+    files.sort();
+    files
+}
+
 /// The arguments of a small, valid cluster-mode application (before its primary resource).
 const BASE_ARGS: [&str; 10] = [
     "--master",

@@ -4,27 +4,7 @@
 
 use std::path::Path;
 
-type Property = fn(&[u8]);
-
-const TARGETS: [(&str, Property); 7] = [
-    ("argv", fuzz::argv),
-    ("template_merge", fuzz::template_merge),
-    ("properties", fuzz::properties),
-    ("policy", fuzz::policy),
-    ("agent_body", fuzz::agent_body),
-    ("operator_spec", fuzz::operator_spec),
-    ("submit_body", fuzz::submit_body),
-];
-
-/// The files under `dir`, sorted (none when it does not exist).
-fn inputs(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|path| path.is_file());
-    files.sort();
-    files
-}
+use fuzz::{TARGETS, inputs};
 
 #[test]
 fn every_corpus_and_regression_input_keeps_its_property() {

@@ -26,12 +26,10 @@ use thiserror::Error;
 use crate::crd::{SparkApplication, SparkApplicationSpec, SparkPodSpec};
 use crate::defaults::with_defaults;
 use crate::labels;
+use crate::names::{DRIVER_POD_NAME_CONF, driver_pod_name};
 use crate::progress_store::Scope;
 use crate::recovery::{self, DriverRecovery, RecoverySettings};
 use crate::unsupported::{message, unsupported_fields};
-
-/// The conf that names the driver pod.
-pub const DRIVER_POD_NAME_CONF: &str = "spark.kubernetes.driver.pod.name";
 
 /// One submission: the request body for the submitter, plus the driver pod name for status.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,22 +127,6 @@ impl BuildArgsError {
             BuildArgsError::Encode { .. } => "encode",
         }
     }
-}
-
-/// The driver pod's name: `spec.driver.podName`, else `sparkConf`'s
-/// `spark.kubernetes.driver.pod.name`, else `<app>-driver`.
-pub fn driver_pod_name(app_name: &str, spec: &SparkApplicationSpec) -> String {
-    if let Some(name) = spec.driver.pod_name.as_deref().filter(|n| !n.is_empty()) {
-        return name.to_owned();
-    }
-    if let Some(name) = spec
-        .spark_conf
-        .get(DRIVER_POD_NAME_CONF)
-        .filter(|n| !n.is_empty())
-    {
-        return name.clone();
-    }
-    format!("{app_name}-driver")
 }
 
 /// `k8s://https://HOST:PORT` from the in-cluster service variables, bracketing IPv6 hosts.

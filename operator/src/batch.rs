@@ -50,6 +50,11 @@ fn scheduler(spec: &SparkApplicationSpec) -> Option<&str> {
     spec.batch_scheduler.as_deref().filter(|s| !s.is_empty())
 }
 
+/// Whether the batch scheduler of `spec` reads a PodGroup ([`pod_group`] builds it).
+pub fn makes_pod_group(spec: &SparkApplicationSpec) -> bool {
+    matches!(scheduler(spec), Some(VOLCANO | KUBE_SCHEDULER))
+}
+
 fn volcano_group(name: &str) -> String {
     format!("spark-{name}-pg")
 }

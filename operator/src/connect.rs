@@ -26,8 +26,10 @@ use submission::meta::labels::{EXECUTOR_ROLE, SPARK_ROLE, SPARK_VERSION};
 use thiserror::Error;
 
 use crate::crd::{SparkConnect, SparkConnectState, SparkConnectStatus};
-use crate::labels::{CONNECT_NAME, CONNECT_SERVER_ROLE, LAUNCHED_BY_SPARK_OPERATOR};
-use crate::ui::CREATED_BY_LABEL;
+use crate::labels::{
+    CONNECT_NAME, CONNECT_SERVER_ROLE, CREATED_BY_LABEL, LAUNCHED_BY_SPARK_OPERATOR,
+};
+use crate::names::DRIVER_POD_NAME_CONF;
 
 /// The Spark Connect server's gRPC port.
 pub const CONNECT_PORT: i32 = 15002;
@@ -247,7 +249,7 @@ pub fn server_args(conn: &SparkConnect, master: &str) -> Result<Vec<String>, Bui
     conf("spark.kubernetes.executor.container.image", &executor_image);
     // The user's confs first, so that what the operator sets below wins (the last --conf does).
     for (key, value) in conn.spec.spark_conf.iter().flatten() {
-        if key != "spark.kubernetes.driver.pod.name" {
+        if key != DRIVER_POD_NAME_CONF {
             conf(key, value);
         }
     }
@@ -289,7 +291,7 @@ pub fn server_args(conn: &SparkConnect, master: &str) -> Result<Vec<String>, Bui
         "spark.driver.blockManager.port",
         &BLOCK_MANAGER_PORT.to_string(),
     );
-    conf("spark.kubernetes.driver.pod.name", &server_pod_name(conn));
+    conf(DRIVER_POD_NAME_CONF, &server_pod_name(conn));
     // Its executors.
     let executor_label = |key: &str| format!("spark.kubernetes.executor.label.{key}");
     conf(&executor_label(LAUNCHED_BY_SPARK_OPERATOR), "true");

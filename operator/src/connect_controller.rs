@@ -24,11 +24,11 @@ use thiserror::Error;
 use tracing::{info, instrument, warn};
 
 use crate::connect::{self, Observed};
-use crate::controller::{ParentWatches, WatchOf, parent_watches};
 use crate::crd::SparkConnect;
 use crate::labels::CONNECT_NAME;
 use crate::metrics::Metrics;
 use crate::reconciler::Health;
+use crate::watches::{ParentWatches, WatchOf, parent_watches};
 
 /// How soon to look again after a status write lost a race (409).
 const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);

@@ -25,17 +25,13 @@ use http::StatusCode;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use std::fmt::Debug;
-
-use k8s_openapi::NamespaceResourceScope;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
 use kube_runtime::events::Reporter;
 use kube_runtime::reflector;
-use kube_runtime::watcher::{self, Event as WatchEvent};
-use serde::de::DeserializeOwned;
+use kube_runtime::watcher::{self};
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -50,10 +46,11 @@ use crate::progress_store::ProgressStore;
 use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
 use crate::reconciler::kube::KubeEffects;
-use crate::reconciler::{Health, Reconciler, WatchHealth, error_policy, observe, reconcile};
+use crate::reconciler::{Health, Reconciler, error_policy, observe, reconcile};
 use crate::recovery::{RecoverySettings, StoreKind};
 use crate::scheduled_controller::{self, ScheduleClock};
 use crate::state_machine::Settings;
+use crate::watches::{scoped_api, track, watcher};
 
 /// The field manager of everything the operator applies, and its event reporter name.
 pub const MANAGER: &str = "spark-operator";
@@ -179,123 +176,6 @@ async fn install_one_crd(client: &Client, crd: CustomResourceDefinition) -> Resu
 
 /// How long start-up waits for the applied CRD to be served.
 const CRD_ESTABLISHED_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Updates a new stream of `watches` from a watch's events; logs its errors (the watcher retries
-/// them).
-pub(crate) fn track<K>(
-    watches: &WatchHealth,
-    metrics: Arc<Metrics>,
-    resource: &'static str,
-    namespace: Option<String>,
-) -> impl Fn(&Result<WatchEvent<K>, watcher::Error>) + use<K> {
-    let stream = watches.stream();
-    move |event| match event {
-        Ok(event) => stream.on_event(matches!(event, WatchEvent::InitDone)),
-        Err(error) => {
-            if stream.on_error() {
-                metrics.watch_restart(resource);
-            }
-            warn!(resource, namespace = ?namespace, error = %error_chain(error), "watch failed; retrying with backoff");
-        }
-    }
-}
-
-/// Which watch: its health stream and its resource's name in logs and metrics.
-pub(crate) struct WatchOf<'a> {
-    pub health: &'a WatchHealth,
-    pub resource: &'static str,
-}
-
-/// A kind's watch and the watch of its children (the objects carrying `child_label`), each
-/// feeding a reflector cache without managed fields: the shape of the schedule and Spark
-/// Connect controllers, in one namespace or (`None`) all.
-pub(crate) struct ParentWatches<P, C>
-where
-    P: Resource<DynamicType = ()> + 'static,
-    C: Resource<DynamicType = ()> + 'static,
-{
-    pub parents: BoxStream<'static, Result<P, watcher::Error>>,
-    pub parent_reader: reflector::Store<P>,
-    pub children: BoxStream<'static, Result<C, watcher::Error>>,
-    pub child_reader: reflector::Store<C>,
-}
-
-/// A namespaced kind the operator watches into a reflector cache.
-pub(crate) trait Watched:
-    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Watched for K where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
-pub(crate) fn parent_watches<P: Watched, C: Watched>(
-    client: &Client,
-    namespace: Option<&str>,
-    (parent, child): (WatchOf<'_>, WatchOf<'_>),
-    child_label: &str,
-    metrics: &Arc<Metrics>,
-) -> ParentWatches<P, C> {
-    let owned = namespace.map(str::to_owned);
-    let (parent_reader, parent_writer) = reflector::store();
-    let parents = watcher::watcher(
-        scoped_api::<P>(client, namespace),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(|o| o.meta_mut().managed_fields = None)
-    .reflect(parent_writer)
-    .inspect(track(
-        parent.health,
-        metrics.clone(),
-        parent.resource,
-        owned.clone(),
-    ))
-    .applied_objects()
-    .boxed();
-    let (child_reader, child_writer) = reflector::store();
-    let children = watcher::watcher(
-        scoped_api::<C>(client, namespace),
-        watcher::Config::default().labels(child_label),
-    )
-    .default_backoff()
-    .modify(|o| o.meta_mut().managed_fields = None)
-    .reflect(child_writer)
-    .inspect(track(child.health, metrics.clone(), child.resource, owned))
-    .touched_objects()
-    .boxed();
-    ParentWatches {
-        parents,
-        parent_reader,
-        children,
-        child_reader,
-    }
-}
-
-/// The API of `K` in `namespace`, or in all namespaces.
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
 
 /// One namespace's (or all namespaces') two watch streams and their caches.
 struct Streams {
@@ -557,16 +437,6 @@ async fn control<S>(
             })
     });
     futures::future::join_all(controllers).await;
-}
-
-fn watcher<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = Result<WatchEvent<K>, watcher::Error>> + Send
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    watcher::watcher(api, config)
 }
 
 /// `/healthz` (the process answers), `/readyz` (both watches synced and connected) and

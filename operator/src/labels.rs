@@ -9,6 +9,10 @@ pub const APP_NAME: &str = "sparkoperator.k8s.io/app-name";
 /// On driver and executor pods: `true`.
 pub const LAUNCHED_BY_SPARK_OPERATOR: &str = "sparkoperator.k8s.io/launched-by-spark-operator";
 
+/// On the Services, Ingresses and ConfigMaps the operator creates for an application or a
+/// SparkConnect: `true` (kubeflow's label).
+pub const CREATED_BY_LABEL: &str = "sparkoperator.k8s.io/created-by-spark-operator";
+
 /// On driver and executor pods: the submission id of the run they belong to.
 pub const SUBMISSION_ID: &str = "sparkoperator.k8s.io/submission-id";
 

@@ -1,21 +1,27 @@
 //! The SparkApplication operator, in two layers.
 //!
-//! The pure core ([`crd`], [`labels`], [`defaults`], [`unsupported`], [`sparkconf`], [`argv`],
-//! [`state_machine`], [`fence`], [`recovery`]): the CRD types, the spec fields we cannot honour,
-//! the `spark-submit` argument vector and inline pod templates for the submitter, the state
-//! machine that decides what to do next, and the fencing rules. No I/O and no clock there: the
-//! callers pass in what they observed and the time.
+//! The pure core ([`crd`], [`labels`], [`names`], [`defaults`], [`unsupported`], [`sparkconf`],
+//! [`argv`], [`state_machine`], [`fence`], [`recovery`], [`batch`], [`monitoring`], [`ui`],
+//! [`dependencies`], [`schedule`], [`connect`]): the CRD types, the names and labels spelled once, the spec fields
+//! we cannot honour, the `spark-submit` argument vector and inline pod templates for the
+//! submitter, the objects a run owns besides its driver, the state machine that decides what to
+//! do next, and the fencing rules. No I/O and no clock there: the callers pass in what they
+//! observed and the time.
 //!
 //! The I/O shells: the [`reconciler`] (observe → decide → execute, its effects behind a trait),
-//! [`controller`] (`operator run`: CRD, watches, kube-runtime's controller, probes), [`leader`],
-//! [`metrics`], the [`progress_store`] backends (Kubernetes, Redis) and the recovery [`agent`]
-//! (`operator agent`).
+//! the watch plumbing (`watches`) the controllers share, [`controller`] (`operator run`: CRD,
+//! watches, kube-runtime's controller, probes) with the [`scheduled_controller`] and
+//! [`connect_controller`] it starts, [`leader`], [`metrics`], the [`progress_store`] backends
+//! (Kubernetes, Redis) and the recovery [`agent`] (`operator agent`).
 
 /// The `SparkApplication` custom resource and its CRD.
 pub mod crd;
 
 /// Label, annotation and container names, spelled once.
 pub mod labels;
+
+/// The driver pod's name, one rule for the argv, the state machine and the PDB.
+pub mod names;
 
 /// The widely used operator's defaulting webhook, as a function.
 pub mod defaults;
@@ -47,6 +53,9 @@ pub mod progress_store;
 /// The reconciler: observe → decide → execute → write status, for one SparkApplication.
 pub mod reconciler;
 
+/// Watch plumbing shared by the controllers: a kind's watch into a reflector cache, its health.
+mod watches;
+
 /// `operator run`: CRD install, watches and caches, the controller, probes.
 pub mod controller;
 
@@ -61,6 +70,10 @@ pub mod monitoring;
 
 /// The Spark UI's Service and Ingresses, as the widely used operator makes them (pure).
 pub mod ui;
+
+/// What a driver depends on, made before it is submitted: PodGroup, monitoring ConfigMap, PDB
+/// (pure).
+pub mod dependencies;
 
 /// `operator run`'s ScheduledSparkApplication controller: watches, caches, runs, status.
 pub mod scheduled_controller;

@@ -125,8 +125,10 @@ struct RunArgs {
 /// Fenced restarts (`spec.restartPolicy.recovery`).
 #[derive(Debug, Args)]
 struct RecoveryArgs {
-    /// State store of fenced restarts: `kubernetes` (one ConfigMap per app), a `redis://` URL,
-    /// or `none` to turn the feature off (apps asking for it then fail with a message).
+    /// State store of fenced restarts: `kubernetes` (one ConfigMap per app), a `redis://` URL
+    /// (one server), a `redis+cluster://host:port,host:port` URL (a Redis Cluster; fences and
+    /// commits wait for a replica, `?wait_replicas=N&wait_timeout_ms=T`), or `none` to turn the
+    /// feature off (apps asking for it then fail with a message).
     #[arg(long, env = "OPERATOR_RECOVERY_STORE", default_value = "kubernetes")]
     recovery_store: RecoveryStore,
     /// Image of the recovery agent sidecar: the operator's own image (entrypoint `operator`).

@@ -13,8 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
 use crate::crd::{NamePath, Port, SparkApplication, SparkApplicationSpec};
-use crate::labels;
-use crate::ui::CREATED_BY_LABEL;
+use crate::labels::{self, CREATED_BY_LABEL};
 
 /// Where the ConfigMap is mounted, and its keys.
 pub const MOUNT_PATH: &str = "/etc/metrics/conf";
@@ -65,8 +64,9 @@ fn has(value: &Option<String>) -> bool {
     value.as_deref().is_some_and(|v| !v.is_empty())
 }
 
-/// Whether the ConfigMap is needed: the spec does not name both files inside the image.
-fn needs_config_map(spec: &SparkApplicationSpec) -> bool {
+/// Whether the ConfigMap is needed: the spec asks for monitoring and does not name both files
+/// inside the image.
+pub fn needs_config_map(spec: &SparkApplicationSpec) -> bool {
     let Some(monitoring) = &spec.monitoring else {
         return false;
     };

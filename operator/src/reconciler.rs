@@ -36,7 +36,7 @@ use crate::progress_store::StoreError;
 use crate::recovery;
 use crate::state_machine::{
     Action, AppView, EventType, FenceOutcome, Observed, ObservedDriver, ObservedExecutor,
-    PendingReason, Settings, SubmissionOutcome, UiMade, decide, submission_attempt,
+    PendingReason, RefusedObject, Settings, SubmissionOutcome, UiMade, decide, submission_attempt,
 };
 use crate::ui::UiSettings;
 use last_write::{CACHE_CATCH_UP, LastWrite, Start, start_from};
@@ -223,14 +223,31 @@ pub trait Effects: Send + Sync {
     /// when the pod does not say (`FailedMount`). `None`: there is none. From a cache.
     fn driver_warning(&self, pod: &str, uid: &str) -> Option<PendingReason>;
 
-    /// Creates the app's UI Service and Ingresses under `settings`, and its driver
-    /// PodDisruptionBudget when the spec asks for one (existing ones are taken as they are).
-    /// `Ok(Err)`: the spec's UI settings cannot be honoured.
-    fn ensure_owned_objects(
+    /// Creates what the app's driver depends on (`crate::dependencies`), in order; those that
+    /// exist are taken as they are. `Ok(Err)`: the API server refused one (the rest are not
+    /// tried); an error: one could not be made for now (a retry may make it).
+    fn ensure_dependencies(
+        &self,
+        app: &SparkApplication,
+    ) -> impl Future<Output = Result<Result<(), RefusedObject>, ReconcileError>> + Send;
+
+    /// Creates the app's UI Service and Ingresses under `settings` (existing ones are taken as
+    /// they are); what the API server refuses is in the answer's `refused`.
+    fn ensure_ui_objects(
         &self,
         app: &SparkApplication,
         settings: &UiSettings,
-    ) -> impl Future<Output = Result<Result<UiMade, String>, ReconcileError>> + Send;
+    ) -> impl Future<Output = Result<UiMade, ReconcileError>> + Send;
+
+    /// Reads the driver pod `pod` live and, when it carries `submission_id` and is not being
+    /// deleted yet, deletes it with its uid as the precondition; absent, or another pod, is
+    /// done.
+    fn stop_driver(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        submission_id: &str,
+    ) -> impl Future<Output = Result<(), ReconcileError>> + Send;
 
     /// Sends the app's submission under the persisted `submission_id`; every failure is an
     /// outcome for `decide`, never an error.
@@ -297,8 +314,20 @@ pub enum ReconcileError {
         #[source]
         source: ::kube::Error,
     },
-    #[error("cannot create the owned object {name}")]
-    EnsureOwnedObjects {
+    #[error("cannot create {object}, which the driver depends on")]
+    EnsureDependencies {
+        object: String,
+        #[source]
+        source: ::kube::Error,
+    },
+    #[error("cannot create the UI object {object}")]
+    EnsureUiObjects {
+        object: String,
+        #[source]
+        source: ::kube::Error,
+    },
+    #[error("cannot read driver pod {name} to stop it")]
+    StopDriver {
         name: String,
         #[source]
         source: ::kube::Error,
@@ -325,7 +354,9 @@ impl ReconcileError {
             ReconcileError::ReadLatest(_) => "read_latest",
             ReconcileError::WriteStatus(_) => "write_status",
             ReconcileError::VerifyDriverAbsent { .. } => "verify_driver_absent",
-            ReconcileError::EnsureOwnedObjects { .. } => "ensure_owned_objects",
+            ReconcileError::EnsureDependencies { .. } => "ensure_dependencies",
+            ReconcileError::EnsureUiObjects { .. } => "ensure_ui_objects",
+            ReconcileError::StopDriver { .. } => "stop_driver",
             ReconcileError::DeleteDriver { .. } => "delete_driver",
             ReconcileError::DeleteApplication(_) => "delete_application",
             ReconcileError::Fence(_) => "fence",
@@ -517,9 +548,11 @@ impl<E: Effects> Reconciler<E> {
                                 observed.submission = None;
                                 observed.driver_absent_verified = false;
                                 observed.fence = None;
-                                // An answer about owned objects is recorded by this write or was
-                                // about a run this status has left.
+                                // Answers about the run's objects and its driver are recorded by
+                                // this write or were about a run this status has left.
+                                observed.dependencies = None;
                                 observed.ui = None;
+                                observed.driver_stopped = false;
                                 again = true;
                             }
                             StatusWrite::Conflict => {
@@ -549,7 +582,15 @@ impl<E: Effects> Reconciler<E> {
                         observed.driver_warning = Some(warning);
                         again = true;
                     }
-                    Action::EnsureOwnedObjects => {
+                    Action::EnsureDependencies => {
+                        let made = self.effects.ensure_dependencies(&app).await?;
+                        if let Err(refused) = &made {
+                            info!(object = %refused.object, "the driver's dependency was refused");
+                        }
+                        observed.dependencies = Some(made);
+                        again = true;
+                    }
+                    Action::EnsureUiObjects => {
                         // For the status as decided: a new run's objects are made before its
                         // SUBMITTED is written, and its Spark application id (which an ingress
                         // URL may name) is in the decision only.
@@ -557,10 +598,19 @@ impl<E: Effects> Reconciler<E> {
                         decided.status = Some(decision.status.clone());
                         observed.ui = Some(
                             self.effects
-                                .ensure_owned_objects(&decided, &self.settings.ui)
+                                .ensure_ui_objects(&decided, &self.settings.ui)
                                 .await?,
                         );
                         made_objects = true;
+                        again = true;
+                    }
+                    Action::StopDriver {
+                        name: pod,
+                        submission_id,
+                    } => {
+                        self.effects.stop_driver(&app, &pod, &submission_id).await?;
+                        info!(pod = %pod, "stopped the driver of a failed run");
+                        observed.driver_stopped = true;
                         again = true;
                     }
                     Action::Submit { submission_id } => {
@@ -608,7 +658,7 @@ impl<E: Effects> Reconciler<E> {
                     Action::Requeue(after) => requeue = min_delay(requeue, after),
                 }
             }
-            // An answer (a submission's, a live read's, a fence's, the owned objects') must reach
+            // An answer (a submission's, a live read's, a fence's, the UI objects') must reach
             // the status before we stop, or the next reconcile would ask again (and create the
             // objects again, to be told they exist).
             let unrecorded = observed.submission.is_some()

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::crd::SparkApplicationSpec;
 use crate::labels;
 use crate::progress_store::Scope;
+use crate::progress_store::redis::url::{ParseRedisUrlError, RedisUrl};
 
 /// The agent's environment: the contract between the pod template written here and
 /// `operator agent` (docs/recovery-agent.md). One definition, in the agent's configuration.
@@ -40,7 +41,8 @@ pub const AGENT_PROBE_COMMAND: [&str; 3] = ["operator", "agent", "probe"];
 pub enum StoreKind {
     /// One ConfigMap per application (the default: needs nothing extra).
     Kubernetes,
-    /// Redis or Redis Cluster at this URL.
+    /// Redis or Redis Cluster at this URL (`redis://…` or `redis+cluster://…`, see
+    /// [`crate::progress_store::redis::url`]); the agent gets the same URL.
     Redis { url: String },
 }
 
@@ -55,7 +57,8 @@ impl StoreKind {
 }
 
 /// `--recovery-store`: where fenced restarts keep their state (`kubernetes`, a `redis://` or
-/// `rediss://` URL), or `none` to turn the feature off.
+/// `rediss://` URL of one server, a `redis+cluster://` or `rediss+cluster://` URL of a Redis
+/// Cluster), or `none` to turn the feature off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecoveryStore {
     /// Fenced restarts are off; applications asking for them fail with a message saying so.
@@ -64,31 +67,46 @@ pub enum RecoveryStore {
     Store(StoreKind),
 }
 
-/// `--recovery-store` is none of `kubernetes`, `none` or a Redis URL.
+/// `--recovery-store` is none of `kubernetes`, `none` or a usable Redis URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} is not a recovery store: expected kubernetes, none or a redis:// URL")]
-pub struct ParseRecoveryStoreError {
-    pub value: String,
+pub enum ParseRecoveryStoreError {
+    /// Neither a store name nor a Redis URL.
+    #[error(
+        "{value:?} is not a recovery store: expected kubernetes, none, or a redis://, rediss://, \
+         redis+cluster:// or rediss+cluster:// URL"
+    )]
+    Unknown { value: String },
+    /// A Redis URL the store cannot use (the message leaves out the URL: it may hold a password;
+    /// the reason is in it because clap shows only the message).
+    #[error("the recovery store's Redis URL is unusable: {0}")]
+    RedisUrl(ParseRedisUrlError),
+}
+
+impl ParseRecoveryStoreError {
+    /// A stable label for tests and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unknown { .. } => "unknown",
+            Self::RedisUrl(_) => "redis_url",
+        }
+    }
 }
 
 impl std::str::FromStr for RecoveryStore {
     type Err = ParseRecoveryStoreError;
 
     fn from_str(value: &str) -> Result<RecoveryStore, ParseRecoveryStoreError> {
-        let has_host = |rest: &str| !rest.is_empty() && !rest.starts_with('/');
         match value {
             "none" => Ok(RecoveryStore::None),
             "kubernetes" => Ok(RecoveryStore::Store(StoreKind::Kubernetes)),
-            url if url
-                .strip_prefix("redis://")
-                .or_else(|| url.strip_prefix("rediss://"))
-                .is_some_and(has_host) =>
-            {
+            url if url.contains("://") && url.starts_with("redis") => {
+                url.parse::<RedisUrl>()
+                    .map_err(ParseRecoveryStoreError::RedisUrl)?;
                 Ok(RecoveryStore::Store(StoreKind::Redis {
                     url: url.to_owned(),
                 }))
             }
-            other => Err(ParseRecoveryStoreError {
+            other => Err(ParseRecoveryStoreError::Unknown {
                 value: other.to_owned(),
             }),
         }
@@ -266,22 +284,32 @@ mod tests {
             Ok(RecoveryStore::Store(StoreKind::Kubernetes))
         );
         assert_eq!(parse("none"), Ok(RecoveryStore::None));
-        for url in ["redis://127.0.0.1:6379/0", "rediss://redis.spark:6380"] {
+        for url in [
+            "redis://127.0.0.1:6379/0",
+            "rediss://redis.spark:6380",
+            "redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
+            "rediss+cluster://user:pw@redis-cluster.spark:6379/?wait_replicas=2",
+        ] {
             assert_eq!(
                 parse(url),
                 Ok(RecoveryStore::Store(StoreKind::Redis { url: url.into() }))
             );
         }
-        for bad in [
-            "",
-            "Kubernetes",
-            "redis",
-            "redis://",
-            "redis:///0",
-            "http://redis:6379",
+        for (bad, kind) in [
+            ("", "unknown"),
+            ("Kubernetes", "unknown"),
+            ("redis", "unknown"),
+            ("http://redis:6379", "unknown"),
+            ("redis://", "redis_url"),
+            ("redis:///0", "redis_url"),
+            ("redis://a:1,b:2", "redis_url"),
+            ("redis+cluster://a:1/2", "redis_url"),
+            ("redis+cluster://a:1?wait_replicas=all", "redis_url"),
         ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
+            assert_eq!(parse(bad).map_err(|e| e.kind()), Err(kind), "{bad:?}");
         }
+        let err = parse("redis+cluster://u:secret@a:1/2").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
     }
 
     #[test]

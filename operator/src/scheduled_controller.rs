@@ -27,12 +27,12 @@ use submission::error_chain::error_chain;
 use thiserror::Error;
 use tracing::{info, instrument, warn};
 
-use crate::controller::{ParentWatches, WatchOf, parent_watches};
 use crate::crd::{ApplicationStateType, ScheduledSparkApplication, SparkApplication};
 use crate::metrics::Metrics;
 use crate::reconciler::Health;
 use crate::reconciler::kube::event_action;
 use crate::schedule::{self, Decision, Run, RunOutcome, SCHEDULED_APP_NAME_LABEL};
+use crate::watches::{ParentWatches, WatchOf, parent_watches};
 
 /// How soon to look again after a status write lost a race (409).
 const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);

@@ -4,8 +4,13 @@
 //! for each of `driverIngressOptions`. Every object is owned by the application, so garbage
 //! collection removes it with the application.
 //!
-//! The driver's PodDisruptionBudget (`driverPodDisruptionBudget: true`) is made in the same pass
-//! ([`driver_pdb`], as kubeflow's `driver_pdb.go`).
+//! They are made after the driver (an ingress URL may name the Spark application id, which comes
+//! with the submitter's answer). What the spec asks for ([`Planned::required`]) the run needs;
+//! what the operator adds on its own (the UI Service and its Ingress) it can run without.
+//!
+//! The driver's PodDisruptionBudget (`driverPodDisruptionBudget: true`, [`driver_pdb`], as
+//! kubeflow's `driver_pdb.go`) is built here too; it is made before the driver, with what else
+//! the driver depends on (`crate::dependencies`).
 //!
 //! Pure: [`plan`] builds the objects; the reconciler creates them and reads back the UI
 //! Service's cluster IP for `status.driverInfo.webUIAddress`.
@@ -20,15 +25,14 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::crd::SparkApplication;
-use crate::labels;
+use crate::labels::{self, CREATED_BY_LABEL};
+use crate::names::driver_pod_name;
 
 /// Spark's UI port, and the conf that moves it.
 pub const DEFAULT_UI_PORT: i32 = 4040;
 pub const UI_PORT_CONF: &str = "spark.ui.port";
 /// The UI Service's port name unless `sparkUIOptions.servicePortName` sets one.
 pub const DEFAULT_UI_PORT_NAME: &str = "spark-driver-ui-port";
-/// On the Services and Ingresses the operator creates (kubeflow's label).
-pub const CREATED_BY_LABEL: &str = "sparkoperator.k8s.io/created-by-spark-operator";
 
 /// What `operator run` was told about the UI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,11 +56,21 @@ impl Default for UiSettings {
     }
 }
 
+/// An object to create, and whether the run needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned<T> {
+    pub object: T,
+    /// The spec asks for it (`driverIngressOptions`: clients reach the driver through it), so
+    /// the run cannot go on without it. Otherwise the operator adds it (the UI Service and its
+    /// Ingress), and the run goes on without it, with a warning condition.
+    pub required: bool,
+}
+
 /// The objects to create, and what the status says of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UiPlan {
-    pub services: Vec<Service>,
-    pub ingresses: Vec<Ingress>,
+    pub services: Vec<Planned<Service>>,
+    pub ingresses: Vec<Planned<Ingress>>,
     /// The UI Service's name and port, when one is made.
     pub ui_service: Option<(String, i32)>,
     /// The UI Ingress's name and URL, when one is made.
@@ -292,7 +306,7 @@ pub fn driver_pdb(app: &SparkApplication) -> Option<PodDisruptionBudget> {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {
-            "name": crate::argv::driver_pod_name(name, &app.spec),
+            "name": driver_pod_name(name, &app.spec),
             "namespace": app.metadata.namespace,
             "labels": {labels::LAUNCHED_BY_SPARK_OPERATOR: "true", labels::APP_NAME: name},
             "ownerReferences": owner(app),
@@ -328,20 +342,23 @@ pub fn plan(app: &SparkApplication, settings: &UiSettings) -> Result<UiPlan, UiE
             Some(o) => o.service_port.unwrap_or(DEFAULT_UI_PORT),
         };
         let service_name = object_name(name, "ui-svc");
-        out.services.push(service(
-            app,
-            ServiceShape {
-                name: service_name.clone(),
-                port_name: options
-                    .and_then(|o| o.service_port_name.clone())
-                    .unwrap_or_else(|| DEFAULT_UI_PORT_NAME.to_owned()),
-                port,
-                target_port: target,
-                service_type: options.and_then(|o| o.service_type.as_deref()),
-                annotations: options.map_or(&empty, |o| &o.service_annotations),
-                labels: options.map_or(&empty, |o| &o.service_labels),
-            },
-        ));
+        out.services.push(Planned {
+            required: false,
+            object: service(
+                app,
+                ServiceShape {
+                    name: service_name.clone(),
+                    port_name: options
+                        .and_then(|o| o.service_port_name.clone())
+                        .unwrap_or_else(|| DEFAULT_UI_PORT_NAME.to_owned()),
+                    port,
+                    target_port: target,
+                    service_type: options.and_then(|o| o.service_type.as_deref()),
+                    annotations: options.map_or(&empty, |o| &o.service_annotations),
+                    labels: options.map_or(&empty, |o| &o.service_labels),
+                },
+            ),
+        });
         out.ui_service = Some((service_name.clone(), port));
         if let Some(format) = settings
             .ingress_url_format
@@ -350,15 +367,18 @@ pub fn plan(app: &SparkApplication, settings: &UiSettings) -> Result<UiPlan, UiE
         {
             let (url, host, path) = ingress_url(format, app)?;
             let ingress_name = object_name(name, "ui-ingress");
-            out.ingresses.push(ingress(
-                app,
-                ingress_name.clone(),
-                (&service_name, port),
-                (&host, &path),
-                options.map_or(&empty, |o| &o.ingress_annotations),
-                options.map_or(&[][..], |o| &o.ingress_tls),
-                settings.ingress_class_name.as_deref(),
-            ));
+            out.ingresses.push(Planned {
+                required: false,
+                object: ingress(
+                    app,
+                    ingress_name.clone(),
+                    (&service_name, port),
+                    (&host, &path),
+                    options.map_or(&empty, |o| &o.ingress_annotations),
+                    options.map_or(&[][..], |o| &o.ingress_tls),
+                    settings.ingress_class_name.as_deref(),
+                ),
+            });
             out.ui_ingress = Some((ingress_name, url));
         }
     }
@@ -367,32 +387,38 @@ pub fn plan(app: &SparkApplication, settings: &UiSettings) -> Result<UiPlan, UiE
             .service_port
             .ok_or(UiError::MissingServicePort { index })?;
         let service_name = format!("{name}-driver-{port}");
-        out.services.push(service(
-            app,
-            ServiceShape {
-                name: service_name.clone(),
-                port_name: options
-                    .service_port_name
-                    .clone()
-                    .unwrap_or_else(|| format!("driver-ing-{port}")),
-                port,
-                target_port: port,
-                service_type: options.service_type.as_deref(),
-                annotations: &options.service_annotations,
-                labels: &options.service_labels,
-            },
-        ));
+        out.services.push(Planned {
+            required: true,
+            object: service(
+                app,
+                ServiceShape {
+                    name: service_name.clone(),
+                    port_name: options
+                        .service_port_name
+                        .clone()
+                        .unwrap_or_else(|| format!("driver-ing-{port}")),
+                    port,
+                    target_port: port,
+                    service_type: options.service_type.as_deref(),
+                    annotations: &options.service_annotations,
+                    labels: &options.service_labels,
+                },
+            ),
+        });
         if !options.ingress_url_format.is_empty() {
             let (_, host, path) = ingress_url(&options.ingress_url_format, app)?;
-            out.ingresses.push(ingress(
-                app,
-                format!("{name}-ing-{port}"),
-                (&service_name, port),
-                (&host, &path),
-                &options.ingress_annotations,
-                &options.ingress_tls,
-                settings.ingress_class_name.as_deref(),
-            ));
+            out.ingresses.push(Planned {
+                required: true,
+                object: ingress(
+                    app,
+                    format!("{name}-ing-{port}"),
+                    (&service_name, port),
+                    (&host, &path),
+                    &options.ingress_annotations,
+                    &options.ingress_tls,
+                    settings.ingress_class_name.as_deref(),
+                ),
+            });
         }
     }
     Ok(out)
@@ -426,7 +452,7 @@ mod tests {
         let plan = plan(&app(json!({})), &UiSettings::default()).unwrap();
         assert_eq!(plan.ui_service, Some(("pi-ui-svc".to_owned(), 4040)));
         assert!(plan.ingresses.is_empty());
-        let service = value(&plan.services[0]);
+        let service = value(&plan.services[0].object);
         assert_eq!(service["metadata"]["name"], "pi-ui-svc");
         assert_eq!(service["metadata"]["ownerReferences"][0]["uid"], "app-uid");
         assert_eq!(service["metadata"]["labels"][CREATED_BY_LABEL], "true");
@@ -457,7 +483,7 @@ mod tests {
             ..UiSettings::default()
         };
         let plan = plan(&a, &settings).unwrap();
-        let service = value(&plan.services[0]);
+        let service = value(&plan.services[0].object);
         assert_eq!(
             service["spec"]["ports"][0],
             json!({"name": "http", "port": 80, "targetPort": 4041, "protocol": "TCP"})
@@ -475,7 +501,11 @@ mod tests {
                 "http://ui.example.com/etl/pi".to_owned()
             ))
         );
-        let ingress = value(&plan.ingresses[0]);
+        assert!(
+            !plan.services[0].required && !plan.ingresses[0].required,
+            "the operator adds them: the run can go on without them"
+        );
+        let ingress = value(&plan.ingresses[0].object);
         assert_eq!(ingress["spec"]["ingressClassName"], "nginx");
         let rule = &ingress["spec"]["rules"][0];
         assert_eq!(rule["host"], "ui.example.com");
@@ -504,19 +534,23 @@ mod tests {
         let names: Vec<_> = plan
             .services
             .iter()
-            .map(|s| s.metadata.name.clone().unwrap())
+            .map(|s| s.object.metadata.name.clone().unwrap())
             .collect();
         assert_eq!(names, ["pi-driver-7077", "pi-driver-8080"]);
+        assert!(
+            plan.services.iter().all(|s| s.required) && plan.ingresses[0].required,
+            "the spec asks for them: the run needs them"
+        );
         assert_eq!(
-            value(&plan.services[0])["spec"]["ports"][0]["name"],
+            value(&plan.services[0].object)["spec"]["ports"][0]["name"],
             "driver-ing-7077"
         );
         assert_eq!(
-            value(&plan.services[1])["spec"]["ports"][0]["name"],
+            value(&plan.services[1].object)["spec"]["ports"][0]["name"],
             "metrics"
         );
         assert_eq!(plan.ingresses.len(), 1);
-        let ingress = value(&plan.ingresses[0]);
+        let ingress = value(&plan.ingresses[0].object);
         assert_eq!(ingress["metadata"]["name"], "pi-ing-7077");
         assert_eq!(
             ingress["spec"]["rules"][0]["host"],

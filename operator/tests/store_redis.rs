@@ -5,7 +5,7 @@ mod store_support;
 use operator::progress_store::redis::{Keys, RedisStore};
 use std::time::Duration;
 
-use operator::progress_store::{AppKey, ProgressStore, Scope};
+use operator::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use store_support::*;
 
 async fn store() -> (RedisServer, RedisStore) {
@@ -116,4 +116,37 @@ async fn a_dead_server_is_a_backend_error() {
     drop(server);
     let err = s.commit(&app("dead"), 1, 1, "p", 1).await.unwrap_err();
     assert_eq!(err.kind(), "backend");
+}
+
+#[tokio::test]
+async fn one_server_asked_to_wait_for_a_replica_it_lacks_counts_no_fence_and_no_commit() {
+    let server = RedisServer::start().expect("redis-server starts");
+    let plain = RedisStore::connect(&server.url()).await.unwrap();
+    let waiting = RedisStore::connect(&format!(
+        "{}?wait_replicas=1&wait_timeout_ms=50",
+        server.url()
+    ))
+    .await
+    .unwrap();
+    let a = app("waits");
+    let e = plain.advance_epoch(&a, 0).await.unwrap();
+    for err in [
+        waiting.advance_epoch(&a, e).await.unwrap_err(),
+        waiting.commit(&a, e + 1, 1, "p", 1).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), "backend");
+        let StoreError::Backend { source, .. } = &err else {
+            unreachable!()
+        };
+        assert_eq!(
+            source.to_string(),
+            "the write reached 0 of 1 replicas within 50ms"
+        );
+    }
+    // The master applied both: a retry through a store that waits for nothing finds them.
+    assert_eq!(plain.epoch(&a).await.unwrap(), e + 1);
+    assert_eq!(plain.latest(&a).await.unwrap().unwrap().seq, 1);
+    waiting.heartbeat(&a, e + 1, 2).await.unwrap();
+    let err = waiting.commit(&a, e, 2, "zombie", 3).await.unwrap_err();
+    assert_eq!(err.kind(), "fenced", "a refusal stands without any replica");
 }

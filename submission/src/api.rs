@@ -11,12 +11,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod code;
+mod operate;
 mod status;
+mod target;
 
 pub use code::{ErrorCode, UnknownErrorCode};
+pub use operate::{
+    DEFAULT_LIST_LIMIT, KillQuery, LOG_SEGMENT, ListQuery, ListResponse, LogQuery, MAX_LIST_LIMIT,
+    QueryError,
+};
 pub use status::{
     ClientAction, ContainerState, DriverIdentity, DriverPhase, DriverStatus, PodPhase,
 };
+pub use target::{Target, path_segment};
 
 /// The submission route; the Go client also probes it with a GET to wait for the service.
 pub const SUBMIT_PATH: &str = "/api/v1/spark-submit";

@@ -13,11 +13,16 @@ pub mod labels {
     pub const EXECUTOR_ROLE: &str = "executor";
     /// Ours: a label-safe digest of the submission id, to select one submission's objects.
     pub const SUBMISSION_ID_HASH: &str = "spark-submitter.io/submission-id-hash";
-    /// Ours: marks a retention record (a ConfigMap that outlives a succeeded driver pod), so the
-    /// sweeper and the status look-ups tell it apart from a driver's own ConfigMaps.
+    /// Ours: marks the claim of a submission id and the retention record it becomes (a
+    /// ConfigMap that outlives its driver pod), so the sweeper and the status look-ups tell it
+    /// apart from a driver's own ConfigMaps.
     pub const RECORD: &str = "spark-submitter.io/record";
+    /// The value of [`RECORD`] on the claim of a submission id whose driver has not ended.
+    pub const RECORD_RESERVED: &str = "reserved";
     /// The value of [`RECORD`] on the record of a driver that succeeded.
     pub const RECORD_DRIVER_SUCCEEDED: &str = "driver-succeeded";
+    /// The value of [`RECORD`] on the record of a driver killed through the submitter.
+    pub const RECORD_DRIVER_KILLED: &str = "driver-killed";
     /// Ours, on a retention record: a label-safe digest of its driver's `namespace/pod`, to find
     /// the record of a driver by name.
     pub const RECORD_DRIVER_HASH: &str = "spark-submitter.io/driver-hash";

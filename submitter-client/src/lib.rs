@@ -25,6 +25,18 @@ pub mod reload;
 /// The Kubernetes API client of the submitter and the operator (TCP_NODELAY on).
 pub mod kube_connect;
 
+/// What can go wrong: making a client, one call, waiting for the service.
+mod error;
+
+/// When to try again, and how long to wait (pure).
+mod retry;
+
+/// Reading the service's answers as the Go client reads them (pure).
+mod answer;
+
+/// Operating a submission by its id: its driver's log (a stream), its kill, the list.
+mod operate;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -32,34 +44,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use thiserror::Error;
 use tracing::{debug, info};
 
-use crate::pem::{ReadPemError, crypto_provider};
+use crate::answer::decode;
+use crate::pem::crypto_provider;
+pub use error::{NewClientError, SubmitError, WaitForConnectionError};
+pub use operate::LogStream;
+pub use retry::{MAX_BACKOFF, MAX_RETRY_AFTER, next_delay, should_retry};
 use submission::api::{
-    DRIVERS_PATH, DriverStatus, ErrorCode, SUBMIT_PATH, SubmitRequest, SubmitResponse,
+    DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitRequest, SubmitResponse, path_segment,
 };
 
 /// Largest response body read, as the Go client's `maxResponseBodySizeBytes`.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
-
-/// Longest excerpt of an unexpected body kept in an error, as the Go client's.
-const MAX_ERROR_BODY_CHARS: usize = 200;
-
-/// Ceiling of the exponential backoff.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// Ceiling on an honoured `Retry-After`, so a wrong header cannot park a client for hours.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Pause between `wait_for_connection` probes, as the Go client's `startupPollInterval`.
 const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -102,221 +107,6 @@ impl ClientConfig {
             max_retries: 5,
             initial_backoff: Duration::from_millis(500),
         }
-    }
-}
-
-/// Why a client could not be made.
-#[derive(Debug, Error)]
-pub enum NewClientError {
-    #[error("submitter url {url:?} is not a valid URL")]
-    ParseUrl {
-        url: String,
-        #[source]
-        source: http::uri::InvalidUri,
-    },
-    #[error("submitter url {url:?} must be http or https")]
-    UnsupportedScheme { url: String },
-    #[error("submitter url {url:?} must include an explicit port")]
-    MissingPort { url: String },
-    #[error("an https submitter url needs a CA file to verify the server")]
-    MissingCa,
-    #[error("client certificate and key must be given together")]
-    CertificateWithoutKey,
-    #[error("TLS files were given for a plain http url")]
-    TlsFilesForPlainHttp,
-    #[error("cannot load the CA file")]
-    LoadCa(#[source] ReadPemError),
-    #[error("CA file holds an unusable certificate")]
-    AddCa(#[source] rustls::Error),
-    #[error("cannot build a verifier from the CA file")]
-    BuildVerifier(#[source] rustls::client::VerifierBuilderError),
-    #[error("cannot load the client certificate")]
-    LoadClientCertificate(#[source] ReadPemError),
-    #[error("cannot load the client key")]
-    LoadClientKey(#[source] ReadPemError),
-    #[error("cannot build the TLS client config")]
-    BuildTls(#[source] rustls::Error),
-    #[error("the client key does not fit its certificate")]
-    ClientKeyMismatch(#[source] rustls::Error),
-}
-
-impl NewClientError {
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            NewClientError::ParseUrl { .. } => "parse_url",
-            NewClientError::UnsupportedScheme { .. } => "unsupported_scheme",
-            NewClientError::MissingPort { .. } => "missing_port",
-            NewClientError::MissingCa => "missing_ca",
-            NewClientError::CertificateWithoutKey => "certificate_without_key",
-            NewClientError::TlsFilesForPlainHttp => "tls_files_for_plain_http",
-            NewClientError::LoadCa(_) => "load_ca",
-            NewClientError::AddCa(_) => "add_ca",
-            NewClientError::BuildVerifier(_) => "build_verifier",
-            NewClientError::LoadClientCertificate(_) => "load_client_certificate",
-            NewClientError::LoadClientKey(_) => "load_client_key",
-            NewClientError::BuildTls(_) => "build_tls",
-            NewClientError::ClientKeyMismatch(_) => "client_key_mismatch",
-        }
-    }
-}
-
-/// A call to the submitter (a submission or a status look-up) failed.
-#[derive(Debug, Error)]
-pub enum SubmitError {
-    #[error("cannot encode the request")]
-    EncodeRequest(#[source] serde_json::Error),
-    #[error("cannot build the request to {uri}")]
-    BuildRequest {
-        uri: String,
-        #[source]
-        source: http::Error,
-    },
-    /// Connect, TLS or send failure: retryable.
-    #[error("cannot reach the submitter at {uri}")]
-    SendRequest {
-        uri: String,
-        #[source]
-        source: hyper_util::client::legacy::Error,
-    },
-    /// No complete answer within the request timeout: retryable.
-    #[error("no answer from the submitter within {after:?}")]
-    TimedOut { after: Duration },
-    /// The answer's body broke off or exceeded the limit: retryable.
-    #[error("cannot read the submitter's answer (HTTP {status})")]
-    ReadResponse {
-        status: u16,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A success status whose body is not the expected JSON: retryable, since a repeat with the
-    /// same submission id is idempotent and answers readably.
-    #[error("cannot decode the submitter's answer (HTTP {status})")]
-    DecodeResponse {
-        status: u16,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The service refused with an error envelope. `code` is `None` for a code this build does
-    /// not know (`code_text` has it); such answers are not retried, as in the Go client.
-    #[error("submitter refused: {message} (HTTP {status}, error code {code_text})")]
-    Rejected {
-        status: u16,
-        code: Option<ErrorCode>,
-        code_text: String,
-        message: String,
-        submission_id: String,
-        retry_after: Option<Duration>,
-    },
-    /// An answer without the envelope (a proxy page, say); retried for 5xx and 429 only.
-    #[error("unexpected answer from the submitter (HTTP {status}): {body}")]
-    UnexpectedResponse {
-        status: u16,
-        body: String,
-        retry_after: Option<Duration>,
-    },
-}
-
-impl SubmitError {
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SubmitError::EncodeRequest(_) => "encode_request",
-            SubmitError::BuildRequest { .. } => "build_request",
-            SubmitError::SendRequest { .. } => "send_request",
-            SubmitError::TimedOut { .. } => "timed_out",
-            SubmitError::ReadResponse { .. } => "read_response",
-            SubmitError::DecodeResponse { .. } => "decode_response",
-            SubmitError::Rejected { .. } => "rejected",
-            SubmitError::UnexpectedResponse { .. } => "unexpected_response",
-        }
-    }
-
-    /// The envelope's error code, when the service answered with a known one.
-    pub fn code(&self) -> Option<ErrorCode> {
-        match self {
-            SubmitError::Rejected { code, .. } => *code,
-            _ => None,
-        }
-    }
-
-    /// The HTTP status, when there was an answer.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            SubmitError::ReadResponse { status, .. }
-            | SubmitError::DecodeResponse { status, .. }
-            | SubmitError::Rejected { status, .. }
-            | SubmitError::UnexpectedResponse { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Whether another attempt may succeed.
-    pub fn retryable(&self) -> bool {
-        match self {
-            SubmitError::EncodeRequest(_) | SubmitError::BuildRequest { .. } => false,
-            SubmitError::SendRequest { .. }
-            | SubmitError::TimedOut { .. }
-            | SubmitError::ReadResponse { .. }
-            | SubmitError::DecodeResponse { .. } => true,
-            SubmitError::Rejected { code, .. } => code.is_some_and(ErrorCode::retryable),
-            SubmitError::UnexpectedResponse { status, .. } => *status >= 500 || *status == 429,
-        }
-    }
-
-    /// The server's `Retry-After`, if it sent one.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            SubmitError::Rejected { retry_after, .. }
-            | SubmitError::UnexpectedResponse { retry_after, .. } => *retry_after,
-            _ => None,
-        }
-    }
-}
-
-/// `wait_for_connection` gave up.
-#[derive(Debug, Error)]
-#[error("submitter at {addr} did not answer within {timeout:?}")]
-pub struct WaitForConnectionError {
-    pub addr: String,
-    pub timeout: Duration,
-    /// The last probe's failure, if a probe finished.
-    #[source]
-    pub last: Option<SubmitError>,
-}
-
-impl WaitForConnectionError {
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        "timed_out"
-    }
-}
-
-/// Whether to try again after `attempt` (0-based) failed with `error`, given `max_attempts`.
-pub fn should_retry(attempt: u32, max_attempts: u32, error: &SubmitError) -> bool {
-    attempt.saturating_add(1) < max_attempts.max(1) && error.retryable()
-}
-
-/// The pause after failed attempt `attempt` (0-based): `backoff · 2^attempt`, capped at
-/// [`MAX_BACKOFF`], scaled into [½, 1] by `jitter_fraction` ∈ [0, 1] (equal jitter), then raised
-/// to the server's `retry_after` (capped at [`MAX_RETRY_AFTER`]). Pure: no clock, no randomness.
-pub fn next_delay(
-    attempt: u32,
-    backoff: Duration,
-    retry_after: Option<Duration>,
-    jitter_fraction: f64,
-) -> Duration {
-    let factor = 2u32.saturating_pow(attempt.min(31));
-    let exponential = backoff.saturating_mul(factor).min(MAX_BACKOFF);
-    let jitter = if jitter_fraction.is_nan() {
-        0.0
-    } else {
-        jitter_fraction.clamp(0.0, 1.0)
-    };
-    let jittered = exponential.mul_f64(0.5 + jitter / 2.0);
-    match retry_after {
-        Some(asked) => jittered.max(asked.min(MAX_RETRY_AFTER)),
-        None => jittered,
     }
 }
 
@@ -566,10 +356,29 @@ impl SubmitterClient {
         uri: &str,
         body: Option<Bytes>,
     ) -> Result<(StatusCode, HeaderMap, Bytes), SubmitError> {
+        let exchange = async {
+            let response = self.send(method, uri, body, "application/json").await?;
+            read_whole(response).await
+        };
+        tokio::time::timeout(self.request_timeout, exchange)
+            .await
+            .map_err(|_| SubmitError::TimedOut {
+                after: self.request_timeout,
+            })?
+    }
+
+    /// Sends one request; the answer as soon as its head is in (no timeout of its own).
+    async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Bytes>,
+        accept: &'static str,
+    ) -> Result<http::Response<hyper::body::Incoming>, SubmitError> {
         let mut builder = Request::builder()
             .method(method)
             .uri(uri)
-            .header(ACCEPT, "application/json");
+            .header(ACCEPT, accept);
         if body.is_some() {
             builder = builder.header(CONTENT_TYPE, "application/json");
         }
@@ -579,107 +388,30 @@ impl SubmitterClient {
                 uri: uri.to_owned(),
                 source,
             })?;
-        let exchange =
-            async {
-                let response = self.http.request(request).await.map_err(|source| {
-                    SubmitError::SendRequest {
-                        uri: uri.to_owned(),
-                        source,
-                    }
-                })?;
-                let (parts, body) = response.into_parts();
-                let body = Limited::new(body, MAX_RESPONSE_BYTES)
-                    .collect()
-                    .await
-                    .map_err(|source| SubmitError::ReadResponse {
-                        status: parts.status.as_u16(),
-                        source,
-                    })?
-                    .to_bytes();
-                Ok((parts.status, parts.headers, body))
-            };
-        tokio::time::timeout(self.request_timeout, exchange)
+        self.http
+            .request(request)
             .await
-            .map_err(|_| SubmitError::TimedOut {
-                after: self.request_timeout,
-            })?
-    }
-}
-
-/// The error envelope read leniently, as Go reads it: any code string, missing fields empty.
-#[derive(Deserialize)]
-struct LooseErrorResponse {
-    #[serde(default)]
-    submission_id: String,
-    #[serde(default)]
-    error_code: String,
-    #[serde(default)]
-    message: String,
-}
-
-/// Reads an answer as the Go client's `parseSubmitResponse` does.
-fn decode<T: DeserializeOwned>(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-    success: &[StatusCode],
-) -> Result<T, SubmitError> {
-    let code = status.as_u16();
-    if success.contains(&status) {
-        return serde_json::from_slice(body).map_err(|source| SubmitError::DecodeResponse {
-            status: code,
-            source,
-        });
-    }
-    let retry_after = retry_after(headers);
-    match serde_json::from_slice::<LooseErrorResponse>(body) {
-        Ok(envelope) if !envelope.message.is_empty() => Err(SubmitError::Rejected {
-            status: code,
-            code: envelope.error_code.parse().ok(),
-            code_text: envelope.error_code,
-            message: envelope.message,
-            submission_id: envelope.submission_id,
-            retry_after,
-        }),
-        _ => {
-            let text = String::from_utf8_lossy(body);
-            let mut excerpt: String = text.chars().take(MAX_ERROR_BODY_CHARS).collect();
-            if text.chars().count() > MAX_ERROR_BODY_CHARS {
-                excerpt.push_str("...");
-            }
-            Err(SubmitError::UnexpectedResponse {
-                status: code,
-                body: excerpt,
-                retry_after,
+            .map_err(|source| SubmitError::SendRequest {
+                uri: uri.to_owned(),
+                source,
             })
-        }
     }
 }
 
-/// `Retry-After` in delta-seconds. The HTTP-date form is ignored: honouring it would need a
-/// clock read, and our service sends seconds.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds: u64 = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(seconds))
-}
-
-/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
-fn path_segment(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
+/// An answer's status, headers and body, read whole (bounded by [`MAX_RESPONSE_BYTES`]).
+async fn read_whole(
+    response: http::Response<hyper::body::Incoming>,
+) -> Result<(StatusCode, HeaderMap, Bytes), SubmitError> {
+    let (parts, body) = response.into_parts();
+    let body = Limited::new(body, MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|source| SubmitError::ReadResponse {
+            status: parts.status.as_u16(),
+            source,
+        })?
+        .to_bytes();
+    Ok((parts.status, parts.headers, body))
 }
 
 fn tls_config(config: &ClientConfig, https: bool) -> Result<rustls::ClientConfig, NewClientError> {
@@ -736,191 +468,6 @@ fn tls_config(config: &ClientConfig, https: bool) -> Result<rustls::ClientConfig
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
-
-    const MS: fn(u64) -> Duration = Duration::from_millis;
-
-    #[test]
-    fn backoff_doubles_from_half_to_full_with_jitter() {
-        let backoff = MS(100);
-        assert_eq!(next_delay(0, backoff, None, 0.0), MS(50));
-        assert_eq!(next_delay(0, backoff, None, 1.0), MS(100));
-        assert_eq!(next_delay(1, backoff, None, 1.0), MS(200));
-        assert_eq!(next_delay(3, backoff, None, 0.5), MS(600));
-    }
-
-    #[test]
-    fn backoff_is_capped_and_never_overflows() {
-        assert_eq!(next_delay(40, MS(100), None, 1.0), MAX_BACKOFF);
-        assert_eq!(next_delay(u32::MAX, Duration::MAX, None, 1.0), MAX_BACKOFF);
-    }
-
-    #[test]
-    fn retry_after_raises_but_never_lowers_the_delay() {
-        assert_eq!(
-            next_delay(0, MS(100), Some(Duration::from_secs(2)), 0.0),
-            Duration::from_secs(2)
-        );
-        assert_eq!(next_delay(5, MS(100), Some(MS(10)), 1.0), MS(3200));
-        assert_eq!(
-            next_delay(0, MS(1), Some(Duration::from_secs(86_400)), 0.0),
-            MAX_RETRY_AFTER
-        );
-    }
-
-    #[test]
-    fn odd_jitter_values_are_clamped() {
-        assert_eq!(next_delay(0, MS(100), None, f64::NAN), MS(50));
-        assert_eq!(next_delay(0, MS(100), None, -3.0), MS(50));
-        assert_eq!(next_delay(0, MS(100), None, 7.0), MS(100));
-    }
-
-    fn rejected(code: ErrorCode) -> SubmitError {
-        SubmitError::Rejected {
-            status: code.http_status(),
-            code: Some(code),
-            code_text: code.as_str().into(),
-            message: "m".into(),
-            submission_id: String::new(),
-            retry_after: None,
-        }
-    }
-
-    #[test]
-    fn retries_only_retryable_codes_and_only_while_attempts_remain() {
-        for code in ErrorCode::ALL {
-            assert_eq!(
-                should_retry(0, 3, &rejected(code)),
-                code.retryable(),
-                "{code}"
-            );
-        }
-        let overloaded = rejected(ErrorCode::SubmitterOverloaded);
-        assert!(should_retry(1, 3, &overloaded));
-        assert!(!should_retry(2, 3, &overloaded));
-        assert!(!should_retry(0, 0, &overloaded));
-        assert!(should_retry(0, 3, &SubmitError::TimedOut { after: MS(1) }));
-    }
-
-    #[test]
-    fn unknown_codes_and_non_envelope_answers_follow_their_rules() {
-        let unknown = SubmitError::Rejected {
-            status: 500,
-            code: None,
-            code_text: "NEW_CODE".into(),
-            message: "m".into(),
-            submission_id: String::new(),
-            retry_after: None,
-        };
-        assert!(!unknown.retryable());
-        let page = |status| SubmitError::UnexpectedResponse {
-            status,
-            body: String::new(),
-            retry_after: None,
-        };
-        assert!(page(502).retryable());
-        assert!(page(429).retryable());
-        assert!(!page(404).retryable());
-    }
-
-    #[test]
-    fn answers_decode_as_the_go_client_reads_them() {
-        let mut headers = HeaderMap::new();
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
-        let envelope = br#"{"submission_id":"s","status":503,"error_code":"SUBMITTER_OVERLOADED","message":"busy","timestamp":"t"}"#;
-        let error = decode::<SubmitResponse>(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &headers,
-            envelope,
-            &[StatusCode::OK],
-        )
-        .unwrap_err();
-        assert_eq!(error.code(), Some(ErrorCode::SubmitterOverloaded));
-        assert_eq!(error.retry_after(), Some(Duration::from_secs(7)));
-
-        let html = "<html>".repeat(100);
-        let error = decode::<SubmitResponse>(
-            StatusCode::BAD_GATEWAY,
-            &HeaderMap::new(),
-            html.as_bytes(),
-            &[StatusCode::OK],
-        )
-        .unwrap_err();
-        assert_eq!(error.kind(), "unexpected_response");
-        let SubmitError::UnexpectedResponse { body, .. } = error else {
-            unreachable!()
-        };
-        assert_eq!(body.chars().count(), MAX_ERROR_BODY_CHARS + 3);
-
-        // An envelope without a message is not an envelope (Go's `errResp.Message != ""`).
-        let error = decode::<SubmitResponse>(
-            StatusCode::BAD_REQUEST,
-            &HeaderMap::new(),
-            b"{}",
-            &[StatusCode::OK],
-        )
-        .unwrap_err();
-        assert_eq!(error.kind(), "unexpected_response");
-
-        let error = decode::<SubmitResponse>(
-            StatusCode::CREATED,
-            &HeaderMap::new(),
-            b"nope",
-            &[StatusCode::CREATED],
-        )
-        .unwrap_err();
-        assert_eq!(error.kind(), "decode_response");
-        assert!(error.retryable());
-    }
-
-    #[test]
-    fn http_date_retry_after_is_ignored() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            RETRY_AFTER,
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&headers), None);
-    }
-
-    #[test]
-    fn path_segments_are_percent_encoded() {
-        assert_eq!(path_segment("abc-1.2_x~"), "abc-1.2_x~");
-        assert_eq!(path_segment("a/b c:d"), "a%2Fb%20c%3Ad");
-        assert_eq!(path_segment("é"), "%C3%A9");
-    }
-
-    mod property {
-        use super::*;
-        use proptest::prelude::*;
-
-        proptest! {
-            /// Every delay lies in [b/2, b] for the capped exponential b, and never below the
-            /// (capped) Retry-After.
-            #[test]
-            fn delay_stays_within_its_bounds(
-                attempt in 0u32..80,
-                backoff_ms in 0u64..10_000,
-                retry_after_s in prop::option::of(0u64..1_000),
-                jitter in -1.0f64..2.0,
-            ) {
-                let backoff = MS(backoff_ms);
-                let retry_after = retry_after_s.map(Duration::from_secs);
-                let delay = next_delay(attempt, backoff, retry_after, jitter);
-                let ceiling = backoff.saturating_mul(2u32.saturating_pow(attempt.min(31))).min(MAX_BACKOFF);
-                let floor = retry_after.map_or(Duration::ZERO, |asked| asked.min(MAX_RETRY_AFTER));
-                prop_assert!(delay >= (ceiling / 2).max(floor));
-                prop_assert!(delay <= ceiling.max(floor));
-            }
-
-            /// More failures never mean a shorter pause (same jitter, no Retry-After).
-            #[test]
-            fn delay_never_shrinks(attempt in 0u32..80, backoff_ms in 0u64..10_000, jitter in 0.0f64..=1.0) {
-                let backoff = MS(backoff_ms);
-                prop_assert!(next_delay(attempt + 1, backoff, None, jitter) >= next_delay(attempt, backoff, None, jitter));
-            }
-        }
-    }
 
     fn new(url: &str) -> Result<SubmitterClient, NewClientError> {
         SubmitterClient::new(ClientConfig::new(url))

@@ -1,6 +1,7 @@
-//! The audit log: one structured line per submission attempt and per status look-up, saying who
-//! asked (the client certificate's identity), about what (namespace, submission id, driver pod
-//! and uid), and how it ended (HTTP status, outcome code, duplicate flag, latency).
+//! The audit log: one structured line per submission attempt, status look-up, list, log read and
+//! kill, saying who asked (the client certificate's identity), about what (namespace, submission
+//! id, driver pod and uid), and how it ended (HTTP status, outcome code, duplicate flag,
+//! latency).
 //!
 //! Lines are `tracing` events of target [`TARGET`] at INFO, so they go wherever the service's
 //! logs go, or, with `submitter serve --audit-log FILE`, to that file alone (JSON, one event a
@@ -31,7 +32,7 @@ use axum::extract::Request;
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitResponse};
+use submission::api::{DRIVERS_PATH, DriverStatus, LOG_SEGMENT, SUBMIT_PATH, SubmitResponse};
 
 use crate::fairness::charged_identity;
 use crate::tls::PeerIdentity;
@@ -44,18 +45,33 @@ pub const TARGET: &str = "submitter::audit";
 pub enum Action {
     /// `POST /api/v1/spark-submit`.
     Submit,
+    /// `GET /api/v1/spark-submit`.
+    List,
     /// `GET /api/v1/spark-submit/{submission_id}`.
     StatusBySubmission,
     /// `GET /api/v1/drivers/{namespace}/{pod}`.
     StatusByDriver,
+    /// `GET /api/v1/spark-submit/{submission_id}/log`.
+    LogBySubmission,
+    /// `GET /api/v1/drivers/{namespace}/{pod}/log`.
+    LogByDriver,
+    /// `DELETE /api/v1/spark-submit/{submission_id}`.
+    KillBySubmission,
+    /// `DELETE /api/v1/drivers/{namespace}/{pod}`.
+    KillByDriver,
 }
 
 impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Submit => "submit",
+            Action::List => "list",
             Action::StatusBySubmission => "status_by_submission",
             Action::StatusByDriver => "status_by_driver",
+            Action::LogBySubmission => "log_by_submission",
+            Action::LogByDriver => "log_by_driver",
+            Action::KillBySubmission => "kill_by_submission",
+            Action::KillByDriver => "kill_by_driver",
         }
     }
 }
@@ -134,6 +150,16 @@ pub fn note_status(status: &DriverStatus) {
     });
 }
 
+/// How a request that found its driver ended, when not as a plain look-up (`LOG`, `KILLED`).
+pub fn note_outcome(outcome: &'static str) {
+    note(|details| details.outcome = Some(outcome));
+}
+
+/// A list's namespace filter, when it has one.
+pub fn note_namespace(namespace: &str) {
+    note(|details| details.namespace = namespace.to_owned());
+}
+
 /// An error answer in the envelope: its code, and its submission id when none is known yet.
 pub fn note_error(code: &'static str, submission_id: &str) {
     note(|details| {
@@ -147,27 +173,52 @@ pub fn note_error(code: &'static str, submission_id: &str) {
 /// Which audited action `method` on `path` is, with what its path names.
 pub fn action(method: &Method, path: &str) -> Option<(Action, Details)> {
     let mut details = Details::default();
+    let (get, delete) = (method == Method::GET, method == Method::DELETE);
     if path == SUBMIT_PATH {
-        return (method == Method::POST).then_some((Action::Submit, details));
+        return match *method {
+            Method::POST => Some((Action::Submit, details)),
+            Method::GET => Some((Action::List, details)),
+            _ => None,
+        };
     }
-    if method != Method::GET {
+    if !(get || delete) {
         return None;
     }
-    if let Some(id) = path
+    let log_suffix = format!("/{LOG_SEGMENT}");
+    if let Some(rest) = path
         .strip_prefix(SUBMIT_PATH)
         .and_then(|rest| rest.strip_prefix('/'))
     {
+        let (id, log) = match rest.strip_suffix(&log_suffix) {
+            Some(id) if get && !id.contains('/') => (id, true),
+            _ if rest.contains('/') => return None,
+            _ => (rest, false),
+        };
         details.submission_id = id.to_owned();
-        return Some((Action::StatusBySubmission, details));
+        let action = match (log, delete) {
+            (true, _) => Action::LogBySubmission,
+            (false, true) => Action::KillBySubmission,
+            (false, false) => Action::StatusBySubmission,
+        };
+        return Some((action, details));
     }
     let rest = path
         .strip_prefix(DRIVERS_PATH)
         .and_then(|rest| rest.strip_prefix('/'))?;
+    let (rest, log) = match rest.strip_suffix(&log_suffix) {
+        Some(driver) if get && driver.contains('/') => (driver, true),
+        _ => (rest, false),
+    };
     if let Some((namespace, pod)) = rest.split_once('/') {
         details.namespace = namespace.to_owned();
         details.pod = pod.to_owned();
     }
-    Some((Action::StatusByDriver, details))
+    let action = match (log, delete) {
+        (true, _) => Action::LogByDriver,
+        (false, true) => Action::KillByDriver,
+        (false, false) => Action::StatusByDriver,
+    };
+    Some((action, details))
 }
 
 /// The middleware: serves the request with a task-local [`Details`], then writes its line.
@@ -222,22 +273,82 @@ mod tests {
     use super::*;
 
     #[test]
-    fn audited_actions_are_submissions_and_look_ups() {
-        let submit = action(&Method::POST, "/api/v1/spark-submit").unwrap();
-        assert_eq!(submit.0, Action::Submit);
-        let by_id = action(&Method::GET, "/api/v1/spark-submit/abc").unwrap();
-        assert_eq!(by_id.0, Action::StatusBySubmission);
-        assert_eq!(by_id.1.submission_id, "abc");
-        let by_driver = action(&Method::GET, "/api/v1/drivers/ns/pod-1").unwrap();
-        assert_eq!(by_driver.0, Action::StatusByDriver);
-        assert_eq!(
-            (by_driver.1.namespace.as_str(), by_driver.1.pod.as_str()),
-            ("ns", "pod-1")
-        );
-        // The Go client's probe, unknown routes and health are not audited.
-        assert!(action(&Method::GET, "/api/v1/spark-submit").is_none());
-        assert!(action(&Method::GET, "/healthz").is_none());
-        assert!(action(&Method::DELETE, "/api/v1/spark-submit/abc").is_none());
+    fn audited_actions_are_every_api_route() {
+        let cases = [
+            (
+                Method::POST,
+                "/api/v1/spark-submit",
+                Some(Action::Submit),
+                "",
+                "",
+            ),
+            (
+                Method::GET,
+                "/api/v1/spark-submit",
+                Some(Action::List),
+                "",
+                "",
+            ),
+            (
+                Method::GET,
+                "/api/v1/spark-submit/abc",
+                Some(Action::StatusBySubmission),
+                "abc",
+                "",
+            ),
+            (
+                Method::DELETE,
+                "/api/v1/spark-submit/abc",
+                Some(Action::KillBySubmission),
+                "abc",
+                "",
+            ),
+            (
+                Method::GET,
+                "/api/v1/spark-submit/abc/log",
+                Some(Action::LogBySubmission),
+                "abc",
+                "",
+            ),
+            (
+                Method::GET,
+                "/api/v1/drivers/ns/pod-1",
+                Some(Action::StatusByDriver),
+                "",
+                "ns/pod-1",
+            ),
+            (
+                Method::DELETE,
+                "/api/v1/drivers/ns/pod-1",
+                Some(Action::KillByDriver),
+                "",
+                "ns/pod-1",
+            ),
+            (
+                Method::GET,
+                "/api/v1/drivers/ns/pod-1/log",
+                Some(Action::LogByDriver),
+                "",
+                "ns/pod-1",
+            ),
+            // Health and unknown routes are not audited.
+            (Method::GET, "/healthz", None, "", ""),
+            (Method::PUT, "/api/v1/spark-submit/abc", None, "", ""),
+            (Method::GET, "/api/v1/spark-submit/abc/extra", None, "", ""),
+        ];
+        for (method, path, expected, id, driver) in cases {
+            let found = action(&method, path);
+            assert_eq!(found.as_ref().map(|(a, _)| *a), expected, "{method} {path}");
+            if let Some((_, details)) = found {
+                assert_eq!(details.submission_id, id, "{path}");
+                let named = if details.namespace.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/{}", details.namespace, details.pod)
+                };
+                assert_eq!(named, driver, "{path}");
+            }
+        }
     }
 
     #[tokio::test]

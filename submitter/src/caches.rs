@@ -187,10 +187,10 @@ impl WatchCaches {
             .map_ok(full_event::<SlimConfigMap, ConfigMap>)
             // The sweeper needs metadata only; spark.properties and templates stay out of memory
             // but for the line naming the driver pod, which tells which driver a submission id
-            // is bound to (`plan::classify_meta`). Retention records keep their few short
-            // fields: the status look-ups read them.
+            // is bound to (`plan::classify_meta`). Claims and retention records keep their few
+            // short fields: submissions, the status look-ups and the sweeper read them.
             .modify(|cm: &mut ConfigMap| {
-                if !record::is_record(cm) {
+                if !record::is_claim(cm) {
                     cm.data = trim_data(cm.data.take());
                 }
             })

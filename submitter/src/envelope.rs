@@ -2,8 +2,9 @@
 //! rejections included, is an [`ErrorResponse`] body with the contract's shape.
 //!
 //! This is the edge where errors become HTTP, and the only one: the failures of a submission
-//! ([`submit_failure`]), of a status look-up ([`lookup_failure`]) and of readiness
-//! ([`not_ready`]) are mapped here, extractors reject with [`ApiError`], `router_fallbacks`
+//! ([`submit_failure`]), of a status look-up ([`lookup_failure`]), of a log, a kill and a list
+//! ([`log_failure`], [`kill_failure`], [`list_failure`]), of an identity over its budget
+//! ([`over_budget`]) and of readiness ([`not_ready`]) are mapped here, extractors reject with [`ApiError`], `router_fallbacks`
 //! answers unknown routes and methods with it, and `layer_error` turns load-shedding and
 //! timeouts into it. Handlers only pass failures through these functions.
 //!
@@ -23,12 +24,17 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::fairness::Refusal;
+use crate::kill::KillError;
 use crate::kube_api::CallError;
+use crate::list::ListError;
+use crate::log_streams;
+use crate::logs::LogError;
 use crate::policy::PolicyError;
 use crate::status::LookupError;
 use crate::submit::SubmitFailure;
-use crate::submit::blame::Origin;
+use crate::submit::blame::{self, Forbidden, Origin};
 use crate::submit::execute::SubmitDriverError;
+use crate::tls::CertificateRejection;
 use submission::api::{ErrorCode, ErrorResponse};
 use submission::builder::{self, BuildError};
 use submission::error_chain::error_chain;
@@ -38,6 +44,11 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
 
 /// `Retry-After` sent with a 503 when the caller did not choose one.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// `Retry-After` sent with a 429 `QUOTA_EXCEEDED`: a quota gets room when drivers and executors
+/// finish or an administrator raises it, minutes rather than seconds; sooner only repeats the
+/// refusal.
+pub const QUOTA_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Longest submission id echoed back from a body that could not be read as a request.
 const MAX_ECHOED_ID_LEN: usize = 253;
@@ -53,7 +64,7 @@ pub struct ApiError {
     pub message: String,
     /// Empty when the request carried no readable id.
     pub submission_id: String,
-    /// Sent as `Retry-After` (whole seconds, rounded up) on 503.
+    /// Sent as `Retry-After` (whole seconds, rounded up) on 503 and 429.
     pub retry_after: Option<Duration>,
 }
 
@@ -74,7 +85,7 @@ impl ApiError {
         self
     }
 
-    /// The same error, asking the client to wait `delay` (sent on 503 only).
+    /// The same error, asking the client to wait `delay` (sent on 503 and 429 only).
     pub fn with_retry_after(mut self, delay: Duration) -> ApiError {
         self.retry_after = Some(delay);
         self
@@ -136,8 +147,12 @@ impl ApiError {
         crate::audit::note_error(self.code.as_str(), &self.submission_id);
         let body = self.body(now);
         let mut response = (status, axum::Json(body)).into_response();
-        if self.code == ErrorCode::SubmitterOverloaded {
-            let seconds = retry_after_seconds(self.retry_after.unwrap_or(DEFAULT_RETRY_AFTER));
+        if self.code.sends_retry_after() {
+            let default = match self.code {
+                ErrorCode::QuotaExceeded => QUOTA_RETRY_AFTER,
+                _ => DEFAULT_RETRY_AFTER,
+            };
+            let seconds = retry_after_seconds(self.retry_after.unwrap_or(default));
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -175,6 +190,12 @@ pub fn policy_denied(error: &PolicyError) -> ApiError {
         _ => ErrorCode::Forbidden,
     };
     ApiError::new(code, error.to_string())
+}
+
+/// 401 `UNAUTHENTICATED` for a client certificate that failed verification, naming the check
+/// and nothing of the certificate.
+pub fn certificate_rejected(rejection: &CertificateRejection) -> ApiError {
+    ApiError::new(ErrorCode::Unauthenticated, rejection.to_string())
 }
 
 /// The answer for a submission that did not end with a driver.
@@ -220,6 +241,11 @@ fn driver_error(error: &SubmitDriverError, rejected: Option<Origin>) -> ApiError
         SubmitDriverError::BoundToAnotherDriver { namespace, pod } => bound(namespace, pod),
         // Still being deleted: a retry soon creates it anew.
         SubmitDriverError::DriverPodTerminating { .. } => ApiError::overloaded_because(detail),
+        // The claim lives in the service's own namespace: its failures are ours, never the
+        // client's input.
+        SubmitDriverError::ClaimId { source } => api_server_trouble(error, source),
+        // Answered from the record before it could get here; a 500 if it ever does.
+        SubmitDriverError::Ended { .. } => ApiError::new(ErrorCode::InternalServerError, detail),
         _ => {
             let what = error.object_kind().unwrap_or("object");
             match error.call_error().and_then(CallError::status) {
@@ -254,16 +280,30 @@ fn api_server_answer(
 ) -> ApiError {
     match code {
         400 | 422 => ApiError::new(
-            match rejected {
-                Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
-                Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
-            },
+            input_code(rejected),
             format!("the Kubernetes API server rejected the driver's {what}: {message}"),
         ),
-        403 => ApiError::new(
-            ErrorCode::Forbidden,
-            format!("the Kubernetes API server refused the driver's {what}: {message}"),
-        ),
+        403 => match blame::forbidden(message) {
+            // Nothing is left behind (the attempt rolled back): the same id succeeds later.
+            Forbidden::QuotaExceeded => ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "the namespace's resource quota has no room for the driver's {what}; \
+                     submit again with the same submission id once it has: {message}"
+                ),
+            ),
+            // A LimitRange, or a quota that needs resources stated: the input must change.
+            Forbidden::Resources => ApiError::new(
+                input_code(rejected),
+                format!(
+                    "the Kubernetes API server refused the resources of the driver's {what}: {message}"
+                ),
+            ),
+            Forbidden::Other => ApiError::new(
+                ErrorCode::Forbidden,
+                format!("the Kubernetes API server refused the driver's {what}: {message}"),
+            ),
+        },
         // A missing namespace: it comes from the arguments (spark.kubernetes.namespace).
         404 => ApiError::new(
             ErrorCode::InvalidSparkSubmitArgs,
@@ -271,6 +311,14 @@ fn api_server_answer(
         ),
         429 => ApiError::overloaded_because(detail),
         _ => ApiError::new(ErrorCode::InternalServerError, detail),
+    }
+}
+
+/// The code naming the input to fix: the template's, or the arguments'.
+fn input_code(rejected: Option<Origin>) -> ErrorCode {
+    match rejected {
+        Some(Origin::Template) => ErrorCode::InvalidPodTemplate,
+        Some(Origin::Arguments) | None => ErrorCode::InvalidSparkSubmitArgs,
     }
 }
 
@@ -297,6 +345,83 @@ pub fn lookup_failure(error: &LookupError) -> ApiError {
             ApiError::new(ErrorCode::NotFound, error.to_string())
         }
     }
+}
+
+/// The answer for a log that could not be opened.
+pub fn log_failure(error: &LogError) -> ApiError {
+    match error {
+        LogError::Options(source) => ApiError::new(ErrorCode::BadRequest, source.to_string()),
+        LogError::Locate(source) => lookup_failure(source),
+        LogError::Gone { .. } => ApiError::new(ErrorCode::DriverGone, error.to_string()),
+        LogError::Refused(refusal @ log_streams::Refusal::Full { .. }) => {
+            ApiError::new(ErrorCode::TooManyLogStreams, refusal.to_string())
+                .with_retry_after(log_streams::RETRY_AFTER)
+        }
+        LogError::Refused(refusal @ log_streams::Refusal::Closing) => {
+            ApiError::overloaded_because(refusal.to_string())
+        }
+        LogError::Vanished { .. } => ApiError::new(ErrorCode::NotFound, error.to_string()),
+        LogError::OpenLog { source, .. } => match source.status() {
+            // The API server's word on the options (no previous instance, no such container,
+            // not started yet): the client's to fix or to wait for.
+            Some(status) if matches!(status.code, 400 | 422) => ApiError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "the Kubernetes API server refused the log: {}",
+                    status.message
+                ),
+            ),
+            Some(status) if status.code == 404 => {
+                ApiError::new(ErrorCode::NotFound, error.to_string())
+            }
+            _ => api_server_trouble(error, source),
+        },
+    }
+}
+
+/// The answer for a kill that did not happen.
+pub fn kill_failure(error: &KillError) -> ApiError {
+    match error {
+        KillError::Options(source) => ApiError::new(ErrorCode::BadRequest, source.to_string()),
+        KillError::Locate(source) => lookup_failure(source),
+        KillError::OwnedByApplication { .. } => {
+            ApiError::new(ErrorCode::DriverOwnedByApplication, error.to_string())
+        }
+        KillError::WriteRecord { source, .. } | KillError::DeletePod { source, .. } => {
+            api_server_trouble(error, source)
+        }
+        KillError::Unrecordable { .. } => {
+            ApiError::new(ErrorCode::InternalServerError, error.to_string())
+        }
+    }
+}
+
+/// A call to the API server that failed for reasons of the service or the cluster, not of the
+/// client: throttled, unanswered or a 5xx are retryable 503s; anything else (a missing RBAC
+/// grant of ours) is a 500. Either way the cause is logged, not sent.
+fn api_server_trouble(error: &dyn std::error::Error, source: &CallError) -> ApiError {
+    let detail = error_chain(error);
+    match source.code() {
+        None | Some(429) => ApiError::overloaded_because(detail),
+        Some(code) if code >= 500 => ApiError::overloaded_because(detail),
+        Some(_) => ApiError::new(ErrorCode::InternalServerError, detail),
+    }
+}
+
+/// The answer for a list that could not be served.
+pub fn list_failure(error: &ListError) -> ApiError {
+    match error {
+        ListError::Options(source) => ApiError::new(ErrorCode::BadRequest, source.to_string()),
+        ListError::Continue => ApiError::new(ErrorCode::BadRequest, error.to_string()),
+        ListError::Denied(denied) => policy_denied(denied),
+        ListError::NotSynced => ApiError::overloaded_because(error.to_string()),
+    }
+}
+
+/// 400 `BAD_REQUEST` for query parameters that could not be read (an unknown one, a boolean
+/// that is not `true` or `false`, a number that is not one).
+pub fn query_rejection(rejection: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError::new(ErrorCode::BadRequest, rejection.body_text())
 }
 
 /// `/readyz` when the service cannot serve yet (`why` is logged, not sent).
@@ -596,7 +721,7 @@ mod tests {
             assert_eq!(response.status().as_u16(), code.http_status());
             assert_eq!(
                 response.headers().contains_key(header::RETRY_AFTER),
-                code == ErrorCode::SubmitterOverloaded
+                code.sends_retry_after()
             );
         }
     }

@@ -225,7 +225,7 @@ impl Budgets {
 
 /// The identity a request is charged to.
 pub fn charged_identity(peer: Option<&PeerIdentity>) -> &str {
-    peer.and_then(|peer| peer.names.first())
+    peer.and_then(|peer| peer.names().first())
         .map_or(ANONYMOUS, String::as_str)
 }
 
@@ -329,11 +329,8 @@ mod tests {
 
     #[test]
     fn requests_are_charged_to_the_first_identity_or_anonymous() {
-        let peer = PeerIdentity {
-            names: vec!["op.svc".into(), "operator".into()],
-        };
+        let peer = crate::tls::client_certificate::testing::identity(&["op.svc"], "operator");
         assert_eq!(charged_identity(Some(&peer)), "op.svc");
-        assert_eq!(charged_identity(Some(&PeerIdentity::default())), ANONYMOUS);
         assert_eq!(charged_identity(None), ANONYMOUS);
     }
 }

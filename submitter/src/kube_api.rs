@@ -7,14 +7,18 @@
 
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{
-    Api, DeleteParams, GetParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
+    Api, DeleteParams, GetParams, ListParams, LogParams, Patch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy,
 };
 use kube::core::Request;
 use serde_json::{Value, json};
 use thiserror::Error;
+
+/// The largest error answer of a log request read (a `Status` is a few hundred bytes).
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// The field manager our writes are recorded under.
 pub const FIELD_MANAGER: &str = "spark-submitter";
@@ -236,16 +240,8 @@ impl KubeApi {
 
     /// Deletes `name` if it still has `uid`; gone already is success.
     pub async fn delete(&self, api: &Request, name: &str, uid: &str) -> Result<(), CallError> {
-        let params = DeleteParams {
-            // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
-            grace_period_seconds: Some(0),
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        // Nothing of ours ran in it worth a graceful stop; a retry must not find it lingering.
+        let params = delete_params(uid, Some(0));
         let answer: Result<serde::de::IgnoredAny, CallError> =
             self.send(api.delete(name, &params)).await;
         match answer {
@@ -293,9 +289,112 @@ impl KubeApi {
         Ok(list.items)
     }
 
+    /// Deletes the pod `name` if it still has `uid`, as `spark-submit --kill` deletes a driver:
+    /// with `grace_period_seconds` when given (else the pod's own grace period), its dependents
+    /// (executors, ConfigMaps, Service) left to the garbage collector. Gone already, or replaced
+    /// by a pod of another uid, is success: the pod meant is gone either way.
+    pub async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace_period_seconds: Option<u32>,
+    ) -> Result<(), CallError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = delete_params(uid, grace_period_seconds);
+        match self.call(api.delete(name, &params)).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_not_found() || error.is_conflict() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Creates `cm` in `namespace`; the API server's answer.
+    pub async fn create_config_map(
+        &self,
+        namespace: &str,
+        cm: &ConfigMap,
+    ) -> Result<ConfigMap, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        self.call(api.create(&post_params(false), cm)).await
+    }
+
+    /// Replaces the ConfigMap `name` with `cm`, whose resourceVersion is the precondition.
+    pub async fn replace_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        cm: &ConfigMap,
+    ) -> Result<ConfigMap, CallError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        self.call(api.replace(name, &post_params(false), cm)).await
+    }
+
+    /// Deletes the ConfigMap `name` if it still has `uid`; gone already is success.
+    pub async fn delete_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), CallError> {
+        let api = Request::new(format!("/api/v1/namespaces/{namespace}/configmaps"));
+        self.delete(&api, name, uid).await
+    }
+
+    /// Opens the log of a container of pod `name`: the API server's answer once its head is in
+    /// (under the call timeout, in a call slot), its body still streaming. The body holds the
+    /// connection to the API server, not a call slot: a followed log may stream for hours.
+    pub async fn pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        params: &LogParams,
+    ) -> Result<http::Response<kube::client::Body>, CallError> {
+        let request = Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
+            .logs(name, params)
+            .map_err(|source| CallError::Request {
+                source: kube::Error::BuildRequest(source),
+            })?;
+        let response = self
+            .call(self.client.send(request.map(kube::client::Body::from)))
+            .await?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        // An error answer is a small `Status`; read it (bounded) as every other call's is.
+        let code = response.status().as_u16();
+        let body = http_body_util::Limited::new(response.into_body(), MAX_ERROR_BODY_BYTES);
+        let bytes = tokio::time::timeout(self.call_timeout, body.collect())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(http_body_util::Collected::to_bytes)
+            .unwrap_or_default();
+        let status = serde_json::from_slice::<kube::core::Status>(&bytes).unwrap_or_else(|_| {
+            kube::core::Status::failure(&String::from_utf8_lossy(&bytes), "").with_code(code)
+        });
+        Err(CallError::Request {
+            source: kube::Error::Api(status.boxed()),
+        })
+    }
+
     /// Whether the API server answers (`GET /version`).
     pub async fn reachable(&self) -> Result<(), CallError> {
         self.call(self.client.apiserver_version()).await.map(|_| ())
+    }
+}
+
+/// A delete of the object with `uid` only (a newer one of the same name stays), its dependents
+/// left to the garbage collector.
+fn delete_params(uid: &str, grace_period_seconds: Option<u32>) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds,
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
     }
 }
 

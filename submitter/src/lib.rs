@@ -5,17 +5,21 @@
 //! - [`policy`], [`pod_security`], [`tls`]: who the client is and what it may do, its pods
 //!   included (pure decisions; TLS config and the accept loop);
 //! - [`kube_api`]: every per-request call to the API server, under one timeout;
-//! - [`record`]: the retention record format (pure);
+//! - [`record`]: the format of claims and the retention records they become (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
-//! - [`metrics`], [`fairness`]: the Prometheus registry; the per-identity budgets (pure
-//!   arithmetic, a refusal is a value);
+//! - [`claim`]: the I/O of claims: one id, one driver, whatever the race;
+//! - [`metrics`], [`fairness`], [`log_streams`]: the Prometheus registry; the per-identity
+//!   budgets (pure arithmetic, a refusal is a value); the open log streams (per-identity limit,
+//!   shutdown, the body relaying the API server's log);
 //! - [`state`]: what request paths share;
-//! - [`audit`]: the audit line of every submission attempt and status look-up, filled in by
+//! - [`audit`]: the audit line of every request of an API route, filled in by
 //!   the code below it as it learns;
 //! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (parse once, the repeat
 //!   check, build, authorise, the retention check, observe → decide → execute, in-flight
 //!   sharing);
-//! - [`status`]: status look-ups and the retention recorder;
+//! - [`status`]: status look-ups ([`status::locate`]: a driver by submission id or
+//!   `namespace:pod`) and the retention recorder;
+//! - [`logs`], [`kill`], [`list`]: a driver's log, its kill, the caller's submissions;
 //! - [`sweep`]: removes ConfigMaps whose driver pod never came, and expired records;
 //! - [`envelope`]: the one place failures become HTTP answers; only the service calls it;
 //! - [`service`]: routes, the layer stack, thin handlers, and `serve`;
@@ -39,16 +43,22 @@ pub mod record;
 /// The watch caches of our pods and ConfigMaps, with their indexes.
 pub mod caches;
 
+/// Claims of submission ids: reserved before any driver object, ended as records.
+pub mod claim;
+
 /// The service's Prometheus metrics.
 pub mod metrics;
 
 /// Per-identity budgets: one flooding client cannot starve the others.
 pub mod fairness;
 
+/// The open driver log streams: per-identity limit, shutdown, the relaying body.
+pub mod log_streams;
+
 /// What every request path shares.
 pub mod state;
 
-/// The audit log: one line per submission attempt and per status look-up.
+/// The audit log: one line per request of an API route.
 pub mod audit;
 
 /// One submission, from request to driver.
@@ -57,6 +67,15 @@ pub mod submit;
 /// Status look-ups by submission id and `namespace/pod`, and the recorder that writes the
 /// retention records of succeeded drivers.
 pub mod status;
+
+/// A driver's log, streamed from the API server.
+pub mod logs;
+
+/// Killing a driver, as `spark-submit --kill` does.
+pub mod kill;
+
+/// The caller's submissions, a page at a time, from the caches.
+pub mod list;
 
 /// The sweeper: ConfigMaps whose driver pod never came, expired retention records.
 pub mod sweep;

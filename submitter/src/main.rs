@@ -1,7 +1,7 @@
 //! The `submitter` binary. `render` prints the driver objects for a spark-submit argument vector
-//! without contacting a cluster; `serve` runs the HTTP service; `submit`, `status` and `wait` are
-//! its client (exit codes of `wait`: 0 succeeded, 1 failed, 2 unknown or gone, so resubmit with a
-//! new id; 3 the look-up itself failed).
+//! without contacting a cluster; `serve` runs the HTTP service; `submit`, `status`, `wait`,
+//! `logs`, `kill` and `list` are its client (exit codes of `wait`: 0 succeeded, 1 failed, 2
+//! unknown or gone, so resubmit with a new id; 3 the look-up itself failed).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -89,6 +89,67 @@ enum Command {
         interval: u64,
         /// `namespace:pod`, as `submit` printed it.
         driver: String,
+    },
+    /// Print a driver's log to stdout as it comes: the driver container's, unless --container
+    /// names another. Exit 0 when the log ended (with -f: when the driver container exited),
+    /// 1 when it could not be read or broke off.
+    Logs {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Keep printing new lines until the driver container exits.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<i64>,
+        /// Only the lines of the last SECONDS seconds.
+        #[arg(long, value_name = "SECONDS")]
+        since: Option<i64>,
+        /// At most N bytes.
+        #[arg(long, value_name = "N")]
+        limit_bytes: Option<i64>,
+        /// Prefix each line with the time it was written.
+        #[arg(long)]
+        timestamps: bool,
+        /// The previous instance of the container (after a restart).
+        #[arg(short, long)]
+        previous: bool,
+        /// Another container of the driver pod (a sidecar).
+        #[arg(short, long)]
+        container: Option<String>,
+        /// Read TARGET as a submission id even when it reads as namespace:pod.
+        #[arg(long)]
+        id: bool,
+        /// A submission id, or a driver's namespace:pod.
+        target: String,
+    },
+    /// Kill a driver as `spark-submit --kill` does; prints its namespace:pod on stdout.
+    Kill {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Seconds the driver gets to stop before it is killed hard (default: its pod's own).
+        #[arg(long, value_name = "SECONDS")]
+        grace_period: Option<i64>,
+        /// Read TARGET as a submission id even when it reads as namespace:pod.
+        #[arg(long)]
+        id: bool,
+        /// A submission id, or a driver's namespace:pod.
+        target: String,
+    },
+    /// List the submissions this client may see, running and retained, every page.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Only this namespace.
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Only drivers in this phase (Pending, Running, Succeeded, Failed, Unknown).
+        #[arg(long, value_parser = submitter::cli::parse_phase)]
+        phase: Option<submission::api::DriverPhase>,
+        /// table (the default on a terminal), tsv (the default in a pipe) or json (one object
+        /// a line).
+        #[arg(short, long, value_enum)]
+        output: Option<submitter::cli::ListFormat>,
     },
     /// Serve the HTTP API (mTLS, policy, Kubernetes) until SIGTERM.
     Serve(submitter::service::serve::ServeArgs),
@@ -233,6 +294,106 @@ async fn wait(client: &ClientArgs, interval: u64, driver: &str) -> anyhow::Resul
     }
 }
 
+/// Prints the log of `target` as it comes; a reader that goes away (`| head`) ends it quietly.
+async fn logs(
+    client: &ClientArgs,
+    target: &submission::api::Target,
+    query: &submission::api::LogQuery,
+) -> anyhow::Result<ExitCode> {
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let mut stream = match client.client()?.logs(target, query).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            eprintln!("error: {}", error_chain(&error));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let mut stdout = tokio::io::stdout();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                eprintln!("error: the log broke off: {}", error_chain(&error));
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        // Flushed chunk by chunk: a followed log shows each line as it comes, in a pipe too.
+        let written = async {
+            stdout.write_all(&chunk).await?;
+            stdout.flush().await
+        };
+        match written.await {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn kill(
+    client: &ClientArgs,
+    target: &submission::api::Target,
+    query: &submission::api::KillQuery,
+) -> anyhow::Result<ExitCode> {
+    match client.client()?.kill(target, query).await {
+        Ok(status) => {
+            eprintln!(
+                "{target}: {:?}{}",
+                status.phase,
+                status
+                    .reason
+                    .as_deref()
+                    .map(|reason| format!(" ({reason})"))
+                    .unwrap_or_default()
+            );
+            println!("{}:{}", status.namespace, status.driver_pod_name);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("error: {}", error_chain(&error));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Every page of the list, printed once all are in (a table's columns fit every row).
+async fn list(
+    client: &ClientArgs,
+    mut query: submission::api::ListQuery,
+    output: Option<submitter::cli::ListFormat>,
+) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let client = client.client()?;
+    query.limit = Some(submission::api::MAX_LIST_LIMIT);
+    let mut items = Vec::new();
+    loop {
+        match client.list(&query).await {
+            Ok(page) => {
+                items.extend(page.items);
+                match page.continue_token {
+                    Some(token) => query.continue_token = Some(token),
+                    None => break,
+                }
+            }
+            Err(error) => {
+                eprintln!("error: {}", error_chain(&error));
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    let format = output.unwrap_or(if std::io::stdout().is_terminal() {
+        submitter::cli::ListFormat::Table
+    } else {
+        submitter::cli::ListFormat::Tsv
+    });
+    print!("{}", submitter::cli::format_list(&items, format));
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
@@ -255,6 +416,55 @@ fn main() -> anyhow::Result<ExitCode> {
             interval,
             driver,
         } => tokio::runtime::Runtime::new()?.block_on(wait(&client, interval, &driver)),
+        Command::Logs {
+            client,
+            follow,
+            tail,
+            since,
+            limit_bytes,
+            timestamps,
+            previous,
+            container,
+            id,
+            target,
+        } => {
+            let query = submission::api::LogQuery {
+                follow: follow.then_some(true),
+                tail_lines: tail,
+                since_seconds: since,
+                limit_bytes,
+                timestamps: timestamps.then_some(true),
+                previous: previous.then_some(true),
+                container,
+            };
+            let target = submitter::cli::parse_target(&target, id);
+            tokio::runtime::Runtime::new()?.block_on(logs(&client, &target, &query))
+        }
+        Command::Kill {
+            client,
+            grace_period,
+            id,
+            target,
+        } => {
+            let query = submission::api::KillQuery {
+                grace_period_seconds: grace_period,
+            };
+            let target = submitter::cli::parse_target(&target, id);
+            tokio::runtime::Runtime::new()?.block_on(kill(&client, &target, &query))
+        }
+        Command::List {
+            client,
+            namespace,
+            phase,
+            output,
+        } => {
+            let query = submission::api::ListQuery {
+                namespace,
+                phase,
+                ..submission::api::ListQuery::default()
+            };
+            tokio::runtime::Runtime::new()?.block_on(list(&client, query, output))
+        }
         Command::Serve(args) => {
             init_tracing(args.audit_log.as_deref())?;
             let runtime = tokio::runtime::Runtime::new()?;

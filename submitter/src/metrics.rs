@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use submission::api::{DRIVERS_PATH, SUBMIT_PATH};
+use submission::api::{DRIVERS_PATH, LOG_SEGMENT, SUBMIT_PATH};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -41,6 +41,9 @@ pub struct Metrics {
     rollbacks: Counter,
     swept: Counter,
     sweep_passes: Counter,
+    log_streams: Gauge,
+    log_bytes: Counter,
+    kills: Counter,
 }
 
 impl Default for Metrics {
@@ -96,6 +99,24 @@ impl Metrics {
             "Completed passes of the sweeper over the watch caches",
             sweep_passes.clone(),
         );
+        let log_streams = Gauge::default();
+        registry.register(
+            "log_streams_open",
+            "Driver log streams open now (each holds its client's connection)",
+            log_streams.clone(),
+        );
+        let log_bytes = Counter::default();
+        registry.register(
+            "log_bytes_streamed",
+            "Bytes of driver logs passed on to clients",
+            log_bytes.clone(),
+        );
+        let kills = Counter::default();
+        registry.register(
+            "kills",
+            "Drivers killed through the service (each driver once)",
+            kills.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -105,6 +126,9 @@ impl Metrics {
             rollbacks,
             swept,
             sweep_passes,
+            log_streams,
+            log_bytes,
+            kills,
         }
     }
 
@@ -124,6 +148,28 @@ impl Metrics {
         self.sweep_passes.inc();
     }
 
+    pub fn log_stream_opened(&self) {
+        self.log_streams.inc();
+    }
+
+    pub fn log_stream_closed(&self) {
+        self.log_streams.dec();
+    }
+
+    /// Log streams open now.
+    pub fn log_streams_open(&self) -> i64 {
+        self.log_streams.get()
+    }
+
+    pub fn log_bytes(&self, bytes: usize) {
+        self.log_bytes
+            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+
+    pub fn kill(&self) {
+        self.kills.inc();
+    }
+
     /// Completed sweep passes: a test's barrier ("a whole pass ran after this point").
     pub fn sweep_passes(&self) -> u64 {
         self.sweep_passes.get()
@@ -139,21 +185,32 @@ impl Metrics {
 }
 
 /// The route label of a request: one of a fixed set.
-pub fn route_label(path: &str) -> &'static str {
+pub fn route_label(method: &http::Method, path: &str) -> &'static str {
+    let delete = *method == http::Method::DELETE;
     if path == SUBMIT_PATH {
-        "submit"
-    } else if path
-        .strip_prefix(SUBMIT_PATH)
-        .is_some_and(|rest| rest.starts_with('/'))
-    {
-        "submission_status"
-    } else if path
-        .strip_prefix(DRIVERS_PATH)
-        .is_some_and(|rest| rest.starts_with('/'))
-    {
-        "driver_status"
-    } else {
-        "other"
+        return if *method == http::Method::GET {
+            "list"
+        } else {
+            "submit"
+        };
+    }
+    let (by_submission, rest) = match (
+        path.strip_prefix(SUBMIT_PATH),
+        path.strip_prefix(DRIVERS_PATH),
+    ) {
+        (Some(rest), _) if rest.starts_with('/') => (true, rest),
+        (_, Some(rest)) if rest.starts_with('/') => (false, rest),
+        _ => return "other",
+    };
+    let log = rest.ends_with(&format!("/{LOG_SEGMENT}"))
+        && rest.matches('/').count() == if by_submission { 2 } else { 3 };
+    match (by_submission, log, delete) {
+        (true, true, _) => "submission_log",
+        (true, false, true) => "submission_kill",
+        (true, false, false) => "submission_status",
+        (false, true, _) => "driver_log",
+        (false, false, true) => "driver_kill",
+        (false, false, false) => "driver_status",
     }
 }
 
@@ -171,7 +228,7 @@ fn method_label(method: &http::Method) -> &'static str {
 
 /// Counts, times and gauges every request that reaches it (an axum middleware).
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let route = route_label(request.uri().path());
+    let route = route_label(request.method(), request.uri().path());
     let method = method_label(request.method());
     let started = Instant::now();
     metrics.in_flight.inc();
@@ -206,11 +263,31 @@ mod tests {
 
     #[test]
     fn routes_map_to_a_fixed_set() {
-        assert_eq!(route_label("/api/v1/spark-submit"), "submit");
-        assert_eq!(route_label("/api/v1/spark-submit/abc"), "submission_status");
-        assert_eq!(route_label("/api/v1/spark-submitx"), "other");
-        assert_eq!(route_label("/api/v1/drivers/ns/pod"), "driver_status");
-        assert_eq!(route_label("/random/../path"), "other");
+        use http::Method;
+        let cases = [
+            (Method::POST, "/api/v1/spark-submit", "submit"),
+            (Method::GET, "/api/v1/spark-submit", "list"),
+            (Method::GET, "/api/v1/spark-submit/abc", "submission_status"),
+            (
+                Method::DELETE,
+                "/api/v1/spark-submit/abc",
+                "submission_kill",
+            ),
+            (
+                Method::GET,
+                "/api/v1/spark-submit/abc/log",
+                "submission_log",
+            ),
+            (Method::GET, "/api/v1/spark-submitx", "other"),
+            (Method::GET, "/api/v1/drivers/ns/pod", "driver_status"),
+            (Method::DELETE, "/api/v1/drivers/ns/pod", "driver_kill"),
+            (Method::GET, "/api/v1/drivers/ns/pod/log", "driver_log"),
+            (Method::GET, "/api/v1/drivers/ns/log", "driver_status"),
+            (Method::GET, "/random/../path", "other"),
+        ];
+        for (method, path, route) in cases {
+            assert_eq!(route_label(&method, path), route, "{method} {path}");
+        }
     }
 
     #[test]
@@ -237,6 +314,9 @@ mod tests {
             "submitter_rollbacks_total",
             "submitter_swept_config_maps_total",
             "submitter_sweep_passes_total",
+            "submitter_log_streams_open",
+            "submitter_log_bytes_streamed_total",
+            "submitter_kills_total",
         ] {
             assert!(text.contains(name), "{name} missing from {text}");
         }

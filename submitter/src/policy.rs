@@ -375,6 +375,24 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Whether the policy has an entry for one of `identities` at all.
+    pub fn knows(&self, identities: &[String]) -> Result<(), PolicyError> {
+        if identities.is_empty() {
+            return Err(PolicyError::NoIdentity);
+        }
+        if self
+            .rules
+            .iter()
+            .any(|rule| identities.contains(&rule.identity))
+        {
+            Ok(())
+        } else {
+            Err(PolicyError::UnknownIdentity)
+        }
+    }
+}
+
 /// Who may submit what, per request.
 #[derive(Debug, Clone)]
 pub enum Access {
@@ -390,7 +408,7 @@ impl Access {
     fn judged(&self, peer: Option<&PeerIdentity>) -> Option<(&Policy, Vec<String>)> {
         match self {
             Access::Policy(policy) => {
-                Some((policy, peer.map(|p| p.names.clone()).unwrap_or_default()))
+                Some((policy, peer.map(|p| p.names().to_vec()).unwrap_or_default()))
             }
             Access::InsecureDev(None) => None,
             Access::InsecureDev(Some(policy)) => {
@@ -402,7 +420,7 @@ impl Access {
     /// Whether the request carries an identity at all (`--insecure-dev` always does: `"*"`).
     pub fn identified(&self, peer: Option<&PeerIdentity>) -> Result<(), PolicyError> {
         match self {
-            Access::Policy(_) if peer.is_none_or(|p| p.names.is_empty()) => {
+            Access::Policy(_) if peer.is_none_or(|p| p.names().is_empty()) => {
                 Err(PolicyError::NoIdentity)
             }
             _ => Ok(()),
@@ -454,6 +472,15 @@ impl Access {
         }
         violations.dedup();
         Err(PolicyError::PodSecurity { violations })
+    }
+
+    /// Whether `peer` may list submissions: an identity the policy knows, which then sees the
+    /// namespaces its entries allow ([`Self::may_read`] per item).
+    pub fn may_list(&self, peer: Option<&PeerIdentity>) -> Result<(), PolicyError> {
+        let Some((policy, identities)) = self.judged(peer) else {
+            return Ok(());
+        };
+        policy.knows(&identities)
     }
 
     /// Whether `peer` may read about drivers in `namespace` (status look-ups).

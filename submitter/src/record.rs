@@ -1,22 +1,34 @@
-//! Retention records: a small ConfigMap that says "this driver succeeded", written when the
-//! watch cache sees the driver container exit 0, and kept for a retention window after the pod
-//! itself is gone.
+//! Claims and retention records: one small ConfigMap per submission id, in the submitter's own
+//! namespace, that binds the id to its driver from before the driver exists until the end of
+//! the retention window.
 //!
-//! Why: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver looks
-//! exactly like a lost one, and a client that reconnects late would resubmit finished work (the
-//! seed's "NotFound → resubmit" row). The record lives in Kubernetes, not on a replica's disk, so
-//! every replica and every restart sees it; it has **no** ownerReference to the pod, so garbage
-//! collection of the pod leaves it; the sweeper deletes it once `retain_until` has passed.
+//! - A **claim** (`spark-submitter.io/record=reserved`) is written by the first creator of a
+//!   submission id, before any driver object, and names the driver (namespace, pod) it binds
+//!   the id to. Its name is a digest of the submission id alone, so across namespaces, replicas
+//!   and restarts only one creation can win it (`AlreadyExists` for the others): one id, one
+//!   driver, whatever the race.
+//! - When the driver ends, the same object becomes its **retention record**, written once more:
+//!   "this driver succeeded" (when the watch cache sees the driver container exit 0) or "this
+//!   driver was killed" (by a kill, before the pod is deleted), with `retain_until`. Drivers made
+//!   before claims existed get a record of the same name then.
+//!
+//! Why records: Kubernetes forgets a deleted pod at once, so a succeeded-then-collected driver
+//! looks exactly like a lost one, and a client that reconnects late would resubmit finished work
+//! (the seed's "NotFound → resubmit" row). Claims and records live in Kubernetes, not on a
+//! replica's disk, so every replica and every restart sees them; they have **no**
+//! ownerReference to the pod, so garbage collection of the pod leaves them. The sweeper deletes
+//! a record once `retain_until` has passed, and a claim whose driver pod is gone and never
+//! ended as a record (a failed driver deleted, a creation that never made its pod) after its
+//! grace period.
 //!
 //! Where: in the submitter's own namespace (`--record-namespace`, by default the namespace the
-//! service runs in), never in the users' namespaces, where one object per finished run would
-//! clutter `kubectl get cm` and count against their quotas. One record is a few hundred bytes of
-//! data; there is one per succeeded driver for the retention window, then none. Its name is a
-//! digest of (namespace, submission id), so a second write of the same record is an
-//! `AlreadyExists`, never a second record; its labels select it by submission id and by driver
-//! (`namespace/pod`), so a look-up that misses the cache finds it with one labelled LIST.
+//! service runs in), never in the users' namespaces, where one object per run would clutter
+//! `kubectl get cm` and count against their quotas. One is a few hundred bytes of data. Its
+//! labels select it by submission id and by driver (`namespace/pod`), so a look-up that misses
+//! the cache finds it with one labelled LIST. Records of earlier versions (named by namespace
+//! and id, possibly in the users' namespaces) are still read and still swept.
 //!
-//! Pure: building, reading and judging records; the recorder and the sweeper do the I/O.
+//! Pure: building, reading and judging claims and records; the service does the I/O.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,8 +43,9 @@ use submission::driver::{DriverObservation, observe_driver};
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
 
-/// Name prefix of records; the rest is a digest of (namespace, submission id).
-pub const NAME_PREFIX: &str = "spark-submitter-done-";
+/// Name prefix of claims and the records they become; the rest is a digest of the submission
+/// id alone.
+pub const NAME_PREFIX: &str = "spark-submitter-id-";
 
 /// Default time a record outlives its driver's success.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
@@ -47,7 +60,36 @@ mod keys {
     pub const CREATED_AT: &str = "created_at";
     pub const FINISHED_AT: &str = "finished_at";
     pub const RETAIN_UNTIL: &str = "retain_until";
+    pub const OUTCOME: &str = "outcome";
 }
+
+/// How the retained driver ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its driver container exited 0.
+    Succeeded,
+    /// It was killed through the submitter (`DELETE`); `finished_at` is the kill's time.
+    Killed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Killed => "killed",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => labels::RECORD_DRIVER_SUCCEEDED,
+            Outcome::Killed => labels::RECORD_DRIVER_KILLED,
+        }
+    }
+}
+
+/// The `reason` of a killed driver's status.
+pub const KILLED_REASON: &str = "Killed";
 
 /// What a record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +104,7 @@ pub struct Record {
     pub created_at: Option<Timestamp>,
     pub finished_at: Timestamp,
     pub retain_until: Timestamp,
+    pub outcome: Outcome,
 }
 
 /// 40 hex digits of SHA-256 over `parts` (NUL-separated: names and ids hold no control
@@ -78,9 +121,113 @@ fn digest(parts: &[&str]) -> String {
         .collect()
 }
 
-/// The record's object name for the submission `submission_id` in `namespace`.
-pub fn name(namespace: &str, submission_id: &str) -> String {
-    format!("{NAME_PREFIX}{}", digest(&[namespace, submission_id]))
+/// The object name of the claim (and record) of `submission_id`, in whichever namespace its
+/// driver runs: one name per id.
+pub fn claim_name(submission_id: &str) -> String {
+    format!("{NAME_PREFIX}{}", digest(&[submission_id]))
+}
+
+/// A submission id bound to its driver: what a claim says, and every record too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub submission_id: String,
+    pub namespace: String,
+    pub pod: String,
+}
+
+impl Claim {
+    /// Whether it binds the id to the driver `namespace:pod`.
+    pub fn names(&self, namespace: &str, pod: &str) -> bool {
+        self.namespace == namespace && self.pod == pod
+    }
+}
+
+/// The claim of `id` for its driver `namespace:pod`, in `home`: written before any driver
+/// object, our labels and annotation, without ownerReferences (no garbage collection takes it),
+/// and not immutable (it becomes the driver's record).
+pub fn claim(id: &SubmissionId, namespace: &str, pod: &str, home: &str) -> (Claim, ConfigMap) {
+    let claim = Claim {
+        submission_id: id.as_str().to_owned(),
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+    };
+    let object = ConfigMap {
+        metadata: metadata(id, &claim, home, labels::RECORD_RESERVED),
+        data: Some(BTreeMap::from([
+            (keys::SUBMISSION_ID.to_owned(), claim.submission_id.clone()),
+            (keys::NAMESPACE.to_owned(), claim.namespace.clone()),
+            (keys::POD.to_owned(), claim.pod.clone()),
+        ])),
+        ..ConfigMap::default()
+    };
+    (claim, object)
+}
+
+/// The metadata of a claim or record of `claim` in `home`, with `state` as its record label.
+fn metadata(id: &SubmissionId, claim: &Claim, home: &str, state: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(claim_name(&claim.submission_id)),
+        namespace: Some(home.to_owned()),
+        labels: Some(BTreeMap::from([
+            (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
+            (labels::RECORD.to_owned(), state.to_owned()),
+            (
+                labels::RECORD_DRIVER_HASH.to_owned(),
+                driver_label(&claim.namespace, &claim.pod),
+            ),
+        ])),
+        annotations: Some(BTreeMap::from([(
+            annotations::SUBMISSION_ID.to_owned(),
+            claim.submission_id.clone(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// What a claim or record binds: its id and driver (`None`: not one of ours, or unreadable).
+pub fn read_claim(cm: &ConfigMap) -> Option<Claim> {
+    if !is_claim(cm) {
+        return None;
+    }
+    let data = cm.data.as_ref()?;
+    Some(Claim {
+        submission_id: data.get(keys::SUBMISSION_ID)?.clone(),
+        namespace: data.get(keys::NAMESPACE)?.clone(),
+        pod: data.get(keys::POD)?.clone(),
+    })
+}
+
+/// Whether a ConfigMap is a claim or a record (by our label, not by its name).
+pub fn is_claim(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(labels::RECORD))
+}
+
+/// Whether a ConfigMap is a claim whose driver has not ended as a record.
+pub fn is_reserved(cm: &ConfigMap) -> bool {
+    record_label(cm) == Some(labels::RECORD_RESERVED)
+}
+
+fn record_label(cm: &ConfigMap) -> Option<&str> {
+    cm.metadata
+        .labels
+        .as_ref()?
+        .get(labels::RECORD)
+        .map(String::as_str)
+}
+
+/// `record` written over the claim `existing` (its name, namespace and resourceVersion, so the
+/// write is an update that fails if the claim changed meanwhile).
+pub fn over_claim(existing: &ConfigMap, record: &Record) -> Option<ConfigMap> {
+    let home = existing.metadata.namespace.as_deref()?;
+    let mut cm = build(record, home)?;
+    cm.metadata.name.clone_from(&existing.metadata.name);
+    cm.metadata
+        .resource_version
+        .clone_from(&existing.metadata.resource_version);
+    Some(cm)
 }
 
 /// The value of the record's driver label, [`labels::RECORD_DRIVER_HASH`].
@@ -88,13 +235,13 @@ pub fn driver_label(namespace: &str, pod: &str) -> String {
     digest(&[namespace, pod])
 }
 
-/// Whether a ConfigMap is a retention record (by our label, not by its name: names can be taken).
+/// Whether a ConfigMap is a retention record: a claim whose driver ended (by our label, not by
+/// its name: names can be taken).
 pub fn is_record(cm: &ConfigMap) -> bool {
-    cm.metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(labels::RECORD))
-        .is_some_and(|value| value == labels::RECORD_DRIVER_SUCCEEDED)
+    matches!(
+        record_label(cm),
+        Some(labels::RECORD_DRIVER_SUCCEEDED | labels::RECORD_DRIVER_KILLED)
+    )
 }
 
 /// The keys a record is indexed under: its submission id and its pod.
@@ -135,6 +282,11 @@ pub fn read(cm: &ConfigMap) -> Option<Record> {
         created_at: time(keys::CREATED_AT),
         finished_at: time(keys::FINISHED_AT)?,
         retain_until: time(keys::RETAIN_UNTIL)?,
+        // Records written before kills existed say nothing: they are successes.
+        outcome: match data.get(keys::OUTCOME).map(String::as_str) {
+            Some("killed") => Outcome::Killed,
+            _ => Outcome::Succeeded,
+        },
     })
 }
 
@@ -163,38 +315,59 @@ pub fn for_pod(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record>
     if observation.phase != DriverPhase::Succeeded {
         return None;
     }
-    let meta = &pod.metadata;
-    let submission_id = meta
-        .annotations
-        .as_ref()?
-        .get(annotations::SUBMISSION_ID)?
-        .clone();
     // The container's finish time when reported, else now: the window starts at the success.
     let finished_at = observation.finished_at.unwrap_or(now);
     let retain_until = finished_at.checked_add(signed(retention)).ok()?;
     if retain_until <= now {
         return None;
     }
+    of_pod(pod, finished_at, retain_until, Outcome::Succeeded)
+}
+
+/// The record of a kill of `pod` at `now`: the driver stays killed for `retention`, its id bound
+/// to it. `None` for a pod that is not one of our submissions.
+pub fn for_kill(pod: &Pod, now: Timestamp, retention: Duration) -> Option<Record> {
+    let retain_until = now.checked_add(signed(retention)).ok()?;
+    of_pod(pod, now, retain_until, Outcome::Killed)
+}
+
+/// The record of `pod`, a driver of ours (`None` for one without our annotation).
+fn of_pod(
+    pod: &Pod,
+    finished_at: Timestamp,
+    retain_until: Timestamp,
+    outcome: Outcome,
+) -> Option<Record> {
+    let meta = &pod.metadata;
     Some(Record {
-        submission_id,
+        submission_id: meta
+            .annotations
+            .as_ref()?
+            .get(annotations::SUBMISSION_ID)?
+            .clone(),
         namespace: meta.namespace.clone()?,
         pod: meta.name.clone()?,
         uid: meta.uid.clone().unwrap_or_default(),
-        spark_app_id: meta
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(labels::SPARK_APP_ID))
-            .cloned()
-            .unwrap_or_default(),
+        spark_app_id: spark_app_id(meta),
         created_at: meta.creation_timestamp.as_ref().map(|created| created.0),
         finished_at,
         retain_until,
+        outcome,
     })
 }
 
-/// The ConfigMap for a record, in `home` (the submitter's namespace): our labels and
-/// annotation, immutable, and deliberately without ownerReferences (the pod's garbage collection
-/// must not take it).
+/// The Spark app id a driver pod is labelled with (empty without one).
+pub fn spark_app_id(meta: &ObjectMeta) -> String {
+    meta.labels
+        .as_ref()
+        .and_then(|labels| labels.get(labels::SPARK_APP_ID))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The ConfigMap of a record, in `home` (the submitter's namespace): the claim of its id in its
+/// final state. Our labels and annotation, immutable (nothing follows the end), and
+/// deliberately without ownerReferences (the pod's garbage collection must not take it).
 pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
     let id: SubmissionId = record.submission_id.parse().ok()?;
     let mut data = BTreeMap::from([
@@ -208,31 +381,18 @@ pub fn build(record: &Record, home: &str) -> Option<ConfigMap> {
             keys::RETAIN_UNTIL.to_owned(),
             record.retain_until.to_string(),
         ),
+        (keys::OUTCOME.to_owned(), record.outcome.as_str().to_owned()),
     ]);
     if let Some(created_at) = record.created_at {
         data.insert(keys::CREATED_AT.to_owned(), created_at.to_string());
     }
+    let claim = Claim {
+        submission_id: record.submission_id.clone(),
+        namespace: record.namespace.clone(),
+        pod: record.pod.clone(),
+    };
     Some(ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name(&record.namespace, &record.submission_id)),
-            namespace: Some(home.to_owned()),
-            labels: Some(BTreeMap::from([
-                (labels::SUBMISSION_ID_HASH.to_owned(), id.label_value()),
-                (
-                    labels::RECORD.to_owned(),
-                    labels::RECORD_DRIVER_SUCCEEDED.to_owned(),
-                ),
-                (
-                    labels::RECORD_DRIVER_HASH.to_owned(),
-                    driver_label(&record.namespace, &record.pod),
-                ),
-            ])),
-            annotations: Some(BTreeMap::from([(
-                annotations::SUBMISSION_ID.to_owned(),
-                record.submission_id.clone(),
-            )])),
-            ..ObjectMeta::default()
-        },
+        metadata: metadata(&id, &claim, home, record.outcome.label()),
         data: Some(data),
         immutable: Some(true),
         ..ConfigMap::default()
@@ -250,23 +410,41 @@ pub fn submitted_at(record: &Record) -> String {
         .to_string()
 }
 
-/// The status answer for a driver whose pod is gone but whose success was retained.
+/// The status answer from a record: a retained success (the pod is gone), or a kill (whether
+/// or not the pod is still going; a kill is the last word on its driver).
 pub fn status(record: &Record) -> DriverStatus {
-    let mut status = DriverStatus::new(
-        DriverIdentity {
-            submission_id: Some(record.submission_id.clone()),
-            namespace: record.namespace.clone(),
-            driver_pod_name: record.pod.clone(),
-            driver_pod_uid: record.uid.clone(),
-            spark_app_id: record.spark_app_id.clone(),
-        },
-        DriverObservation::absent(true),
-    );
-    status.reason = Some("SucceededAndRetained".into());
-    status.message = Some(format!(
-        "the driver pod is gone; its success is retained until {}",
-        record.retain_until
-    ));
+    let identity = DriverIdentity {
+        submission_id: Some(record.submission_id.clone()),
+        namespace: record.namespace.clone(),
+        driver_pod_name: record.pod.clone(),
+        driver_pod_uid: record.uid.clone(),
+        spark_app_id: record.spark_app_id.clone(),
+    };
+    let (mut status, reason, message) = match record.outcome {
+        Outcome::Succeeded => (
+            DriverStatus::new(identity, DriverObservation::absent(true)),
+            "SucceededAndRetained",
+            format!(
+                "the driver pod is gone; its success is retained until {}",
+                record.retain_until
+            ),
+        ),
+        Outcome::Killed => {
+            let mut killed = DriverObservation::absent(false);
+            killed.phase = DriverPhase::Failed;
+            (
+                DriverStatus::new(identity, killed),
+                KILLED_REASON,
+                format!(
+                    "the driver was killed through the submitter at {}; its submission id stays \
+                     bound to it until {}",
+                    record.finished_at, record.retain_until
+                ),
+            )
+        }
+    };
+    status.reason = Some(reason.into());
+    status.message = Some(message);
     status.finished_at = Some(record.finished_at.to_string());
     status
 }
@@ -317,7 +495,7 @@ mod tests {
         assert_eq!(submitted_at(&record), "2026-01-01T00:00:00Z");
         assert_eq!(record.retain_until, at("2026-01-01T01:10:00Z"));
         let cm = build(&record, "spark-system").unwrap();
-        assert_eq!(cm.metadata.name, Some(name("spark", "sub-1")));
+        assert_eq!(cm.metadata.name, Some(claim_name("sub-1")));
         assert_eq!(cm.metadata.namespace.as_deref(), Some("spark-system"));
         assert_eq!(
             cm.metadata.labels.as_ref().unwrap()[labels::RECORD_DRIVER_HASH],
@@ -351,6 +529,29 @@ mod tests {
             for_pod(&pod(Some(0)), at("2026-01-02T00:00:00Z"), HOUR),
             None
         );
+    }
+
+    #[test]
+    fn a_kill_is_recorded_as_killed_and_reads_back_as_a_failed_driver() {
+        let now = at("2026-01-01T00:05:00Z");
+        let record = for_kill(&pod(None), now, HOUR).unwrap();
+        assert_eq!(record.outcome, Outcome::Killed);
+        assert_eq!(record.retain_until, at("2026-01-01T01:05:00Z"));
+        let cm = build(&record, "spark-system").unwrap();
+        assert_eq!(
+            cm.metadata.labels.as_ref().unwrap()[labels::RECORD],
+            labels::RECORD_DRIVER_KILLED
+        );
+        assert!(is_record(&cm));
+        assert_eq!(read(&cm), Some(record.clone()));
+        let status = status(&record);
+        assert_eq!(status.phase, DriverPhase::Failed);
+        assert_eq!(status.reason.as_deref(), Some(KILLED_REASON));
+        assert_eq!(status.finished_at.as_deref(), Some("2026-01-01T00:05:00Z"));
+        // A record of a version before kills says nothing of its outcome: a success.
+        let mut old = cm.clone();
+        old.data.as_mut().unwrap().remove("outcome");
+        assert_eq!(read(&old).unwrap().outcome, Outcome::Succeeded);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), the status look-ups,
-//! health, readiness and metrics.
+//! The HTTP service: `POST /api/v1/spark-submit` (+ `?dryRun=true`), the status look-ups, the
+//! routes that operate a submission by its id (its driver's log, its kill, the list: in
+//! [`operate`]), health, readiness and metrics.
 //!
 //! [`router`] holds the routes, handlers and envelope fallbacks, behind one check that the
 //! request carries a verified identity (401 otherwise); [`app`] adds the one layer
@@ -11,8 +12,10 @@
 //! no client certificate (`/metrics` needs one unless `anonymous_metrics`).
 //!
 //! The handlers are thin: a submission is one call to [`crate::submit::submit`], a look-up one
-//! call to [`crate::status`], and every failure goes through [`crate::envelope`]'s mapping.
+//! call to [`crate::status`], a log, kill or list one call to [`crate::logs`], [`crate::kill`]
+//! or [`crate::list`], and every failure goes through [`crate::envelope`]'s mapping.
 
+mod operate;
 pub mod serve;
 
 use std::any::Any;
@@ -38,8 +41,8 @@ use crate::fairness::{Budgets, charged_identity};
 use crate::policy::Access;
 use crate::state::AppState;
 use crate::submit::{self, Outcome};
-use crate::tls::PeerIdentity;
-use submission::api::{DRIVERS_PATH, DriverStatus, SUBMIT_PATH, SubmitRequest};
+use crate::tls::{CertificateRejection, PeerIdentity};
+use submission::api::{DRIVERS_PATH, DriverStatus, LOG_SEGMENT, SUBMIT_PATH, SubmitRequest};
 use submission::error_chain::error_chain;
 
 /// Default limit on requests served at once (beyond it: 503).
@@ -70,14 +73,22 @@ impl Default for ServiceConfig {
 /// The routes, handlers and envelope fallbacks, without layers.
 pub fn router(state: AppState) -> Router {
     let routes = Router::new()
-        .route(SUBMIT_PATH, post(submit))
+        .route(SUBMIT_PATH, post(submit).get(operate::list))
         .route(
             &format!("{SUBMIT_PATH}/{{submission_id}}"),
-            get(submission_status),
+            get(submission_status).delete(operate::kill_submission),
+        )
+        .route(
+            &format!("{SUBMIT_PATH}/{{submission_id}}/{LOG_SEGMENT}"),
+            get(operate::submission_log),
         )
         .route(
             &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}"),
-            get(driver_status),
+            get(driver_status).delete(operate::kill_driver),
+        )
+        .route(
+            &format!("{DRIVERS_PATH}/{{namespace}}/{{pod}}/{LOG_SEGMENT}"),
+            get(operate::driver_log),
         );
     envelope::router_fallbacks(routes)
         // Every API answer needs an identity first: before the body is read, before anything.
@@ -88,9 +99,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// 401 `UNAUTHENTICATED` in the envelope for a request without a verified identity (the TLS
-/// layer asks for a client certificate but lets clients without one through, so they get this
-/// answer instead of a handshake failure, which a client would retry forever).
+/// 401 `UNAUTHENTICATED` in the envelope for a request without a verified identity, saying why
+/// when a certificate was presented and failed verification (the TLS layer lets clients without
+/// a certificate, or with a bad one, through, so they get this answer instead of a handshake
+/// failure, which a client would retry forever).
 async fn require_identity(
     State(access): State<Access>,
     request: axum::extract::Request,
@@ -99,7 +111,10 @@ async fn require_identity(
     let peer = request.extensions().get::<PeerIdentity>();
     match access.identified(peer) {
         Ok(()) => next.run(request).await,
-        Err(error) => envelope::policy_denied(&error).into_response(),
+        Err(error) => match request.extensions().get::<CertificateRejection>() {
+            Some(rejection) => envelope::certificate_rejected(rejection).into_response(),
+            None => envelope::policy_denied(&error).into_response(),
+        },
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::caches::WatchCaches;
 use crate::fairness::Budgets;
 use crate::kube_api::KubeApi;
+use crate::log_streams::LogStreams;
 use crate::metrics::Metrics;
 use crate::policy::Access;
 use crate::submit::inflight::InFlight;
@@ -39,11 +40,22 @@ pub struct AppState {
     /// Submissions doing their work (building, talking to the API server) at once; admitted
     /// requests beyond wait their turn, holding only their connection and their body.
     pub work: Arc<tokio::sync::Semaphore>,
+    /// The driver log streams open, per identity; closed all at once at shutdown.
+    pub log_streams: LogStreams,
+    /// How long a log request waits for a driver container that has not started yet, as
+    /// `kubectl logs` waits (its `--pod-running-timeout`), before passing the API server's
+    /// "waiting to start" on.
+    pub log_start_wait: Duration,
+    /// How long a kill's record keeps the submission killed (the retention of records).
+    pub retention: Duration,
 }
 
 /// Default of [`AppState::work`]'s permits: what is built and in flight stays this many
 /// submissions' worth of memory, however many clients are connected.
 pub const DEFAULT_MAX_WORK: usize = 64;
+
+/// Default of [`AppState::log_start_wait`]: `kubectl logs`' default `--pod-running-timeout`.
+pub const DEFAULT_LOG_START_WAIT: Duration = Duration::from_secs(20);
 
 /// Default of [`AppState::cache_catch_up`].
 pub const DEFAULT_CACHE_CATCH_UP: Duration = Duration::from_secs(1);
@@ -63,7 +75,28 @@ impl AppState {
             fairness: Budgets::default(),
             cache_catch_up: DEFAULT_CACHE_CATCH_UP,
             work: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_WORK)),
+            log_streams: LogStreams::default(),
+            log_start_wait: DEFAULT_LOG_START_WAIT,
+            retention: crate::record::DEFAULT_RETENTION,
         }
+    }
+
+    /// The same state allowing each identity `per_identity` open log streams.
+    pub fn with_log_streams(mut self, per_identity: usize) -> AppState {
+        self.log_streams = LogStreams::new(per_identity);
+        self
+    }
+
+    /// The same state waiting up to `wait` for a driver to start before reading its log.
+    pub fn with_log_start_wait(mut self, wait: Duration) -> AppState {
+        self.log_start_wait = wait;
+        self
+    }
+
+    /// The same state keeping kills' records for `retention`.
+    pub fn with_retention(mut self, retention: Duration) -> AppState {
+        self.retention = retention;
+        self
     }
 
     /// The same state charging each client identity's requests to `budgets`.

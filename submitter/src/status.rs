@@ -1,5 +1,6 @@
 //! Status look-ups for clients that keep ids: `GET /api/v1/spark-submit/{submission_id}` and
-//! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them.
+//! `GET /api/v1/drivers/{namespace}/{pod}`, and the retention recorder behind them
+//! ([`recorder`]). The log and the kill of a driver find it the same way ([`locate`]).
 //!
 //! Both answer identity plus the driver state of [`submission::driver::observe_driver`] (the
 //! driver container's status, not the pod phase) and the client action of the seed's table.
@@ -14,9 +15,11 @@
 //! record (a labelled LIST in the submitter's namespace). A live read that fails is a 503, never
 //! a 404.
 //!
-//! When the pod is gone, a retention record ([`crate::record`]) written when the driver succeeded
-//! answers Succeeded, so a late reconnect does not resubmit finished work. The recorder here
-//! writes those records from the pod watch; the sweeper deletes them after the window.
+//! When the pod is gone, a retention record ([`crate::record`]) answers: Succeeded for a driver
+//! whose success was retained, so a late reconnect does not resubmit finished work; Failed with
+//! reason `Killed` for a driver killed through the submitter. A kill's record answers even while
+//! the killed pod is still terminating. The recorder writes the success records from the pod
+//! watch, a kill writes its own; the sweeper deletes both after the window.
 //!
 //! Plain functions over the shared state; the HTTP handlers are in [`crate::service`] and the
 //! error mapping in [`crate::envelope`]. Errors: 503 while the caches have not synced or when a
@@ -24,27 +27,22 @@
 //! only), 404 `NOT_FOUND` for a driver or submission that neither the cache, nor the API server,
 //! nor a record knows.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+pub mod recorder;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
-use kube::runtime::reflector::ObjectRef;
+use k8s_openapi::api::core::v1::Pod;
 use thiserror::Error;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tracing::{info, warn};
 
 use crate::caches::WatchCaches;
 use crate::kube_api::CallError;
 use crate::policy::PolicyError;
-use crate::record::{self, Record};
+use crate::record::{self, Outcome, Record};
 use crate::state::AppState;
 use crate::tls::PeerIdentity;
-use submission::api::{DriverIdentity, DriverStatus};
+pub use recorder::{RecordConfig, RecordError, Recorder, run_recorder};
+use submission::api::{DriverIdentity, DriverStatus, Target};
 use submission::driver::observe_driver;
 use submission::meta::{annotations, labels};
 use submission::naming::SubmissionId;
@@ -76,25 +74,104 @@ impl LookupError {
     }
 }
 
-/// The driver's status by namespace and pod name, for `peer`: the cache, and on a miss the pod
-/// and its retention record read live.
+/// Where a driver was found.
+#[derive(Debug, Clone)]
+pub enum Located {
+    /// Its pod (from the cache, or read live), and the record of its kill if it was killed.
+    Pod {
+        pod: Arc<Pod>,
+        killed: Option<Record>,
+    },
+    /// Its record only: the pod is gone.
+    Retained(Record),
+}
+
+impl Located {
+    /// The status answer.
+    pub fn status(&self) -> DriverStatus {
+        match self {
+            Located::Pod { pod, killed: None } => pod_status(pod),
+            Located::Pod {
+                pod,
+                killed: Some(record),
+            } => killed_pod_status(pod, record),
+            Located::Retained(record) => record::status(record),
+        }
+    }
+
+    /// The namespace of the driver.
+    pub fn namespace(&self) -> &str {
+        match self {
+            Located::Pod { pod, .. } => pod.metadata.namespace.as_deref().unwrap_or_default(),
+            Located::Retained(record) => &record.namespace,
+        }
+    }
+
+    /// The pod's name.
+    pub fn pod_name(&self) -> &str {
+        match self {
+            Located::Pod { pod, .. } => pod.metadata.name.as_deref().unwrap_or_default(),
+            Located::Retained(record) => &record.pod,
+        }
+    }
+}
+
+/// Finds the driver `target` names, for `peer`: the caches, and on a miss the API server and
+/// the retention records read live. Whoever may not read the driver's namespace learns nothing.
+pub async fn locate(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
+    target: &Target,
+) -> Result<Located, LookupError> {
+    match target {
+        Target::Driver { namespace, pod } => locate_driver(state, peer, namespace, pod).await,
+        Target::Submission(id) => locate_submission(state, peer, id).await,
+    }
+}
+
+/// The driver's status by namespace and pod name, for `peer`.
 pub async fn driver_status(
     state: &AppState,
     peer: Option<&PeerIdentity>,
     namespace: &str,
     pod: &str,
 ) -> Result<DriverStatus, LookupError> {
+    locate_driver(state, peer, namespace, pod)
+        .await
+        .map(|found| found.status())
+}
+
+/// The driver's status by submission id, for `peer`. The same id may have been used in several
+/// namespaces; only allowed ones are answered.
+pub async fn submission_status(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
+    submission_id: &str,
+) -> Result<DriverStatus, LookupError> {
+    locate_submission(state, peer, submission_id)
+        .await
+        .map(|found| found.status())
+}
+
+async fn locate_driver(
+    state: &AppState,
+    peer: Option<&PeerIdentity>,
+    namespace: &str,
+    pod: &str,
+) -> Result<Located, LookupError> {
     // Authorise before touching the cache: a refused client learns nothing, synced or not.
     state
         .access
         .may_read(peer, namespace)
         .map_err(LookupError::Denied)?;
     let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
-    if let Some(status) = cached_driver(caches, namespace, pod) {
-        return Ok(status);
+    if let Some(found) = cached_driver(caches, namespace, pod) {
+        return Ok(found);
     }
     // A miss may be the cache's lag (a driver created a moment ago, a watch that is down):
     // only what the API server says may make a client resubmit.
+    // (A pod read live is answered as it is: a kill record the cache has not shown yet is
+    // milliseconds behind the pod's own deletion, which the kill waits for it to precede.)
     if let Some(live) = state
         .kube
         .get_pod(namespace, pod)
@@ -102,7 +179,10 @@ pub async fn driver_status(
         .map_err(LookupError::ReadLive)?
         .filter(is_ours)
     {
-        return Ok(pod_status(&live));
+        return Ok(Located::Pod {
+            pod: Arc::new(live),
+            killed: None,
+        });
     }
     let selector = format!(
         "{}={}",
@@ -115,28 +195,25 @@ pub async fn driver_status(
             .into_iter()
             .filter(|r| r.namespace == namespace && r.pod == pod),
     )
-    .map(|record| record::status(&record))
+    .map(Located::Retained)
     .ok_or_else(|| LookupError::UnknownDriver {
         namespace: namespace.to_owned(),
         pod: pod.to_owned(),
     })
 }
 
-/// The driver's status by submission id, for `peer`: the cache, and on a miss the pods and
-/// retention records carrying the id read live. The same id may have been used in several
-/// namespaces; only allowed ones are answered.
-pub async fn submission_status(
+async fn locate_submission(
     state: &AppState,
     peer: Option<&PeerIdentity>,
     submission_id: &str,
-) -> Result<DriverStatus, LookupError> {
+) -> Result<Located, LookupError> {
     // No identity at all is refused before anything is looked up.
     state.access.identified(peer).map_err(LookupError::Denied)?;
     let caches = state.synced_caches().ok_or(LookupError::NotSynced)?;
     let may_read = |namespace: &str| state.access.may_read(peer, namespace);
     let mut denied = None;
     match cached_submission(caches, submission_id, may_read) {
-        Found::Status(status) => return Ok(*status),
+        Found::Located(found) => return Ok(*found),
         Found::Denied(error) => denied = Some(error),
         Found::Nothing => {}
     }
@@ -154,21 +231,29 @@ pub async fn submission_status(
         .await
         .map_err(LookupError::ReadLive)?;
     for pod in pods
-        .iter()
+        .into_iter()
         .filter(|pod| annotation(pod) == Some(submission_id))
     {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         match may_read(namespace) {
-            Ok(()) => return Ok(pod_status(pod)),
+            Ok(()) => {
+                return Ok(Located::Pod {
+                    pod: Arc::new(pod),
+                    killed: None,
+                });
+            }
             Err(error) => {
                 denied.get_or_insert(error);
             }
         }
     }
     let records = live_records(state, &selector).await?;
-    for record in records.iter().filter(|r| r.submission_id == submission_id) {
+    for record in records
+        .into_iter()
+        .filter(|r| r.submission_id == submission_id)
+    {
         match may_read(&record.namespace) {
-            Ok(()) => return Ok(record::status(record)),
+            Ok(()) => return Ok(Located::Retained(record)),
             Err(error) => {
                 denied.get_or_insert(error);
             }
@@ -179,25 +264,21 @@ pub async fn submission_status(
 
 /// What the caches say about one look-up.
 enum Found {
-    Status(Box<DriverStatus>),
+    Located(Box<Located>),
     Denied(PolicyError),
     Nothing,
 }
 
-/// The driver's status by namespace and pod name, from the caches only.
-fn cached_driver(caches: &WatchCaches, namespace: &str, pod: &str) -> Option<DriverStatus> {
+/// The driver by namespace and pod name, from the caches only.
+fn cached_driver(caches: &WatchCaches, namespace: &str, pod: &str) -> Option<Located> {
+    let records = caches.retained(&record::pod_key(namespace, pod));
     if let Some(pod) = caches.pod(namespace, pod) {
-        return Some(pod_status(&pod));
+        return Some(with_kill(pod, records));
     }
-    newest(
-        caches
-            .retained(&record::pod_key(namespace, pod))
-            .into_iter(),
-    )
-    .map(|record| record::status(&record))
+    newest(records.into_iter()).map(Located::Retained)
 }
 
-/// The driver's status by submission id, from the caches only.
+/// The driver by submission id, from the caches only.
 fn cached_submission(
     caches: &WatchCaches,
     submission_id: &str,
@@ -210,18 +291,29 @@ fn cached_submission(
             continue;
         }
         if let Some(pod) = caches.pod(&namespace, &name) {
-            return Found::Status(Box::new(pod_status(&pod)));
+            let records = caches.retained(&record::pod_key(&namespace, &name));
+            return Found::Located(Box::new(with_kill(pod, records)));
         }
     }
     for record in caches.retained(&record::submission_key(submission_id)) {
         match may_read(&record.namespace) {
-            Ok(()) => return Found::Status(Box::new(record::status(&record))),
+            Ok(()) => return Found::Located(Box::new(Located::Retained(record))),
             Err(error) => {
                 denied.get_or_insert(error);
             }
         }
     }
     denied.map_or(Found::Nothing, Found::Denied)
+}
+
+/// The pod, with the record of its kill among `records` (the records of its name): only a kill
+/// of this very pod (by uid) counts, not one of an earlier pod of the same name.
+fn with_kill(pod: Arc<Pod>, records: Vec<Record>) -> Located {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let killed = records
+        .into_iter()
+        .find(|r| r.outcome == Outcome::Killed && r.uid == uid);
+    Located::Pod { pod, killed }
 }
 
 /// The retention records in the submitter's namespace matching `selector`, read live.
@@ -234,7 +326,7 @@ async fn live_records(state: &AppState, selector: &str) -> Result<Vec<Record>, L
     Ok(records.iter().filter_map(record::read).collect())
 }
 
-/// The record of the latest success, when a pod name was reused.
+/// The record of the latest end, when a pod name was reused.
 fn newest(records: impl Iterator<Item = Record>) -> Option<Record> {
     records.max_by_key(|record| record.finished_at)
 }
@@ -262,218 +354,27 @@ pub fn pod_status(pod: &Pod) -> DriverStatus {
     let meta = &pod.metadata;
     DriverStatus::new(
         DriverIdentity {
-            submission_id: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotations::SUBMISSION_ID))
-                .cloned(),
+            submission_id: annotation(pod).map(str::to_owned),
             namespace: meta.namespace.clone().unwrap_or_default(),
             driver_pod_name: meta.name.clone().unwrap_or_default(),
             driver_pod_uid: meta.uid.clone().unwrap_or_default(),
-            spark_app_id: meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::SPARK_APP_ID))
-                .cloned()
-                .unwrap_or_default(),
+            spark_app_id: record::spark_app_id(meta),
         },
         observe_driver(pod),
     )
 }
 
-/// Why a record could not be written.
-#[derive(Debug, Error)]
-pub enum RecordError {
-    #[error("cannot create retention record {namespace}/{name}")]
-    CreateRecord {
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-impl RecordError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RecordError::CreateRecord { .. } => "create_record",
-        }
-    }
-}
-
-/// Where and for how long the recorder keeps records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordConfig {
-    /// The submitter's own namespace.
-    pub namespace: String,
-    pub retention: Duration,
-}
-
-/// Records this replica has written (or is writing, or found written) and its ConfigMap cache
-/// may not show yet. Every later event of a succeeded pod reaches the recorder again; without
-/// this memory each one would create the record again, for a 409, until the cache caught up.
-/// Bounded: the oldest names go first, long after the cache has shown them.
-#[derive(Debug, Default)]
-struct Written {
-    names: HashSet<String>,
-    order: VecDeque<String>,
-}
-
-impl Written {
-    /// Names remembered; far more than the records written while a cache lags.
-    const REMEMBERED: usize = 8192;
-
-    /// Takes `name` for a write: false if it is already written or being written.
-    fn claim(&mut self, name: &str) -> bool {
-        if !self.names.insert(name.to_owned()) {
-            return false;
-        }
-        self.order.push_back(name.to_owned());
-        if self.order.len() > Self::REMEMBERED
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.names.remove(&oldest);
-        }
-        true
-    }
-
-    /// Gives `name` back after a failed write, so the retry may write it.
-    fn release(&mut self, name: &str) {
-        self.names.remove(name);
-        self.order.retain(|n| n != name);
-    }
-}
-
-/// Writes the retention records of succeeded driver pods: each once, unless the cache shows it.
-pub struct Recorder {
-    client: kube::Client,
-    caches: WatchCaches,
-    config: RecordConfig,
-    written: Mutex<Written>,
-}
-
-impl Recorder {
-    pub fn new(client: kube::Client, caches: WatchCaches, config: RecordConfig) -> Recorder {
-        Recorder {
-            client,
-            caches,
-            config,
-            written: Mutex::new(Written::default()),
-        }
-    }
-
-    /// Writes the record of `pod` if it is a succeeded driver whose record neither the cache
-    /// shows nor this recorder has written. Idempotent: the name is deterministic and
-    /// `AlreadyExists` counts as written. True when this call created it.
-    pub async fn record(&self, pod: &Pod) -> Result<bool, RecordError> {
-        let Some(record) = record::for_pod(pod, Timestamp::now(), self.config.retention) else {
-            return Ok(false);
-        };
-        let Some(cm) = record::build(&record, &self.config.namespace) else {
-            return Ok(false);
-        };
-        let name = cm.metadata.name.clone().unwrap_or_default();
-        let cached = self
-            .caches
-            .config_maps
-            .get(&ObjectRef::new(&name).within(&self.config.namespace))
-            .is_some();
-        if cached || !self.written().claim(&name) {
-            return Ok(false);
-        }
-        let api = Api::<ConfigMap>::namespaced(self.client.clone(), &self.config.namespace);
-        match api.create(&PostParams::default(), &cm).await {
-            Ok(_) => {
-                info!(namespace = %record.namespace, pod = %record.pod,
-                    submission_id = %record.submission_id, retain_until = %record.retain_until,
-                    "retained a driver's success");
-                Ok(true)
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-            Err(source) => {
-                self.written().release(&name);
-                Err(RecordError::CreateRecord {
-                    namespace: self.config.namespace.clone(),
-                    name,
-                    source,
-                })
-            }
-        }
-    }
-
-    fn written(&self) -> std::sync::MutexGuard<'_, Written> {
-        self.written.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Pause before a failed record write is tried again.
-const RECORD_RETRY: Duration = Duration::from_secs(2);
-
-/// Record writes in flight at once: successes come in bursts (a wave of drivers finishing), and
-/// one write at a time leaves the records minutes behind at thousands of drivers.
-const RECORD_WRITES_IN_FLIGHT: usize = 8;
-
-/// Runs the recorder until the task is dropped: every succeeded driver the pod watch reports
-/// gets its retention record. It subscribes before the caches sync and then passes once over
-/// the whole pod cache, so a success seen during start-up or while it lagged is not missed.
-pub async fn run_recorder(client: kube::Client, caches: WatchCaches, config: RecordConfig) {
-    let mut successes = caches.succeeded.subscribe();
-    if caches.ready().await.is_err() {
-        warn!("watch caches stopped before syncing; the recorder does not run");
-        return;
-    }
-    let recorder = Recorder::new(client, caches.clone(), config);
-    let mut backlog: Vec<Arc<Pod>> = caches.pods.state();
-    loop {
-        // Failed writes stay in the backlog: the pod may be gone from the cache by the retry.
-        let failed: Vec<Arc<Pod>> = futures::stream::iter(backlog.drain(..))
-            .map(|pod| {
-                let recorder = &recorder;
-                async move {
-                    match recorder.record(&pod).await {
-                        Ok(_) => None,
-                        Err(error) => {
-                            warn!(kind = error.kind(), error = %error, "retention record not written; retrying");
-                            Some(pod)
-                        }
-                    }
-                }
-            })
-            .buffer_unordered(RECORD_WRITES_IN_FLIGHT)
-            .filter_map(std::future::ready)
-            .collect()
-            .await;
-        backlog = failed;
-        let next = if backlog.is_empty() {
-            successes.recv().await
-        } else {
-            match tokio::time::timeout(RECORD_RETRY, successes.recv()).await {
-                Ok(next) => next,
-                Err(_) => continue,
-            }
-        };
-        match next {
-            Ok(pod) => backlog.push(pod),
-            Err(RecvError::Lagged(missed)) => {
-                warn!(
-                    missed,
-                    "recorder fell behind the pod watch; passing over the cache"
-                );
-                backlog.extend(caches.pods.state());
-            }
-            Err(RecvError::Closed) => return,
-        }
-        // Take what else has arrived, so a burst is written concurrently.
-        while backlog.len() < 4 * RECORD_WRITES_IN_FLIGHT {
-            match successes.try_recv() {
-                Ok(pod) => backlog.push(pod),
-                Err(TryRecvError::Lagged(_)) => {
-                    backlog.extend(caches.pods.state());
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
+/// A killed pod still going (its grace period): what the pod shows, but the outcome, reason,
+/// message and action of the kill.
+fn killed_pod_status(pod: &Pod, killed: &Record) -> DriverStatus {
+    let kill = record::status(killed);
+    DriverStatus {
+        phase: kill.phase,
+        reason: kill.reason,
+        message: kill.message,
+        finished_at: kill.finished_at,
+        action: kill.action,
+        ..pod_status(pod)
     }
 }
 

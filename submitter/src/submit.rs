@@ -7,12 +7,16 @@
 //! objects from the same parse (pure, `submission::builder`); authorise the client for the
 //! namespace and every service account the driver and its executors will run as (before
 //! anything touches Kubernetes); answer from the retention record when this submission's driver
-//! already succeeded and was collected; then observe → decide (`submission::plan`) → execute
-//! ([`execute`]) in a task shared by concurrent duplicates ([`inflight`]).
+//! already ended and its pod is gone; then observe → decide (`submission::plan`) → execute
+//! ([`execute`]) in a task shared by concurrent duplicates ([`inflight`]). A creation claims the
+//! id first ([`crate::claim`]): of racing first submissions of one id, in any namespaces, on any
+//! replicas, one driver is made.
 
 pub mod blame;
+pub mod driver_pod;
 pub mod execute;
 pub mod inflight;
+mod owned;
 pub mod repeat;
 
 use std::sync::Arc;
@@ -22,6 +26,7 @@ use serde_json::Value;
 use thiserror::Error;
 use tracing::{Span, debug, info, warn};
 
+use crate::claim::ClaimToWrite;
 use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::record::{self, Record};
@@ -163,15 +168,24 @@ fn driver_answer(id: &str, named: Named<'_>, submitted: &Submitted, duplicate: b
     }
 }
 
-/// The 200 duplicate answer for a driver known only from its retention record.
+/// The 200 duplicate answer for a driver known from its retention record: one that succeeded
+/// and whose pod was removed, or one that was killed (a killed submission stays killed).
 fn retained_answer(id: &str, built: &DriverObjects, record: &Record) -> Outcome {
+    let message = match record.outcome {
+        record::Outcome::Succeeded => {
+            "duplicate submission: the driver already succeeded and its pod was removed"
+        }
+        record::Outcome::Killed => {
+            "duplicate submission: the driver was killed; its submission id stays bound to it, \
+             submit again with a new id"
+        }
+    };
     Outcome::Driver {
         created: false,
         body: SubmitResponse {
             submission_id: id.to_owned(),
             app_name: built.identity.app_name.clone(),
-            message: "duplicate submission: the driver already succeeded and its pod was removed"
-                .into(),
+            message: message.into(),
             submitted_at: record::submitted_at(record),
             spark_app_id: record.spark_app_id.clone(),
             driver_pod_name: record.pod.clone(),
@@ -341,13 +355,12 @@ pub async fn submit(
         })
         .map_err(|source| {
             warn!(kind = source.kind(), namespace = %namespace,
-                identities = ?peer.map(|p| &p.names), "submission refused by the policy");
+                identities = ?peer.map(PeerIdentity::names), "submission refused by the policy");
             SubmitFailure::Authorize { source }
         })?;
 
-    // One id, one driver. Within a namespace the plan enforces it atomically (the spark-conf
-    // ConfigMap's name derives from the id alone); across namespaces, and against a finished
-    // driver's record, it is checked here.
+    // One id, one driver: refused here when the caches (or one LIST) already show the id bound
+    // elsewhere; atomically, whatever the race, by the id's claim before the first object.
     if let Some((namespace, pod)) = bound_elsewhere(state, &built, id).await? {
         info!(bound_to = %format!("{namespace}:{pod}"), "submission id bound to another driver");
         return Err(SubmitFailure::BoundToAnotherDriver { namespace, pod });
@@ -361,6 +374,7 @@ pub async fn submit(
             submission_id: id,
             caches: None,
             catch_up: state.cache_catch_up,
+            claim: None,
         };
         return match submission.dry_run().await {
             Ok(list) => Ok(Outcome::DryRun(list)),
@@ -391,6 +405,7 @@ pub async fn submit(
         submission_id: id,
         caches: state.synced_caches(),
         catch_up: state.cache_catch_up,
+        claim: None,
     }
     .complete_in_cache();
     if let Some(submitted) = complete {
@@ -408,7 +423,7 @@ pub async fn submit(
             true,
         ));
     }
-    create(state, &built, id)
+    create(state, &parsed, &built, id)
         .await
         .map_err(|failure| match failure {
             SubmitFailure::CreateDriver { source, .. } => SubmitFailure::CreateDriver {
@@ -419,21 +434,29 @@ pub async fn submit(
         })
 }
 
-/// When the API server rejected a field of a built object (400/422), the input it came from.
+/// When the API server rejected a field of a built object (400/422), or its resources (a 403
+/// of a LimitRange or a quota's constraints), the input it came from.
 fn rejected_input(
     error: &SubmitDriverError,
     built: &DriverObjects,
     request: &SubmitRequest,
 ) -> Option<Origin> {
     let call = error.call_error()?;
-    if !matches!(call.code()?, 400 | 422) {
-        return None;
-    }
     let (kind, name) = error.object()?;
     let object = built.objects.iter().find(|object| {
         object.get("kind").and_then(Value::as_str) == Some(kind)
             && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
     })?;
+    let status = call.status()?;
+    if status.code == 403 && blame::forbidden(&status.message) == blame::Forbidden::Resources {
+        return Some(blame::resources_origin(
+            object,
+            request.driver_pod_template.as_ref(),
+        ));
+    }
+    if !matches!(status.code, 400 | 422) {
+        return None;
+    }
     // The executor template's ConfigMap is the one that does not hold the spark properties.
     let executor_template_config_map = kind == "ConfigMap"
         && object
@@ -468,9 +491,26 @@ fn answer_repeat(state: &AppState, id: &str, found: &repeat::Repeat) -> Outcome 
     driver_answer(id, names.into(), &found.submitted, true)
 }
 
+/// The claim of the submission's id for the driver `built` names, in the submitter's namespace.
+fn claim_of(state: &AppState, parsed: &ParsedSubmission, built: &DriverObjects) -> ClaimToWrite {
+    let home = state.record_namespace.to_string();
+    let (claim, object) = record::claim(
+        &parsed.id,
+        &built.identity.namespace,
+        &built.identity.driver_pod_name,
+        &home,
+    );
+    ClaimToWrite {
+        home,
+        claim,
+        object,
+    }
+}
+
 /// Creates (or finds) the driver in a task shared by concurrent duplicates.
 async fn create(
     state: &AppState,
+    parsed: &ParsedSubmission,
     built: &Arc<DriverObjects>,
     id: &str,
 ) -> Result<Outcome, SubmitFailure> {
@@ -486,6 +526,7 @@ async fn create(
         let submission_id = id.to_owned();
         let caches = state.synced_caches().cloned();
         let catch_up = state.cache_catch_up;
+        let claim = claim_of(state, parsed, &built);
         async move {
             let outcome = Submission {
                 api: &kube,
@@ -494,6 +535,7 @@ async fn create(
                 submission_id: &submission_id,
                 caches: caches.as_ref(),
                 catch_up,
+                claim: Some(&claim),
             }
             .run()
             .await;
@@ -524,6 +566,14 @@ async fn create(
             ))
         }
         Err(TaskFailure::Failed(source)) => {
+            if let SubmitDriverError::Ended { record } = source.as_ref() {
+                state.metrics.duplicate();
+                info!(
+                    uid = record.uid.as_str(),
+                    "submission answered from its id's record"
+                );
+                return Ok(retained_answer(id, built, record));
+            }
             warn!(kind = source.kind(), error = %source.loggable_cause(), "submission failed");
             Err(SubmitFailure::CreateDriver {
                 source,
@@ -534,11 +584,11 @@ async fn create(
     }
 }
 
-/// The driver, other than the one `built` names, that carries `id` in another namespace or in a
-/// retention record: from the synced caches when there are some (no request), else from one
-/// labelled LIST of pods (all namespaces) and one of records. The window left: two first
-/// submissions of one id racing in two namespaces, each before the other's pod exists (or, with
-/// caches, before the other's pod reaches them, milliseconds later).
+/// The driver, other than the one `built` names, that carries `id` in another namespace, in a
+/// retention record or in the id's claim: from the synced caches when there are some (no
+/// request), else from one labelled LIST of pods (all namespaces) and one of records. An early
+/// refusal only: what this cannot see (two first submissions racing, caches that lag), the
+/// claim decides atomically before any object is created ([`crate::claim`]).
 async fn bound_elsewhere(
     state: &AppState,
     built: &DriverObjects,
@@ -560,7 +610,10 @@ async fn bound_elsewhere(
         if let Some(bound) = records.iter().find_map(|r| other(&r.namespace, &r.pod)) {
             return Ok(Some(bound));
         }
-        return Ok(None);
+        let claimed = caches
+            .config_map(&state.record_namespace, &record::claim_name(id))
+            .and_then(|cm| record::read_claim(&cm));
+        return Ok(claimed.and_then(|claim| other(&claim.namespace, &claim.pod)));
     }
     let Ok(parsed) = id.parse::<SubmissionId>() else {
         return Ok(None);
@@ -616,7 +669,7 @@ async fn finished_driver(state: &AppState, built: &DriverObjects, id: &str) -> O
             .into_iter()
             .find(ours);
     }
-    let name = record::name(&built.identity.namespace, id);
+    let name = record::claim_name(id);
     let cm = state
         .kube
         .get_config_map(&state.record_namespace, &name)

@@ -1,4 +1,5 @@
-//! The sweeper: removes ConfigMaps whose driver pod never came.
+//! The sweeper: removes ConfigMaps whose driver pod never came, records whose retention window
+//! is over, and claims whose driver is gone without a record.
 //!
 //! A submission creates the ConfigMaps its pod mounts before the pod, without owner, and makes
 //! the pod their owner afterwards. A crash, or an ambiguous pod POST whose rollback must leave
@@ -163,14 +164,36 @@ pub async fn sweep_once(
     let mut deleted = 0;
     let now_ts = k8s_openapi::jiff::Timestamp::now();
     for cm in caches.config_maps.state() {
-        if record::is_record(&cm) {
-            // Records have no owner and outlive their pod on purpose: judged by their window.
-            if record::expired(&cm, now_ts, retention) {
+        if record::is_claim(&cm) {
+            // Claims and records have no owner and outlive their pod on purpose. A record is
+            // judged by its window; a claim whose driver never ended as a record by the rule of
+            // an ownerless ConfigMap, with the driver it names: no pod of its id in its
+            // namespace, none being created here, older than the grace period (a failed driver
+            // deleted, a creation that never made its pod). Then the id is free again.
+            let over = if record::is_reserved(&cm) {
+                record::read_claim(&cm).is_some_and(|claim| {
+                    let candidate = Candidate {
+                        namespace: &claim.namespace,
+                        submission_id: Some(&claim.submission_id),
+                        ..Candidate::of(&cm)
+                    };
+                    sweepable(
+                        &candidate,
+                        &pod_keys,
+                        |ns, id| in_flight.contains(ns, id),
+                        now,
+                        grace,
+                    )
+                })
+            } else {
+                record::expired(&cm, now_ts, retention)
+            };
+            if over {
                 match delete(client, &cm).await {
                     Ok(true) => info!(
                         namespace = cm.metadata.namespace.as_deref(),
                         record = cm.metadata.name.as_deref(),
-                        "retention window over; record deleted"
+                        "claim or retention window over; deleted"
                     ),
                     Ok(false) => {}
                     Err(error) => {

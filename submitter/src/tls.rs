@@ -1,8 +1,10 @@
 //! mTLS for the service, with rustls (ring provider, like kube's client): server certificate and
-//! key, a client CA, client certificates asked for (and verified when presented) but not
-//! required at the TLS layer by default, and rotation without restart. A client without one
-//! reaches HTTP with no identity, where every API route answers 401 in the envelope; a client
-//! whose certificate does not verify is refused at the handshake.
+//! key, a client CA, client certificates asked for but not required at the TLS layer by default,
+//! and rotation without restart. The handshake checks only that a client holds its
+//! certificate's key; the certificate itself is verified right after the handshake
+//! ([`client_certificate`]), so a client without one, or with one that does not verify, reaches
+//! HTTP without identity, where every API route answers 401 in the envelope (naming the check
+//! that failed) instead of a handshake failure that clients would retry forever.
 //!
 //! Reloading, decided: no watcher task and no `notify`. Each accepted connection asks
 //! [`ReloadingTlsConfig::current`] for the config to handshake with; at most once per
@@ -10,25 +12,27 @@
 //! changed, builds a new `ServerConfig`. Comparing bytes rather than mtimes also catches a
 //! Kubernetes Secret volume's atomic symlink swap and copies that keep mtimes. A rebuild that
 //! fails (a rotation caught half-written, a key that does not match) keeps the previous config,
-//! logs a warning, and is tried again at the next check. Because the CA lives in the same
-//! `ServerConfig` (in its client verifier), CA rotation is covered by the same mechanism, which a
-//! `ResolvesServerCert` could not do.
+//! logs a warning, and is tried again at the next check. The client CAs and CRLs live in the same
+//! build (in its [`ClientCertificateVerifier`]), so CA rotation is covered by the same mechanism.
 //!
 //! Revocation: an optional CRL file (`--client-crl`, PEM, one or more CRLs) is read and reloaded
 //! with the same files, and its CRLs go into the client verifier, so a revoked client certificate
-//! fails its next handshake. A connection opened before the revocation would keep serving it
-//! (HTTP/1 keep-alive), so each request first asks [`ReloadingTlsConfig::still_trusted`]: when the
-//! config changed since the connection's certificate was last verified, the certificate is
-//! verified again against the current verifier (CRLs, CA bundle, validity). One that no longer
-//! verifies is served as anonymous (the API answers 401) and the connection is closed after that
-//! answer. Between changes the check is one mutex and one integer comparison.
+//! gets 401s from its next connection on. A connection opened before the revocation would keep
+//! serving it (HTTP/1 keep-alive), so each request first asks the connection's [`Peer`] whether
+//! it is still trusted: when the config changed since the certificate was last verified, or a
+//! certificate of its chain has expired since, the chain is verified again against the current
+//! verifier (CRLs, CA bundle, validity, usage). One that no longer verifies makes the request
+//! anonymous (the API answers 401) and the connection is closed after that answer. Between changes
+//! the check is one mutex, one integer comparison and a clock read.
 //!
 //! Serving: [`serve`] accepts TCP connections and hands each to its own task, which does the TLS
-//! handshake under a timeout (a slow or silent client never stalls `accept`), reads the peer's
-//! identities (DNS SANs, URI SANs, CN) from its certificate, and serves the axum router over
-//! hyper's HTTP/1 with a header read timeout, the identities as a [`PeerIdentity`] request
-//! extension and the remote address as `ConnectInfo`. Plain HTTP exists only as
-//! [`Transport::InsecureDev`], which logs a warning.
+//! handshake under a timeout (a slow or silent client never stalls `accept`), verifies the
+//! peer's certificate, and serves the axum router over hyper's HTTP/1 with a header read timeout,
+//! the verified identities as a [`PeerIdentity`] request extension (or, for a certificate that
+//! failed, its [`CertificateRejection`]) and the remote address as `ConnectInfo`. Plain HTTP
+//! exists only as [`Transport::InsecureDev`], which logs a warning.
+
+pub mod client_certificate;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -44,8 +48,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
-use rustls::server::WebPkiClientVerifier;
-use rustls::server::danger::ClientCertVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
@@ -55,6 +57,9 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{info, warn};
 
+pub use client_certificate::{
+    CertificateRejection, ClientCertificateVerifier, PeerIdentity, VerifiedClient,
+};
 pub use submitter_client::pem::{
     ReadPemError, certificates_from_pem, crypto_provider, private_key_from_pem, read_certificates,
     read_file, read_private_key,
@@ -78,14 +83,14 @@ pub struct TlsFiles {
     pub client_ca: PathBuf,
 }
 
-/// Whether a client must present a certificate.
+/// Whether a client must present a certificate. Either way a presented certificate is verified
+/// after the handshake, and one that fails leaves its requests without identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClientAuth {
-    /// The handshake fails without a valid client certificate.
+    /// The handshake fails without a client certificate.
     Required,
     /// What `submitter serve` uses: a client without a certificate gets through with no
-    /// identity (the HTTP layer then answers 401); a client with an invalid certificate is
-    /// still refused.
+    /// identity (the HTTP layer then answers 401).
     #[default]
     Optional,
 }
@@ -148,11 +153,11 @@ struct Material {
     client_crl: Option<Vec<u8>>,
 }
 
-/// A built config and the client verifier inside it (kept apart to verify open connections'
-/// certificates again).
+/// A built config and the client certificate verifier that goes with it (the handshake only
+/// checks possession of the key; this verifies the certificate).
 struct Built {
     config: Arc<ServerConfig>,
-    verifier: Arc<dyn ClientCertVerifier>,
+    verifier: ClientCertificateVerifier,
 }
 
 impl Material {
@@ -185,27 +190,17 @@ impl Material {
                 source,
             })?;
         }
-        let provider = crypto_provider();
-        let mut verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-        if let (Some(path), Some(bytes)) = (client_crl, &self.client_crl) {
-            // A certificate whose issuer has no CRL in the file is accepted: during a CA
-            // rotation the bundle holds two CAs and the file may hold the CRL of one.
-            verifier = verifier
-                .with_crls(crls_from_pem(path, bytes)?)
-                .allow_unknown_revocation_status();
-        }
-        let verifier = match auth {
-            ClientAuth::Required => verifier,
-            ClientAuth::Optional => verifier.allow_unauthenticated(),
-        }
-        .build()
-        .map_err(LoadTlsError::BuildVerifier)?;
+        let crls = match (client_crl, &self.client_crl) {
+            (Some(path), Some(bytes)) => crls_from_pem(path, bytes)?,
+            _ => Vec::new(),
+        };
+        let verifier = ClientCertificateVerifier::new(Arc::new(roots), crls)
+            .map_err(LoadTlsError::BuildVerifier)?;
         // TLS 1.2 and 1.3 only (rustls has nothing older), AEAD suites with forward secrecy.
-        let mut config = ServerConfig::builder_with_provider(provider)
+        let mut config = ServerConfig::builder_with_provider(crypto_provider())
             .with_safe_default_protocol_versions()
             .map_err(LoadTlsError::BuildConfig)?
-            .with_client_cert_verifier(verifier.clone())
+            .with_client_cert_verifier(verifier.handshake(auth == ClientAuth::Required))
             .with_single_cert(chain, key)
             .map_err(LoadTlsError::BuildConfig)?;
         // We serve HTTP/1.1 only (hyper's http1), so say so in ALPN.
@@ -306,12 +301,6 @@ impl ReloadingTlsConfig {
         self.checked().built.config.clone()
     }
 
-    /// [`Self::current`] and its generation.
-    fn current_with_generation(&self) -> (Arc<ServerConfig>, u64) {
-        let state = self.checked();
-        (state.built.config.clone(), state.generation)
-    }
-
     /// The state, after reloading the files if the check interval has passed.
     fn checked(&self) -> std::sync::MutexGuard<'_, ReloadState> {
         // A poisoned lock only means a panic elsewhere while holding it; the state is whole.
@@ -348,102 +337,57 @@ impl ReloadingTlsConfig {
         Ok(true)
     }
 
-    /// Whether the client certificate `peer` of an open connection is still trusted by the
-    /// current config (see the module docs); the files are re-read first when the check
-    /// interval has passed. Verifies only when the config changed since the last verification.
-    pub fn still_trusted(&self, peer: &VerifiedPeer) -> bool {
+    /// Verifies the client certificate `chain` of a new connection against the current config
+    /// (the files re-read first when the check interval has passed).
+    pub fn verify_client(
+        &self,
+        chain: &[CertificateDer<'_>],
+    ) -> Result<Peer, CertificateRejection> {
         let (generation, verifier) = {
             let state = self.checked();
-            if state.generation == peer.generation.load(Ordering::Acquire) {
-                return true;
+            (state.generation, state.built.verifier.clone())
+        };
+        let client = verifier.verify(chain, UnixTime::now())?;
+        Ok(Peer {
+            client,
+            generation: AtomicU64::new(generation),
+        })
+    }
+
+    /// Whether the client certificate of an open connection (`peer`) is still trusted (see the
+    /// module docs); the files are re-read first when the check interval has passed. Verifies
+    /// again only when the config changed, or a certificate of the chain expired, since the
+    /// last verification.
+    pub fn still_trusted(&self, peer: &Peer) -> Result<(), CertificateRejection> {
+        let now = UnixTime::now();
+        let (generation, verifier) = {
+            let state = self.checked();
+            if state.generation == peer.generation.load(Ordering::Acquire)
+                && !peer.client.expired(now)
+            {
+                return Ok(());
             }
             (state.generation, state.built.verifier.clone())
         };
-        let Some((leaf, intermediates)) = peer.chain.split_first() else {
-            return true;
-        };
-        match verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
-            Ok(_) => {
-                peer.generation.store(generation, Ordering::Release);
-                true
-            }
-            Err(error) => {
-                warn!(%error, "client certificate of an open connection is no longer trusted");
-                false
-            }
-        }
+        verifier.verify(peer.client.chain(), now)?;
+        peer.generation.store(generation, Ordering::Release);
+        Ok(())
     }
 }
 
-/// A client certificate chain verified at a handshake, and the config generation it was last
-/// verified under.
+/// A connection's verified client certificate, and the config generation it was last verified
+/// under.
 #[derive(Debug)]
-pub struct VerifiedPeer {
-    chain: Vec<CertificateDer<'static>>,
+pub struct Peer {
+    client: VerifiedClient,
     generation: AtomicU64,
 }
 
-/// The client's identities, as a request extension: its certificate's DNS SANs, URI SANs and
-/// CN, in that order, without repeats. Empty for a client without a certificate (optional
-/// client auth, or `InsecureDev`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PeerIdentity {
-    pub names: Vec<String>,
-}
-
-/// Why a peer certificate yielded no identities.
-#[derive(Debug, Error)]
-pub enum ReadPeerIdentityError {
-    #[error("peer certificate is not valid X.509")]
-    ParseCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("peer certificate has an invalid subjectAltName extension")]
-    ParseSubjectAltName(#[source] x509_parser::error::X509Error),
-}
-
-impl ReadPeerIdentityError {
-    /// A stable name for metrics and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ReadPeerIdentityError::ParseCertificate(_) => "parse_certificate",
-            ReadPeerIdentityError::ParseSubjectAltName(_) => "parse_subject_alt_name",
-        }
+impl Peer {
+    /// The identity the verified certificate names.
+    pub fn identity(&self) -> &PeerIdentity {
+        self.client.identity()
     }
-}
-
-/// The identities named by a DER certificate: DNS SANs, URI SANs, then the subject CN.
-pub fn peer_identity(certificate: &[u8]) -> Result<PeerIdentity, ReadPeerIdentityError> {
-    let (_, certificate) = x509_parser::parse_x509_certificate(certificate)
-        .map_err(ReadPeerIdentityError::ParseCertificate)?;
-    let mut names: Vec<String> = Vec::new();
-    let mut push = |name: &str| {
-        if !name.is_empty() && !names.iter().any(|known| known == name) {
-            names.push(name.to_owned());
-        }
-    };
-    let sans = certificate
-        .subject_alternative_name()
-        .map_err(ReadPeerIdentityError::ParseSubjectAltName)?;
-    if let Some(sans) = sans {
-        use x509_parser::extensions::GeneralName;
-        let general_names = &sans.value.general_names;
-        for name in general_names {
-            if let GeneralName::DNSName(dns) = name {
-                push(dns);
-            }
-        }
-        for name in general_names {
-            if let GeneralName::URI(uri) = name {
-                push(uri);
-            }
-        }
-    }
-    for common_name in certificate.subject().iter_common_name() {
-        // A CN that is not a string type carries no name we could match.
-        if let Ok(text) = common_name.as_str() {
-            push(text);
-        }
-    }
-    Ok(PeerIdentity { names })
 }
 
 /// How connections are secured.
@@ -531,15 +475,13 @@ impl Connection {
         let _ = stream.set_nodelay(true);
         let reloading = match &self.transport {
             Transport::InsecureDev => {
-                self.serve_http(stream, PeerIdentity::default(), None, watcher)
-                    .await;
+                self.serve_http(stream, Client::Anonymous, watcher).await;
                 return;
             }
             Transport::Tls(tls) => tls.clone(),
         };
-        let (tls, generation) = reloading.current_with_generation();
         let remote = self.remote;
-        let handshake = TlsAcceptor::from(tls).accept(stream);
+        let handshake = TlsAcceptor::from(reloading.current()).accept(stream);
         let stream = match tokio::time::timeout(self.options.handshake_timeout, handshake).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {
@@ -551,40 +493,25 @@ impl Connection {
                 return;
             }
         };
-        let chain: Vec<CertificateDer<'static>> = stream
-            .get_ref()
-            .1
-            .peer_certificates()
-            .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
-            .unwrap_or_default();
-        let identity = match chain.first().map(|leaf| peer_identity(leaf)) {
-            None => PeerIdentity::default(),
-            Some(Ok(identity)) => identity,
-            Some(Err(error)) => {
-                // rustls verified the chain, so this is a certificate x509-parser cannot read;
-                // refusing is safer than serving it as anonymous.
-                warn!(%remote, error = %error_chain(&error), "cannot read the client certificate");
-                return;
-            }
-        };
-        let peer = (!chain.is_empty()).then(|| Recheck {
-            tls: reloading,
-            peer: VerifiedPeer {
-                chain,
-                generation: AtomicU64::new(generation),
+        let client = match stream.get_ref().1.peer_certificates() {
+            None | Some([]) => Client::Anonymous,
+            Some(chain) => match reloading.verify_client(chain) {
+                Ok(peer) => Client::Verified {
+                    tls: reloading,
+                    peer,
+                },
+                Err(rejection) => {
+                    // Logged once per connection; every API request on it gets the 401.
+                    warn!(%remote, kind = rejection.kind(), "client certificate not accepted");
+                    Client::Rejected(rejection)
+                }
             },
-        });
-        self.serve_http(stream, identity, peer.map(Arc::new), watcher)
-            .await;
+        };
+        self.serve_http(stream, client, watcher).await;
     }
 
-    async fn serve_http<S>(
-        self,
-        stream: S,
-        identity: PeerIdentity,
-        recheck: Option<Arc<Recheck>>,
-        watcher: Watcher,
-    ) where
+    async fn serve_http<S>(self, stream: S, client: Client, watcher: Watcher)
+    where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let Connection {
@@ -593,23 +520,20 @@ impl Connection {
             remote,
             ..
         } = self;
+        let client = Arc::new(client);
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            // A certificate revoked (or no longer trusted) since the handshake: this request is
-            // anonymous, and its answer closes the connection.
-            let trusted = recheck
-                .as_ref()
-                .is_none_or(|recheck| recheck.tls.still_trusted(&recheck.peer));
-            if trusted {
-                request.extensions_mut().insert(identity.clone());
-            } else {
-                warn!(%remote, identities = ?identity.names, "closing a connection whose client certificate is no longer trusted");
-                request.extensions_mut().insert(PeerIdentity::default());
+            let (identity, rejection, close) = client.for_request(remote);
+            if let Some(identity) = identity {
+                request.extensions_mut().insert(identity);
+            }
+            if let Some(rejection) = rejection {
+                request.extensions_mut().insert(rejection);
             }
             request.extensions_mut().insert(ConnectInfo(remote));
             let answer = app.clone().oneshot(request);
             async move {
                 let mut response = answer.await?;
-                if !trusted {
+                if close {
                     response.headers_mut().insert(
                         http::header::CONNECTION,
                         http::HeaderValue::from_static("close"),
@@ -630,64 +554,45 @@ impl Connection {
     }
 }
 
-/// What a connection needs to verify its client's certificate again.
-struct Recheck {
-    tls: Arc<ReloadingTlsConfig>,
-    peer: VerifiedPeer,
+/// A connection's client, as its certificate was judged.
+enum Client {
+    /// No certificate (or plain HTTP).
+    Anonymous,
+    /// A certificate that did not verify: no identity, and the reason for the 401.
+    Rejected(CertificateRejection),
+    /// A verified certificate, checked again before each request.
+    Verified {
+        tls: Arc<ReloadingTlsConfig>,
+        peer: Peer,
+    },
+}
+
+impl Client {
+    /// What a request on this connection carries: the identity, or why there is none; and
+    /// whether the connection closes after the answer (a certificate no longer trusted since
+    /// the handshake).
+    fn for_request(
+        &self,
+        remote: SocketAddr,
+    ) -> (Option<PeerIdentity>, Option<CertificateRejection>, bool) {
+        match self {
+            Client::Anonymous => (None, None, false),
+            Client::Rejected(rejection) => (None, Some(*rejection), false),
+            Client::Verified { tls, peer } => match tls.still_trusted(peer) {
+                Ok(()) => (Some(peer.identity().clone()), None, false),
+                Err(rejection) => {
+                    warn!(%remote, kind = rejection.kind(),
+                        "closing a connection whose client certificate is no longer trusted");
+                    (None, Some(rejection), true)
+                }
+            },
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
-
-    fn certificate(sans: Vec<SanType>, common_name: Option<&str>) -> Vec<u8> {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = sans;
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        if let Some(common_name) = common_name {
-            params
-                .distinguished_name
-                .push(DnType::CommonName, common_name);
-        }
-        params.self_signed(&key).unwrap().der().to_vec()
-    }
-
-    #[test]
-    fn identities_are_dns_then_uri_sans_then_cn_without_repeats() {
-        let der = certificate(
-            vec![
-                SanType::URI("spiffe://cluster.local/ns/a/sa/b".try_into().unwrap()),
-                SanType::DnsName("op.spark.svc".try_into().unwrap()),
-                SanType::IpAddress("127.0.0.1".parse().unwrap()),
-                SanType::DnsName("op.spark.svc".try_into().unwrap()),
-            ],
-            Some("operator"),
-        );
-        assert_eq!(
-            peer_identity(&der).unwrap().names,
-            [
-                "op.spark.svc",
-                "spiffe://cluster.local/ns/a/sa/b",
-                "operator"
-            ]
-        );
-    }
-
-    #[test]
-    fn certificate_with_only_a_cn_yields_the_cn() {
-        let der = certificate(vec![], Some("ci-runner"));
-        assert_eq!(peer_identity(&der).unwrap().names, ["ci-runner"]);
-    }
-
-    #[test]
-    fn garbage_is_not_a_certificate() {
-        assert_eq!(
-            peer_identity(b"nope").unwrap_err().kind(),
-            "parse_certificate"
-        );
-    }
 
     #[test]
     fn missing_files_fail_with_their_kind() {

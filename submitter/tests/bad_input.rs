@@ -14,7 +14,6 @@ use http::{Request, header};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::{Value, json};
 use submit_support::{TESTER, TestApp, args, request, send};
-use submitter::tls::PeerIdentity;
 
 /// One class of bad input.
 struct Class {
@@ -451,9 +450,9 @@ async fn every_class_of_bad_input_gets_its_answer_and_leaves_nothing() {
         }
         let mut http_request = builder.body(Body::from(class.body.clone())).unwrap();
         if let Some(identity) = class.identity {
-            http_request.extensions_mut().insert(PeerIdentity {
-                names: vec![identity.to_owned()],
-            });
+            http_request
+                .extensions_mut()
+                .insert(submit_support::verified_identity(identity));
         }
         let answer = send(&t.app, http_request).await;
         let got = (

@@ -20,8 +20,8 @@ use kubesim::{Cluster, ClusterConfig};
 use serde::Serialize;
 use serde_json::{Value, json};
 use submission::api::{
-    ClientAction, ContainerState, DriverPhase, DriverStatus, ErrorCode, ErrorResponse, PodPhase,
-    SubmitRequest, SubmitResponse,
+    ClientAction, ContainerState, DriverPhase, DriverStatus, ErrorCode, ErrorResponse,
+    ListResponse, PodPhase, SubmitRequest, SubmitResponse,
 };
 use submitter::policy::Access;
 use submitter::service::{ServiceConfig, app};
@@ -157,7 +157,7 @@ async fn every_documented_route_is_served_with_its_methods_and_no_other() {
     let doc = document();
     let operations = operations(&doc);
     let templates: BTreeSet<String> = operations.keys().map(|(path, _)| path.clone()).collect();
-    assert!(templates.len() >= 6, "document lost routes: {templates:?}");
+    assert!(templates.len() >= 8, "document lost routes: {templates:?}");
     let service = service().await;
     let mut failures = Vec::new();
     for template in &templates {
@@ -265,6 +265,10 @@ fn every_error_code() -> Vec<ErrorCode> {
         NotFound,
         PayloadTooLarge,
         SubmissionIdConflict,
+        DriverGone,
+        DriverOwnedByApplication,
+        TooManyLogStreams,
+        QuotaExceeded,
     ];
     for code in &codes {
         match code {
@@ -280,7 +284,11 @@ fn every_error_code() -> Vec<ErrorCode> {
             | Forbidden
             | NotFound
             | PayloadTooLarge
-            | SubmissionIdConflict => {}
+            | SubmissionIdConflict
+            | DriverGone
+            | DriverOwnedByApplication
+            | TooManyLogStreams
+            | QuotaExceeded => {}
         }
     }
     codes
@@ -317,14 +325,31 @@ fn error_code_enum_is_exactly_the_codes_of_the_code() {
 fn every_error_status_is_documented_where_it_can_be_answered() {
     let doc = document();
     let operations = operations(&doc);
-    let submit = &operations[&("/api/v1/spark-submit".to_owned(), Method::POST)];
+    // Where each code is answered: the submit route answers all but those of the routes that
+    // operate a submission by its id.
+    let submit = ("/api/v1/spark-submit", Method::POST);
+    let kills = [
+        ("/api/v1/spark-submit/{submission_id}", Method::DELETE),
+        ("/api/v1/drivers/{namespace}/{pod}", Method::DELETE),
+    ];
+    let logs = [
+        ("/api/v1/spark-submit/{submission_id}/log", Method::GET),
+        ("/api/v1/drivers/{namespace}/{pod}/log", Method::GET),
+    ];
     for code in every_error_code() {
+        let answered_by: Vec<(&str, Method)> = match code {
+            // NOT_FOUND is for the look-ups (and unknown paths), never the submit route.
+            ErrorCode::NotFound => kills.iter().chain(&logs).cloned().collect(),
+            ErrorCode::DriverOwnedByApplication => kills.to_vec(),
+            ErrorCode::DriverGone | ErrorCode::TooManyLogStreams => logs.to_vec(),
+            _ => vec![submit.clone()],
+        };
         let status = code.http_status();
-        // NOT_FOUND is for the look-ups (and unknown paths), never the submit route.
-        if code != ErrorCode::NotFound {
+        for (path, method) in answered_by {
+            let documented = &operations[&(path.to_owned(), method.clone())];
             assert!(
-                submit.contains(&status),
-                "POST /api/v1/spark-submit lacks {status} ({code})"
+                documented.contains(&status),
+                "{method} {path} lacks {status} ({code})"
             );
         }
     }
@@ -563,6 +588,30 @@ fn driver_status_schema_is_the_wire_type() {
 }
 
 #[test]
+fn list_response_schema_is_the_wire_type() {
+    let status = DriverStatus {
+        submission_id: Some("id".into()),
+        namespace: "default".into(),
+        driver_pod_name: "spark-pi-driver".into(),
+        driver_pod_uid: "uid".into(),
+        spark_app_id: "spark-1".into(),
+        phase: DriverPhase::Running,
+        pod_phase: Some(PodPhase::Running),
+        container_state: ContainerState::Running,
+        exit_code: None,
+        reason: None,
+        message: None,
+        finished_at: None,
+        action: ClientAction::Reconnect,
+    };
+    let full = ListResponse {
+        items: vec![status],
+        continue_token: Some("1.6162".into()),
+    };
+    check_schema(&document(), "ListResponse", &full, &ListResponse::default());
+}
+
+#[test]
 fn document_is_openapi_3_1_with_unique_operation_ids() {
     let doc = document();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1."));
@@ -574,5 +623,5 @@ fn document_is_openapi_3_1_with_unique_operation_ids() {
             }
         }
     }
-    assert_eq!(ids.len(), 7);
+    assert_eq!(ids.len(), 11);
 }

@@ -1,8 +1,8 @@
 //! What a submission costs the API server, counted by kubesim (`cluster.control.counts()`),
 //! with the service's watch caches synced as `submitter serve` runs it: a fresh submission
-//! makes only its writes (Spark's creates plus one owner patch per ConfigMap, no GET), a
-//! duplicate the caches show complete makes none, and a duplicate the caches have not seen yet
-//! makes one (the create whose `AlreadyExists` tells it). Refusals and rollbacks stay what they
+//! makes only its writes (the claim of its id, Spark's creates, one owner patch per ConfigMap;
+//! no GET), a duplicate the caches show complete makes none, and a duplicate the caches have
+//! not seen yet makes one (the claim's create, whose `AlreadyExists` tells it). Refusals and rollbacks stay what they
 //! are without caches: a foreign object is refused and nothing is left behind.
 
 mod submit_support;
@@ -122,16 +122,16 @@ fn row(verb: &str, resource: &str, count: u64) -> (String, String, u64) {
 }
 
 #[tokio::test]
-async fn fresh_submission_makes_sparks_writes_plus_one_owner_patch_per_config_map_and_no_read() {
+async fn fresh_submission_makes_its_claim_sparks_writes_and_one_owner_patch_per_config_map() {
     let s = CachedApp::start().await;
     // (case, extra arguments, executor template, expected requests)
     let cases = [
         (
-            "spark 4.3: pod, Service, NetworkPolicy, spark-conf ConfigMap",
+            "spark 4.3: the claim, pod, Service, NetworkPolicy, spark-conf ConfigMap",
             vec!["--conf", "spark.kubernetes.container.image=spark:4.3.0"],
             None,
             vec![
-                row("create", "configmaps", 1),
+                row("create", "configmaps", 2),
                 row("create", "networkpolicies", 1),
                 row("create", "pods", 1),
                 row("create", "services", 1),
@@ -139,11 +139,11 @@ async fn fresh_submission_makes_sparks_writes_plus_one_owner_patch_per_config_ma
             ],
         ),
         (
-            "spark 4.0 with an executor template: no NetworkPolicy, two ConfigMaps",
+            "spark 4.0 with an executor template: the claim, no NetworkPolicy, two ConfigMaps",
             vec![],
             Some(submit_support::executor_template()),
             vec![
-                row("create", "configmaps", 2),
+                row("create", "configmaps", 3),
                 row("create", "pods", 1),
                 row("create", "services", 1),
                 row("patch", "configmaps", 2),
@@ -298,7 +298,7 @@ async fn duplicate_the_lagging_caches_have_not_seen_makes_one_request() {
     assert_eq!(
         s.requests(),
         vec![row("create", "configmaps", 1)],
-        "one create, answered AlreadyExists, then the caches"
+        "one create (the claim), answered AlreadyExists, then the caches"
     );
 }
 

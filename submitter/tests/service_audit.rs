@@ -1,7 +1,9 @@
-//! The audit log: one line per submission attempt and per status look-up, with who, where,
-//! which submission, which driver, how it ended and how long it took; refused attempts
-//! included; and no secret of a submission in any log stream of the real `submitter serve`.
+//! The audit log: one line per submission attempt, status look-up, list, log and kill, with
+//! who, where, which submission, which driver, how it ended and how long it took; refused
+//! attempts included; and no secret of a submission in any log stream of the real
+//! `submitter serve`.
 
+mod operate_support;
 mod service_support;
 mod submit_support;
 
@@ -19,7 +21,6 @@ use service_support::{Ca, Dir, client_config, get, send};
 use submit_support::{POLICY, TESTER, TestApp, args, request, submit_request};
 use submitter::fairness::{BudgetConfig, Budgets};
 use submitter::service::{ServiceConfig, app};
-use submitter::tls::PeerIdentity;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// Collects what a `tracing` subscriber writes.
@@ -49,16 +50,9 @@ impl Captured {
     }
 }
 
-fn get_as(path: &str, identity: &str) -> Request<Body> {
-    let mut request = Request::get(path).body(Body::empty()).unwrap();
-    request.extensions_mut().insert(PeerIdentity {
-        names: vec![identity.to_owned()],
-    });
-    request
-}
-
-#[tokio::test]
-async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
+/// What this thread's `tracing` events write from now on (INFO and up, JSON), until the guard
+/// is dropped.
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -66,7 +60,20 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
         .with_max_level(tracing::Level::INFO)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
+fn get_as(path: &str, identity: &str) -> Request<Body> {
+    let mut request = Request::get(path).body(Body::empty()).unwrap();
+    request
+        .extensions_mut()
+        .insert(submit_support::verified_identity(identity));
+    request
+}
+
+#[tokio::test]
+async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
+    let (captured, _guard) = capture();
     let t = TestApp::start().await;
     // A budget of one request at a time, to see a refusal of the layer stack audited too.
     let budgets = Budgets::new(BudgetConfig {
@@ -99,9 +106,9 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
             "{\"submission_id\": \"audit-2\", \"spark_submit_args\": 7}",
         ))
         .unwrap();
-    bad_json.extensions_mut().insert(PeerIdentity {
-        names: vec![TESTER.to_owned()],
-    });
+    bad_json
+        .extensions_mut()
+        .insert(submit_support::verified_identity(TESTER));
     assert_eq!(send(bad_json).await.status, StatusCode::BAD_REQUEST);
     let by_driver = format!("/api/v1/drivers/default/{pod}");
     let looked_up = send(get_as(&by_driver, TESTER)).await.status;
@@ -126,7 +133,7 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
         StatusCode::SERVICE_UNAVAILABLE
     );
     drop(held);
-    // Not audited: probes and the Go client's readiness GET.
+    // Not audited: probes. Audited: the list (also the Go client's readiness GET).
     send(get_as("/healthz", TESTER)).await;
     send(get_as("/api/v1/spark-submit", TESTER)).await;
 
@@ -162,6 +169,7 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
             ),
             ("status_by_driver", "stranger", "FORBIDDEN", 403),
             ("status_by_submission", TESTER, "SUBMITTER_OVERLOADED", 503),
+            ("list", TESTER, "SUBMITTER_OVERLOADED", 503),
         ]
     );
     for (line, id) in lines
@@ -192,6 +200,65 @@ async fn every_submission_attempt_and_look_up_writes_one_audit_line() {
     assert_eq!(lines[3]["namespace"], "", "an unreadable body names none");
     assert_eq!(lines[5]["namespace"], "default");
     assert_eq!(lines[6]["submission_id"], "audit-1");
+}
+
+#[tokio::test]
+async fn a_kill_and_a_log_read_say_who_did_them() {
+    let (captured, _guard) = capture();
+    let s = operate_support::Operated::start().await;
+    let submitted = s
+        .submit_image("audit-kill", operate_support::TICKER_IMAGE, &[])
+        .await;
+    s.wait_for_phase(&submitted, submission::api::DriverPhase::Running)
+        .await;
+    let log = s
+        .get("/api/v1/spark-submit/audit-kill/log?limit_bytes=10", TESTER)
+        .await;
+    assert_eq!(log.status, StatusCode::OK, "{}", log.body);
+    assert_eq!(
+        s.delete("/api/v1/spark-submit/audit-kill", "team-a")
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        s.delete("/api/v1/spark-submit/audit-kill", TESTER)
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    let lines: Vec<Value> = captured
+        .audit_lines()
+        .into_iter()
+        .filter(|line| line["action"] != "submit")
+        .collect();
+    let summary: Vec<(&str, &str, &str, &str, &str)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["action"].as_str().unwrap(),
+                line["identity"].as_str().unwrap(),
+                line["outcome"].as_str().unwrap(),
+                line["submission_id"].as_str().unwrap(),
+                line["uid"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let uid = submitted["driver_pod_uid"].as_str().unwrap();
+    assert_eq!(
+        summary,
+        [
+            ("log_by_submission", TESTER, "LOG", "audit-kill", uid),
+            (
+                "kill_by_submission",
+                "team-a",
+                "FORBIDDEN",
+                "audit-kill",
+                ""
+            ),
+            ("kill_by_submission", TESTER, "KILLED", "audit-kill", uid),
+        ]
+    );
 }
 
 /// Reads a child's output into `sink`, line by line.

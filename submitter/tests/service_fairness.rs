@@ -95,9 +95,7 @@ async fn flooding_identity_gets_503_while_a_steady_one_is_always_served() {
         .unwrap();
     lookup
         .extensions_mut()
-        .insert(submitter::tls::PeerIdentity {
-            names: vec![FLOODER.to_owned()],
-        });
+        .insert(submit_support::verified_identity(FLOODER));
     assert_eq!(
         send(&service, lookup).await.status,
         StatusCode::SERVICE_UNAVAILABLE

@@ -32,13 +32,25 @@ async fn first_submission_creates_config_maps_before_the_pod_and_owns_every_depe
 
     let uid = t.assert_complete(&built).await;
     assert_eq!(answer.body["driver_pod_uid"], uid.as_str());
-    // Two ConfigMaps (spark conf and executor template) exist, and both went before the pod.
+    // First the claim of the id, then two ConfigMaps (spark conf and executor template), both
+    // before the pod.
     let journal = t.journal();
-    let config_maps = creates(&journal, "configmaps");
+    let (claims, config_maps): (Vec<usize>, Vec<usize>) =
+        creates(&journal, "configmaps").into_iter().partition(|at| {
+            journal[*at].body["metadata"]["labels"]
+                .get(submission::meta::labels::RECORD)
+                .is_some()
+        });
     let pods = creates(&journal, "pods");
+    assert_eq!(claims.len(), 1, "{journal:#?}");
     assert_eq!(config_maps.len(), 2);
     assert_eq!(pods.len(), 1);
-    assert!(config_maps.iter().all(|cm| *cm < pods[0]), "{journal:#?}");
+    assert!(
+        config_maps
+            .iter()
+            .all(|cm| claims[0] < *cm && *cm < pods[0]),
+        "{journal:#?}"
+    );
     // The pod was sent without owner; the ConfigMaps got theirs by a metadata-only merge patch.
     let patches: Vec<_> = journal.iter().filter(|e| e.method == "PATCH").collect();
     assert_eq!(patches.len(), 2);
@@ -622,10 +634,11 @@ async fn bad_requests_get_the_envelope() {
         StatusCode::PAYLOAD_TOO_LARGE,
         "PAYLOAD_TOO_LARGE",
     );
-    let get = Request::get("/api/v1/spark-submit")
+    // GET on the submit route is the list; a method no route serves is a 405.
+    let put = Request::put("/api/v1/spark-submit")
         .body(Body::empty())
         .unwrap();
-    let answer = send(&t.app, as_tester(get)).await;
+    let answer = send(&t.app, as_tester(put)).await;
     assert_envelope(
         &answer.body,
         StatusCode::METHOD_NOT_ALLOWED,

@@ -22,7 +22,6 @@ use submitter::status::{RecordConfig, Recorder, run_recorder};
 
 /// The submitter's own namespace, where its retention records live.
 const HOME: &str = "submitter-home";
-use submitter::tls::PeerIdentity;
 
 /// A TestApp whose state reads watch caches, with the retention recorder running.
 struct StatusApp {
@@ -102,9 +101,9 @@ impl StatusApp {
 
     async fn get_as(&self, path: &str, identity: &str) -> Answer {
         let mut request = Request::get(path).body(Body::empty()).unwrap();
-        request.extensions_mut().insert(PeerIdentity {
-            names: vec![identity.to_owned()],
-        });
+        request
+            .extensions_mut()
+            .insert(submit_support::verified_identity(identity));
         send(&self.app, request).await
     }
 
@@ -224,7 +223,7 @@ async fn succeeded_driver_collected_afterwards_still_reports_succeeded() {
     // pod's collection leaves it and the user's namespace holds none.
     let namespace = submitted.body["namespace"].as_str().unwrap().to_owned();
     let records: Api<ConfigMap> = Api::namespaced(s.t.client(), HOME);
-    let name = record::name(&namespace, "gc-1");
+    let name = record::claim_name("gc-1");
     let mut found = None;
     for _ in 0..200 {
         if let Some(cm) = records.get_opt(&name).await.unwrap() {
@@ -369,6 +368,7 @@ async fn a_retained_success_the_lagging_cache_has_not_seen_reads_succeeded_not_4
         created_at: None,
         finished_at: now,
         retain_until: now + SignedDuration::from_hours(1),
+        outcome: record::Outcome::Succeeded,
     };
     Api::<ConfigMap>::namespaced(s.t.client(), HOME)
         .create(
@@ -580,6 +580,7 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
                 created_at: None,
                 finished_at: now - hour - hour,
                 retain_until: until,
+                outcome: record::Outcome::Succeeded,
             },
             HOME,
         )
@@ -609,13 +610,13 @@ async fn sweeper_deletes_records_whose_window_is_over_and_keeps_the_others() {
     )
     .await;
     assert!(
-        api.get_opt(&record::name("default", "old-1"))
+        api.get_opt(&record::claim_name("old-1"))
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        api.get_opt(&record::name("default", "young-1"))
+        api.get_opt(&record::claim_name("young-1"))
             .await
             .unwrap()
             .is_some()
@@ -716,7 +717,7 @@ async fn a_success_reported_again_before_the_cache_shows_its_record_is_written_o
     let records: Api<ConfigMap> = Api::namespaced(t.client(), HOME);
     assert!(
         records
-            .get_opt(&record::name(&namespace, "once-1"))
+            .get_opt(&record::claim_name("once-1"))
             .await
             .unwrap()
             .is_some()

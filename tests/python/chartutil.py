@@ -20,6 +20,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from simutil import bin_dir
+
 # libyaml's loader when present: the CRD alone is ~700 KB of YAML.
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -68,9 +70,8 @@ MODES: dict[str, dict[str, Any]] = {
 
 
 def submitter_bin() -> str:
-    """The submitter binary scripts/test.sh built (SUBMITTER_BIN), else the release build."""
-    default = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release" / "submitter"
-    path = Path(os.environ.get("SUBMITTER_BIN", default))
+    """The submitter binary scripts/test.sh built (SUBMITTER_BIN), else this build's."""
+    path = Path(os.environ.get("SUBMITTER_BIN", bin_dir() / "submitter"))
     assert path.is_file(), f"{path} is missing: cargo build --release -p submitter"
     return str(path)
 

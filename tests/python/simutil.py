@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bin_dir() -> Path:
+    """The folder of this build's binaries: BIN_DIR (scripts/test.sh sets it to the folder of its
+    one build), else the release folder of the target directory."""
+    if os.environ.get("BIN_DIR"):
+        return Path(os.environ["BIN_DIR"])
+    return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release"
 
 
 def wait_for(

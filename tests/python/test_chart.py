@@ -461,6 +461,19 @@ def test_operator_talks_to_the_submitter_by_its_certificate_name_and_runs_agents
     assert redis["OPERATOR_RECOVERY_STORE"] == {"secretKeyRef": {"name": "redis", "key": "url"}}
 
 
+def test_a_redis_cluster_url_reaches_the_operator_unchanged_and_an_unknown_scheme_fails_the_schema():
+    url = "redis+cluster://redis-0.redis:6379,redis-1.redis:6379/?wait_replicas=1"
+    recovery = {"store": "redis", "redis": {"url": url}}
+    container = one(render({"operator": {"recovery": recovery}}), "Deployment", OPERATOR)["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(container)["OPERATOR_RECOVERY_STORE"] == url
+    report = helm_python.lint(str(cu.CHART), {"operator": {"recovery": recovery}}, strict=True)
+    assert report["errors"] == [], report
+    for bad in ("redis-cluster://redis-0.redis:6379", "http://redis:6379"):
+        values = {"operator": {"recovery": {"store": "redis", "redis": {"url": bad}}}}
+        report = helm_python.lint(str(cu.CHART), values, strict=True)
+        assert any("url" in e for e in report["errors"]), (bad, report)
+
+
 def test_helm_test_submits_a_dry_run_over_mtls_into_a_job_namespace():
     pod = one(render({"jobNamespaces": ["team-a"]}), "Pod", f"{FULL}-test")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"

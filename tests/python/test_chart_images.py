@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from simutil import bin_dir
+
 REPO = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 VERSION = re.search(r'^version = "([^"]+)"', (REPO / "Cargo.toml").read_text(), re.M).group(1)
@@ -48,11 +50,11 @@ EXPECTED = {
 def images(tmp_path_factory) -> Path:
     assert os.geteuid() == 0, "image tests need root (chroot, root-owned layer files); CI runs as root"
     for binary in IMAGES.values():
-        assert (TARGET / "release" / binary).is_file(), f"build it first: cargo build --release -p {binary}"
+        assert (bin_dir() / binary).is_file(), f"build it first: cargo build --release -p {binary}, or set BIN_DIR"
     out = tmp_path_factory.mktemp("images")
     # The Debian packages are cached beside the target folder, so reruns do not download again.
     build = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-images.sh"), "--no-build", "--out", str(out),
+        ["bash", str(REPO / "scripts" / "build-images.sh"), "--no-build", "--bin-dir", str(bin_dir()), "--out", str(out),
          "--debs", str(TARGET / "image-debs")],
         capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
@@ -204,7 +206,7 @@ def test_same_binaries_give_the_same_image_digests(images, tmp_path):
     # The layers take the commit time as every file's mtime, and the config the same time as
     # its creation: a rebuild is byte-for-byte the image already pushed.
     again = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-images.sh"), "--no-build", "--out", str(tmp_path),
+        ["bash", str(REPO / "scripts" / "build-images.sh"), "--no-build", "--bin-dir", str(bin_dir()), "--out", str(tmp_path),
          "--debs", str(TARGET / "image-debs")],
         capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr

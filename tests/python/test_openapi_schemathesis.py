@@ -92,8 +92,18 @@ def test_generated_requests_reached_the_service_and_its_error_paths():
     if not SEEN:
         pytest.skip("the generated tests did not run in this session")
     print(sorted(SEEN.items()))
-    submit = {status for (method, path, status), _ in SEEN.items() if path == "/api/v1/spark-submit"}
+    submit = {
+        status
+        for (method, path, status), _ in SEEN.items()
+        if path == "/api/v1/spark-submit" and method == "POST"
+    }
     assert {201, 400, 415} <= submit, f"submit answers seen: {sorted(submit)}"
+    listed = {
+        status
+        for (method, path, status), _ in SEEN.items()
+        if path == "/api/v1/spark-submit" and method == "GET"
+    }
+    assert 200 in listed, f"list answers seen: {sorted(listed)}"
     lookups = {status for (method, path, status), _ in SEEN.items() if "{" in path}
     assert 404 in lookups, f"look-up answers seen: {sorted(lookups)}"
     assert sum(SEEN.values()) >= 100
@@ -105,7 +115,11 @@ def test_every_documented_operation_is_exercised():
         ("GET", "/api/v1/spark-submit"),
         ("POST", "/api/v1/spark-submit"),
         ("GET", "/api/v1/spark-submit/{submission_id}"),
+        ("DELETE", "/api/v1/spark-submit/{submission_id}"),
+        ("GET", "/api/v1/spark-submit/{submission_id}/log"),
         ("GET", "/api/v1/drivers/{namespace}/{pod}"),
+        ("DELETE", "/api/v1/drivers/{namespace}/{pod}"),
+        ("GET", "/api/v1/drivers/{namespace}/{pod}/log"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from simutil import wait_for
+from simutil import bin_dir, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
 
@@ -41,7 +41,7 @@ def _agent_binary() -> Path:
         release = Path(os.environ["SUBMITTER_BIN"]).resolve().parent
         candidates += [release / "operator", release.parent / "debug" / "operator"]
     target = Path(os.environ.get("CARGO_TARGET_DIR", Path(__file__).resolve().parents[2] / "target"))
-    candidates += [target / "release" / "operator", target / "debug" / "operator"]
+    candidates += [bin_dir() / "operator", target / "release" / "operator", target / "debug" / "operator"]
     if os.environ.get("AGENT_BIN"):
         candidates = candidates[:1]
     found = [p for p in candidates if p.is_file() and os.access(p, os.X_OK)]

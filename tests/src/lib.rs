@@ -47,6 +47,9 @@ pub mod staged_driver;
 /// A real `redis-server` on loopback: the one launcher every test and benchmark shares.
 pub mod redis;
 
+/// A real Redis Cluster on loopback (three masters, three replicas), beside the one-server launcher.
+pub mod redis_cluster;
+
 /// The state store's rules under a lock, for tests of its callers.
 pub mod memory_store;
 

@@ -29,6 +29,17 @@ pub enum StartRedisError {
     NotReady { tail: String },
 }
 
+impl StartRedisError {
+    /// A stable label for logs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::PickPort(_) => "pick_port",
+            Self::Spawn { .. } => "spawn",
+            Self::NotReady { .. } => "not_ready",
+        }
+    }
+}
+
 /// A `redis-server` child process, killed when dropped. Persistence is off: each one starts empty.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -51,7 +62,7 @@ impl RedisServer {
                 .and_then(|listener| listener.local_addr())
                 .map_err(StartRedisError::PickPort)?
                 .port();
-            match spawn_ready(binary, port) {
+            match spawn_ready(binary, port, &[]) {
                 Ok(child) => {
                     return Ok(RedisServer {
                         child,
@@ -89,16 +100,22 @@ impl RedisServer {
     /// Kills the server if it runs, then starts a new, empty one on the same port.
     pub fn restart(&mut self) -> Result<(), StartRedisError> {
         self.kill();
-        self.child = spawn_ready(&self.binary, self.port)?;
+        self.child = spawn_ready(&self.binary, self.port, &[])?;
         Ok(())
     }
 }
 
-/// Spawns the server on `port` and waits for its ready line; kills it if it never comes.
-fn spawn_ready(binary: &Path, port: u16) -> Result<Child, StartRedisError> {
+/// Spawns the server on `port` with `extra` options and waits for its ready line; kills it if it
+/// never comes.
+pub(crate) fn spawn_ready(
+    binary: &Path,
+    port: u16,
+    extra: &[String],
+) -> Result<Child, StartRedisError> {
     let mut child = Command::new(binary)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

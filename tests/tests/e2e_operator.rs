@@ -5,7 +5,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{Env, wait_until};
+use e2e_support::{Env, chart_operator_rules, wait_until};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -566,8 +566,7 @@ async fn operator_run_reports_a_crd_another_manager_owns_and_leaves_it_unchanged
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other() {
-    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use k8s_openapi::api::core::v1::Namespace;
 
     let env = Env::start().await;
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
@@ -587,67 +586,9 @@ async fn an_operator_watching_two_namespaces_runs_their_apps_and_reads_no_other(
 
     // The operator runs as its own service account, granted the chart's namespaced rules in
     // team-a and team-b only: a read anywhere else is refused, and the journal names it.
-    let account: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "spark-operator"}})).unwrap();
-    Api::<ServiceAccount>::namespaced(env.client.clone(), "default")
-        .create(&PostParams::default(), &account)
-        .await
-        .unwrap();
-    // The chart's `ss.operator.rules` (charts/spark-submitter/templates/_helpers.tpl) without a
-    // recovery store.
-    let rules = json!([
-        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"],
-         "verbs": ["get", "list", "watch", "create", "delete"]},
-        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications/status"],
-         "verbs": ["update"]},
-        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["scheduledsparkapplications"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["sparkoperator.k8s.io"],
-         "resources": ["scheduledsparkapplications/status"], "verbs": ["update"]},
-        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkconnects"],
-         "verbs": ["list", "watch"]},
-        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkconnects/status"],
-         "verbs": ["update"]},
-        {"apiGroups": [""], "resources": ["pods"],
-         "verbs": ["get", "list", "watch", "create", "delete"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
-        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create"]},
-        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-        {"apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
-         "resources": ["podgroups"], "verbs": ["create"]},
-    ]);
-    for ns in ["team-a", "team-b"] {
-        let role: Role =
-            serde_json::from_value(json!({"metadata": {"name": "spark-operator"}, "rules": rules}))
-                .unwrap();
-        Api::<Role>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &role)
-            .await
-            .unwrap();
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": "spark-operator"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                        "name": "spark-operator"},
-            "subjects": [{"kind": "ServiceAccount", "name": "spark-operator",
-                          "namespace": "default"}],
-        }))
-        .unwrap();
-        Api::<RoleBinding>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
-    }
-    let token = env
-        .cluster
-        .service_account_token("default", "spark-operator")
-        .unwrap();
-    let client =
-        kubesim::Cluster::client_from_kubeconfig(&env.cluster.token_kubeconfig(&token, "default"))
-            .await
-            .unwrap();
+    let client = env
+        .operator_account(&["team-a", "team-b"], &chart_operator_rules())
+        .await;
 
     let mut config = env.run_config();
     config.namespaces = vec!["team-a".into(), "team-b".into()];

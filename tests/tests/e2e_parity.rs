@@ -267,24 +267,6 @@ async fn a_run_created_before_a_crash_is_the_ticks_run_for_the_next_operator() {
     assert_eq!(ticks, [tick, next_tick]);
 }
 
-/// The Warning `SparkDriverPending` events recorded about the application `app`.
-async fn driver_pending_warnings(env: &Env, app: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("SparkDriverPending")
-                && e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(app)
-        })
-        .filter_map(|e| e.note)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_held_pending_shows_why_on_the_application() {
     let env = Env::start().await;
@@ -328,7 +310,12 @@ async fn a_driver_held_pending_shows_why_on_the_application() {
         assert!(condition.message.contains(says), "{app}: {condition:?}");
         assert!(held.app_state.error_message.contains(says), "{app}");
         let notes = wait_until(&format!("{app}'s SparkDriverPending warning"), || async {
-            let notes = driver_pending_warnings(&env, app).await;
+            let notes: Vec<String> = env
+                .warnings(app, "SparkDriverPending")
+                .await
+                .into_iter()
+                .filter_map(|e| e.note)
+                .collect();
             (!notes.is_empty()).then_some(notes)
         })
         .await;
@@ -647,7 +634,11 @@ async fn a_driver_pdb_is_made_when_the_spec_asks_and_goes_with_the_application()
         spec.min_available,
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
     );
-    let driver = env.driver_pods("guarded").await.remove(0);
+    // Made before the driver (it protects the driver from its first moment).
+    let driver = wait_until("the driver", || async {
+        env.driver_pods("guarded").await.pop()
+    })
+    .await;
     let labels = driver.metadata.labels.unwrap();
     let selector = spec.selector.unwrap().match_labels.unwrap();
     assert!(

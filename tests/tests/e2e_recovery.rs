@@ -18,6 +18,7 @@ use sandbox::{NAMESPACE, OperatorHandle, Sandbox, SandboxConfig, StagedApp, Stag
 
 use e2e_support::wait_within;
 use sandbox::redis::RedisServer;
+use sandbox::redis_cluster::RedisCluster;
 
 /// Longest one scenario waits for a condition (drivers are real processes on 2 shared cores).
 const WAIT: Duration = Duration::from_secs(60);
@@ -210,6 +211,13 @@ async fn a_killed_driver_resumes_from_the_next_stage_with_the_kubernetes_store()
 async fn a_killed_driver_resumes_from_the_next_stage_with_the_redis_store() {
     let redis = RedisServer::start().unwrap();
     killed_driver_resumes_from_the_next_stage(StoreKind::Redis { url: redis.url() }).await;
+}
+
+/// The operator and every agent process on a Redis Cluster, through the one `redis+cluster://` URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_driver_resumes_from_the_next_stage_with_a_redis_cluster_store() {
+    let cluster = tokio::task::block_in_place(RedisCluster::start).unwrap();
+    killed_driver_resumes_from_the_next_stage(StoreKind::Redis { url: cluster.url() }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -312,10 +312,42 @@ def namespace(request, kubesim: Kubesim) -> str:
     httpx.delete(f"{kubesim.url}/api/v1/namespaces/{name}", timeout=10)
 
 
+# kubesim's scripted containers (docs/kubesim.md): run until the test ends them, or exit 1. Each
+# writes `kubesim: container NAME started`, `… running for Ns` every second, `… exited with code C`.
+RUN_UNTIL_KILLED = "spark.kubernetes.driver.annotation.kubesim.io/run-seconds=-1"
+EXIT_1 = "spark.kubernetes.driver.annotation.kubesim.io/exit-code=1"
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+DRIVER_LINE_PREFIX = "[driver] "
+
+
+def driver_line(what: str) -> str:
+    """A line of a scripted driver's log: `started`, `running for 2s`, `exited with code 0`."""
+    return f"kubesim: container {DRIVER_CONTAINER} {what}"
+
+
+def spark_args(namespace: str, *confs: str) -> list[str]:
+    args = [
+        "--master", "k8s://https://kubernetes.default.svc:443",
+        "--deploy-mode", "cluster",
+        "--name", "airflow-pi",
+        "--class", "org.apache.spark.examples.SparkPi",
+        "--conf", "spark.kubernetes.container.image=spark:4.0.0",
+        "--conf", f"spark.kubernetes.namespace={namespace}",
+    ]
+    for conf in confs:
+        args += ["--conf", conf]
+    return args + ["local:///opt/spark/examples/jars/spark-examples.jar"]
+
+
+def split(driver: str) -> tuple[str, str]:
+    namespace, pod = driver.split(":")
+    return namespace, pod
+
+
 # --- Airflow -----------------------------------------------------------------------------------
 
 DAGS_SOURCE = Path(__file__).with_name("dags.py")
-DAG_COUNT = 5  # the DAGs dags.py defines
+DAG_COUNT = 7  # the DAGs dags.py defines
 
 
 @dataclass
@@ -326,7 +358,23 @@ class Airflow:
     home: Path
     db: Path
     env: dict[str, str]
+    api_url: str
     procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    def api(self, method: str, path: str, body: dict) -> dict:
+        """The public REST API (`/api/v2…`), as the UI calls it (every user is an admin here)."""
+        r = httpx.request(method, f"{self.api_url}/api/v2{path}", json=body, timeout=30)
+        assert r.status_code == 200, f"{method} {path}: {r.status_code} {r.text[:2000]}"
+        return r.json()
+
+    def clear(self, dag_id: str, run_id: str, task_id: str = "spark_pi") -> None:
+        """What the UI's "Clear" does to a task instance (running or not): it runs again."""
+        self.api("POST", f"/dags/{dag_id}/clearTaskInstances",
+                 {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False})
+
+    def mark(self, dag_id: str, run_id: str, state: str, task_id: str = "spark_pi") -> None:
+        """What the UI's "Mark as failed/success" does."""
+        self.api("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}", {"new_state": state})
 
     def cli(self, *args: str, timeout: float = 120) -> str:
         done = subprocess.run([sys.executable, "-m", "airflow", *args], capture_output=True, text=True,
@@ -361,6 +409,18 @@ class Airflow:
         rows = self.query("SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = ?",
                           dag_id, run_id, task_id, key)
         return json.loads(rows[0][0]) if rows else None
+
+    def driver_lines(self, dag_id: str, run_id: str, attempt: int, task_id: str = "spark_pi") -> list[str]:
+        """The driver's lines the provider put in the try's log (`[driver] …`), in order."""
+        lines = []
+        for raw in self.task_log(dag_id, run_id, attempt, task_id).splitlines():
+            try:
+                event = json.loads(raw).get("event", "")
+            except (ValueError, AttributeError):
+                event = raw
+            if isinstance(event, str) and event.startswith(DRIVER_LINE_PREFIX):
+                lines.append(event.removeprefix(DRIVER_LINE_PREFIX))
+        return lines
 
     def task_log(self, dag_id: str, run_id: str, attempt: int, task_id: str = "spark_pi") -> str:
         """The try's log: the worker's, then what its triggers logged (`….trigger.<job>.log`)."""
@@ -430,7 +490,7 @@ def airflow(tmp_path_factory, submitter: Submitter, pki: Pki) -> Airflow:
         **connection_env("spark_submitter_default", submitter, pki.client_cert, pki.client_key),
         **connection_env("spark_submitter_rogue", submitter, pki.rogue_cert, pki.rogue_key),
     }
-    deployment = Airflow(home, db, env)
+    deployment = Airflow(home, db, env, f"http://127.0.0.1:{api_port}")
     with open(home / "migrate.log", "wb") as out:
         done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], stdout=out,
                               stderr=subprocess.STDOUT, env=env, cwd=home, timeout=600)

@@ -37,5 +37,8 @@ deferred_wait = spark_dag("spark_deferred_wait", deferrable=True, retries=0)
 failing_driver = spark_dag("spark_failing_driver", deferrable=True, retries=1)
 # A client certificate from a CA the submitter does not trust: retries must not be spent on it.
 rogue_certificate = spark_dag("spark_rogue_certificate", conn_id="spark_submitter_rogue", retries=3)
+# Tasks the user ends while they wait (cleared, marked failed): on_kill kills the driver.
+killed_in_worker = spark_dag("spark_killed_in_worker", deferrable=False, retries=0)
+killed_deferred = spark_dag("spark_killed_deferred", deferrable=True, retries=0)
 
-DAG_COUNT = 5
+DAG_COUNT = 7

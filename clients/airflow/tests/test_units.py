@@ -17,6 +17,14 @@ from spark_submitter_provider.client import (
     split_driver,
     transport_error,
 )
+from spark_submitter_provider.log_position import (
+    LineSplitter,
+    LogCursor,
+    LogPosition,
+    parse_line,
+    since_seconds,
+    timestamp_ns,
+)
 from spark_submitter_provider.resume import Record, needs_status, next_step, submission_id_for
 
 
@@ -52,11 +60,13 @@ RECORD = Record(generation=0, submission_id="airflow-x", driver="ns:pi-driver")
         (RECORD, status("Succeeded", "Done", None), "done", 0),  # garbage-collected, retained
         (Record(0, "airflow-x", "ns:pi-driver", "Succeeded"), None, "done", 0),  # cached success
         (RECORD, status("Failed", "Resubmit", "Failed", exit_code=1, reason="Error"), "submit", 1),
+        # Killed through the submitter (on_kill): a new id, the killed one stays bound to its driver.
+        (RECORD, status("Failed", "Resubmit", None, reason="Killed"), "submit", 1),
         (RECORD, status("Unknown", "Resubmit", "Unknown"), "submit", 1),
         (RECORD, None, "submit", 1),  # 404: no such driver
     ],
     ids=["first-try", "id-without-driver", "pending", "running", "succeeded", "succeeded-collected",
-         "succeeded-cached", "failed", "unknown", "not-found"],
+         "succeeded-cached", "failed", "killed", "unknown", "not-found"],
 )
 def test_next_step_follows_the_resume_table(record, driver_status, kind, generation):
     step = next_step(record, driver_status)
@@ -159,6 +169,14 @@ def test_identity_refusals_say_what_to_check():
     assert SubmitterRefused(503, "SUBMITTER_OVERLOADED", "busy").retryable
 
 
+def test_a_quota_refusal_is_worth_another_try_and_a_bad_request_is_not():
+    from spark_submitter_provider.client import SubmitterRefused
+
+    quota = SubmitterRefused(429, "QUOTA_EXCEEDED", 'pods "pi-driver" is forbidden: exceeded quota: spark-jobs')
+    assert quota.retryable and "exceeded quota: spark-jobs" in str(quota)
+    assert not SubmitterRefused(400, "INVALID_SPARK_SUBMIT_ARGS", "--class is required").retryable
+
+
 def test_airflow_discovers_the_provider_and_its_connection_type():
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
@@ -171,9 +189,137 @@ def test_airflow_discovers_the_provider_and_its_connection_type():
 def test_trigger_serializes_to_what_the_triggerer_recreates_it_from():
     from spark_submitter_provider.triggers.driver import SparkDriverTrigger
 
-    trigger = SparkDriverTrigger("ns:pi-driver", "my_conn", poll_interval=2.5)
+    trigger = SparkDriverTrigger("ns:pi-driver", "my_conn", poll_interval=2.5, get_logs=False,
+                                 log_position={"at": T0, "lines": 2}, cancel_on_kill=False)
     classpath, kwargs = trigger.serialize()
     module, _, name = classpath.rpartition(".")
     again = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
     assert kwargs["driver"] == "ns:pi-driver" and kwargs["conn_id"] == "my_conn"
+    assert kwargs["log_position"] == {"at": T0, "lines": 2} and kwargs["cancel_on_kill"] is False
+
+
+# --- the driver's log: positions, the cursor, lines ---------------------------------------------
+
+T0 = "2026-03-01T10:00:00.000000001Z"
+T1 = "2026-03-01T10:00:01.500000000Z"
+T2 = "2026-03-01T10:00:02.000000000Z"
+
+
+def lines(*pairs: tuple[str, str]) -> list:
+    return [parse_line(f"{at} {text}".encode()) for at, text in pairs]
+
+
+def shown(cursor: LogCursor, log: list) -> list[str]:
+    cursor.restart()
+    return [line.text for line in log if cursor.admit(line)]
+
+
+def test_timestamps_are_read_to_the_nanosecond_in_any_zone():
+    assert timestamp_ns(b"1970-01-01T00:00:01.000000002Z") == 1_000_000_002
+    assert timestamp_ns(b"1970-01-01T00:00:01Z") == 1_000_000_000
+    assert timestamp_ns(b"1970-01-01T01:00:01.5+01:00") == 1_500_000_000
+    for bad in (b"", b"kubesim:", b"2026-13-01T00:00:00Z", b"2026-03-01 10:00:00Z"):
+        assert timestamp_ns(bad) is None, bad
+
+
+def test_a_line_is_split_into_its_timestamp_and_text():
+    line = parse_line(b"2026-03-01T10:00:00.000000001Z INFO SparkContext: Running Spark 4.0.0")
+    assert (line.at, line.text) == (T0.encode(), "INFO SparkContext: Running Spark 4.0.0")
+    plain = parse_line(b"no timestamp here")
+    assert (plain.at, plain.text) == (None, "no timestamp here")
+    assert parse_line(b"\xff\xfe bytes").text == "\ufffd\ufffd bytes"
+
+
+LOG = lines((T0, "a"), (T1, "b1"), (T1, "b2"), (T1, "b3"), (T2, "c"))
+
+
+@pytest.mark.parametrize(
+    ("position", "expected"),
+    [
+        (None, ["a", "b1", "b2", "b3", "c"]),
+        (LogPosition(T0, 1), ["b1", "b2", "b3", "c"]),
+        (LogPosition(T1, 1), ["b2", "b3", "c"]),  # lines stamped alike: counted, not skipped all
+        (LogPosition(T1, 3), ["c"]),
+        (LogPosition(T2, 1), []),
+        (LogPosition("2026-03-01T10:00:01.700000000Z", 1), ["c"]),  # between two lines
+    ],
+    ids=["from-start", "after-first", "inside-equal-stamps", "after-equal-stamps", "at-end", "between"],
+)
+def test_a_resumed_read_shows_exactly_the_lines_after_the_position(position, expected):
+    assert shown(LogCursor(position), LOG) == expected
+
+
+def test_every_reread_of_a_growing_log_shows_each_line_once():
+    cursor = LogCursor()
+    assert shown(cursor, LOG[:2]) == ["a", "b1"]
+    assert cursor.position == LogPosition(T1, 1)
+    assert shown(cursor, LOG[:4]) == ["b2", "b3"]
+    assert cursor.position == LogPosition(T1, 3)
+    assert shown(cursor, LOG) == ["c"]
+    assert shown(cursor, LOG) == []
+    # The position survives the task state store.
+    again = LogCursor(LogPosition.from_store(json.loads(json.dumps(cursor.position.to_store()))))
+    assert shown(again, LOG) == []
+
+
+def test_lines_without_a_timestamp_are_shown_and_do_not_move_the_position():
+    cursor = LogCursor(LogPosition(T1, 1))
+    assert shown(cursor, [parse_line(b"continued"), *LOG]) == ["continued", "b2", "b3", "c"]
+    assert cursor.position == LogPosition(T2, 1)
+
+
+def test_unreadable_positions_read_as_none():
+    for bad in (None, "x", {"at": T0}, {"at": "yesterday", "lines": 1}, {"at": T0, "lines": 0}):
+        assert LogPosition.from_store(bad) is None, bad
+
+
+def test_since_seconds_reaches_back_past_the_position_by_the_clock_margin():
+    position = LogPosition(T0, 1)
+    at = timestamp_ns(T0.encode())
+    assert since_seconds(None, at) is None, "nothing shown: the whole log"
+    assert since_seconds(position, at + 10_500_000_000, margin_s=60) == 71
+    assert since_seconds(position, at - 5_000_000_000, margin_s=60) == 60, "a clock behind the cluster's"
+    assert since_seconds(position, at, margin_s=0) == 1
+
+
+def test_line_splitter_joins_chunks_and_cuts_long_lines_with_a_note():
+    splitter = LineSplitter(max_line=8)
+    assert splitter.feed(b"one\ntw") == [b"one"]
+    assert splitter.feed(b"o\n") == [b"two"]
+    assert splitter.feed(b"0123456789") == []
+    assert splitter.feed(b"abc\nlast") == [b"01234567 [line cut: 5 more bytes]"]
+    assert splitter.flush() == [b"last"]
+    assert splitter.flush() == []
+
+
+def test_record_keeps_the_log_position_only_with_its_driver():
+    record = Record(1, "airflow-x-g1", "ns:p", None, LogPosition(T1, 2))
+    assert Record.from_store(json.loads(json.dumps(record.to_store()))) == record
+    assert Record.from_store({**record.to_store(), "driver": None}).log is None
+    # A record of the version before the log was followed.
+    assert Record.from_store({"generation": 0, "submission_id": "x", "driver": "ns:p", "phase": None}).log is None
+
+
+def test_the_backlog_between_stream_and_task_log_holds_its_bound_and_the_reader_waits():
+    import asyncio
+
+    from spark_submitter_provider.driver_wait import Backlog
+
+    async def scenario() -> tuple[bool, list[str], bool]:
+        backlog = Backlog(max_bytes=10)
+        await backlog.put(parse_line(b"aaaa"), 4)
+        await backlog.put(parse_line(b"bbbbbb"), 6)
+        third = asyncio.create_task(backlog.put(parse_line(b"cc"), 2))
+        await asyncio.sleep(0)  # let the third put run up to where it waits
+        held_back = not third.done()
+        first = [item.text for item in await backlog.take()]
+        await asyncio.wait_for(third, 5)
+        # A line larger than the bound still goes through, alone.
+        await backlog.take()
+        await asyncio.wait_for(backlog.put(parse_line(b"x" * 20), 20), 5)
+        return held_back, first, third.done()
+
+    held_back, first, released = asyncio.run(scenario())
+    assert held_back, "a full backlog makes the reader wait"
+    assert first == ["aaaa", "bbbbbb"] and released

@@ -75,7 +75,8 @@ pub struct AgentArgs {
     /// The state store backend.
     #[arg(long, env = ENV_STORE, value_enum, default_value_t = StoreKind::Kubernetes)]
     pub store: StoreKind,
-    /// The Redis URL (`redis://host:port/db`), required with `--store redis`.
+    /// The Redis URL (`redis://host:port/db`, or `redis+cluster://host:port,…` for a Redis
+    /// Cluster), required with `--store redis`; the operator passes its own.
     #[arg(long, env = ENV_REDIS_URL)]
     pub redis_url: Option<String>,
     /// Port of the marker API; it listens on 127.0.0.1 only.

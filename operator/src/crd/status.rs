@@ -318,6 +318,9 @@ pub enum FailureReason {
     /// `spec.sparkConf` sets a key the operator refuses (namespace, service account, master,
     /// image, credentials).
     RefusedSparkConf,
+    /// Ours: the API server refused an object the run needs besides its driver (a PodGroup whose
+    /// CRD is not installed, an Ingress the operator may not create, a quota).
+    OwnedObjectRefused,
 }
 
 impl FailureReason {
@@ -389,6 +392,7 @@ impl FailureReason {
             FailureReason::SubmitterUnavailable => "SubmitterUnavailable",
             FailureReason::UnsupportedSpec => "UnsupportedSpec",
             FailureReason::RefusedSparkConf => "RefusedSparkConf",
+            FailureReason::OwnedObjectRefused => "OwnedObjectRefused",
         }
     }
 }

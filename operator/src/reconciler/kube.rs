@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use ::kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use ::kube::{Client, Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_runtime::events::{Event, EventType as KubeEventType};
 use submission::error_chain::error_chain;
 use submitter_client::SubmitterClient;
@@ -17,6 +16,7 @@ use tracing::{info, warn};
 use super::{Effects, Health, ReconcileError, StatusWrite, observe};
 use crate::argv::build_submission;
 use crate::crd::{SparkApplication, SparkApplicationStatus};
+use crate::dependencies;
 use crate::executors::ExecutorIndex;
 use crate::fence::Heartbeat;
 use crate::labels;
@@ -25,7 +25,7 @@ use crate::progress_store::{AppKey, ProgressStore, Scope, StoreError};
 use crate::recovery::RecoverySettings;
 use crate::state_machine::{
     EventType, FIRST_RUN, FenceOutcome, ObservedDriver, ObservedExecutor, PendingReason,
-    SubmissionOutcome, UiMade,
+    RefusedObject, SubmissionOutcome, UiMade,
 };
 use crate::ui::UiSettings;
 
@@ -57,6 +57,50 @@ fn is_conflict(error: &::kube::Error) -> bool {
 
 fn is_not_found(error: &::kube::Error) -> bool {
     matches!(error, ::kube::Error::Api(status) if status.code == 404)
+}
+
+/// What a create of one of the run's objects came to.
+enum Created<K> {
+    Made(K),
+    /// One of that name exists (a previous run's, or this run's before a crash): it is taken as
+    /// it is.
+    Exists,
+    /// The API server refused it, saying this.
+    Refused(String),
+}
+
+/// Creates `object` through `api`; an error is what a retry may cure. `crd` names the CRD that
+/// serves the type, for a type Kubernetes does not have itself.
+async fn create<K>(api: &Api<K>, object: &K, crd: Option<&str>) -> Result<Created<K>, ::kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(created) => Ok(Created::Made(created)),
+        Err(error) if is_conflict(&error) => Ok(Created::Exists),
+        Err(error) => match refusal(&error, crd) {
+            Some(message) => Ok(Created::Refused(message)),
+            None => Err(error),
+        },
+    }
+}
+
+/// The API server's refusal of an object, as the application's message says it: its type is not
+/// served (404; `crd` names the CRD that would serve it), the operator may not create it (403,
+/// which is also how a quota refuses), or it is invalid (400, 422). `None` for what a retry may
+/// cure (a server error, throttling, a lost connection). Matched on the status code, never on
+/// the message.
+fn refusal(error: &::kube::Error, crd: Option<&str>) -> Option<String> {
+    let ::kube::Error::Api(status) = error else {
+        return None;
+    };
+    match (status.code, crd) {
+        (404, Some(crd)) => Some(format!(
+            "its type is not served: the CRD {crd} is not installed in the cluster"
+        )),
+        (400 | 403 | 404 | 422, _) => Some(status.message.clone()),
+        _ => None,
+    }
 }
 
 fn namespace(app: &SparkApplication) -> String {
@@ -203,30 +247,88 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
         }))
     }
 
-    async fn ensure_owned_objects(
+    async fn ensure_dependencies(
+        &self,
+        app: &SparkApplication,
+    ) -> Result<Result<(), RefusedObject>, ReconcileError> {
+        for dependency in dependencies::of(app) {
+            let api_version = match dependency.group {
+                "" => dependency.version.to_owned(),
+                group => format!("{group}/{}", dependency.version),
+            };
+            let resource = ApiResource {
+                group: dependency.group.to_owned(),
+                version: dependency.version.to_owned(),
+                api_version,
+                kind: dependency.kind.to_owned(),
+                plural: dependency.plural.to_owned(),
+            };
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace(app), &resource);
+            let object: DynamicObject = serde_json::from_value(dependency.object.clone())
+                .expect("an object built from plain fields always decodes");
+            let created = create(&api, &object, dependency.crd.as_deref())
+                .await
+                .map_err(|source| ReconcileError::EnsureDependencies {
+                    object: dependency.describe(),
+                    source,
+                })?;
+            match created {
+                Created::Made(_) => {
+                    info!(object = %dependency.describe(), "made a dependency of the driver");
+                }
+                Created::Exists => {}
+                Created::Refused(message) => {
+                    return Ok(Err(RefusedObject {
+                        object: dependency.describe(),
+                        message,
+                        required: true,
+                    }));
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    async fn ensure_ui_objects(
         &self,
         app: &SparkApplication,
         settings: &UiSettings,
-    ) -> Result<Result<UiMade, String>, ReconcileError> {
+    ) -> Result<UiMade, ReconcileError> {
         let plan = match crate::ui::plan(app, settings) {
             Ok(plan) => plan,
-            Err(error) => return Ok(Err(error.to_string())),
+            // The spec (or the operator's URL format) cannot be honoured: nothing is made.
+            Err(error) => {
+                return Ok(UiMade {
+                    refused: vec![RefusedObject {
+                        object: "the UI objects".to_owned(),
+                        message: error.to_string(),
+                        required: true,
+                    }],
+                    ..UiMade::default()
+                });
+            }
         };
         let services: Api<Service> = Api::namespaced(self.client.clone(), &namespace(app));
         let ingresses: Api<Ingress> = Api::namespaced(self.client.clone(), &namespace(app));
         let mut made = UiMade::default();
-        for service in &plan.services {
-            let name = service.metadata.name.clone().unwrap_or_default();
-            let fail = |source| ReconcileError::EnsureOwnedObjects {
-                name: name.clone(),
+        for planned in &plan.services {
+            let name = planned.object.metadata.name.clone().unwrap_or_default();
+            let object = format!("Service {name}");
+            let fail = |source| ReconcileError::EnsureUiObjects {
+                object: object.clone(),
                 source,
             };
-            // POST: a Service of that name (a previous run's, or this run's before a crash)
-            // is taken as it is.
-            let stored = match services.create(&PostParams::default(), service).await {
-                Ok(created) => created,
-                Err(error) if is_conflict(&error) => services.get(&name).await.map_err(fail)?,
-                Err(error) => return Err(fail(error)),
+            let stored = match create(&services, &planned.object, None)
+                .await
+                .map_err(fail)?
+            {
+                Created::Made(created) => created,
+                Created::Exists => services.get(&name).await.map_err(fail)?,
+                Created::Refused(message) => {
+                    made.refuse(object, message, planned.required);
+                    continue;
+                }
             };
             if let Some((ui_name, port)) = plan.ui_service.as_ref().filter(|(n, _)| *n == name) {
                 let ip = stored
@@ -237,73 +339,59 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
                 made.service = Some((ui_name.clone(), *port, format!("{ip}:{port}")));
             }
         }
-        for ingress in &plan.ingresses {
-            let name = ingress.metadata.name.clone().unwrap_or_default();
-            match ingresses.create(&PostParams::default(), ingress).await {
-                Ok(_) => {}
-                Err(error) if is_conflict(&error) => {}
-                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
-            }
-        }
-        if let Some(config_map) = crate::monitoring::config_map(app) {
-            let name = config_map.metadata.name.clone().unwrap_or_default();
-            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace(app));
-            match config_maps
-                .create(&PostParams::default(), &config_map)
+        for planned in &plan.ingresses {
+            let name = planned.object.metadata.name.clone().unwrap_or_default();
+            let object = format!("Ingress {name}");
+            let created = create(&ingresses, &planned.object, None)
                 .await
-            {
-                Ok(_) => {}
-                Err(error) if is_conflict(&error) => {}
-                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
+                .map_err(|source| ReconcileError::EnsureUiObjects {
+                    object: object.clone(),
+                    source,
+                })?;
+            if let Created::Refused(message) = created {
+                made.refuse(object, message, planned.required);
+                continue;
+            }
+            if let Some(ui_ingress) = plan.ui_ingress.as_ref().filter(|(n, _)| *n == name) {
+                made.ingress = Some(ui_ingress.clone());
             }
         }
-        if let Some(group) = crate::batch::pod_group(app) {
-            let resource = ApiResource {
-                group: group.group.to_owned(),
-                version: group.version.to_owned(),
-                api_version: format!("{}/{}", group.group, group.version),
-                kind: group.kind.to_owned(),
-                plural: group.plural.to_owned(),
-            };
-            let name = group.object["metadata"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned();
-            let groups: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &namespace(app), &resource);
-            let object: DynamicObject = serde_json::from_value(group.object.clone())
-                .expect("a PodGroup built from plain fields always decodes");
-            match groups.create(&PostParams::default(), &object).await {
-                Ok(_) => {}
-                Err(error) if is_conflict(&error) => {}
-                // The type is not served: its CRD is not installed.
-                Err(error) if is_not_found(&error) => {
-                    return Ok(Err(format!(
-                        "spec.batchScheduler {:?} needs the CRD {}, which is not installed in the cluster; the application is not run ungrouped",
-                        app.spec.batch_scheduler.as_deref().unwrap_or(""),
-                        group.crd_name()
-                    )));
-                }
-                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
-            }
-        }
-        if let Some(pdb) = crate::ui::driver_pdb(app) {
-            let name = pdb.metadata.name.clone().unwrap_or_default();
-            let pdbs: Api<PodDisruptionBudget> =
-                Api::namespaced(self.client.clone(), &namespace(app));
-            match pdbs.create(&PostParams::default(), &pdb).await {
-                Ok(_) => {}
-                Err(error) if is_conflict(&error) => {}
-                Err(source) => return Err(ReconcileError::EnsureOwnedObjects { name, source }),
-            }
-        }
-        made.ingress = plan.ui_ingress.clone();
         info!(
             services = plan.services.len(),
             ingresses = plan.ingresses.len(),
+            refused = made.refused.len(),
             "made the UI objects"
         );
-        Ok(Ok(made))
+        Ok(made)
+    }
+
+    async fn stop_driver(
+        &self,
+        app: &SparkApplication,
+        pod: &str,
+        submission_id: &str,
+    ) -> Result<(), ReconcileError> {
+        let found =
+            self.pods_api(app)
+                .get_opt(pod)
+                .await
+                .map_err(|source| ReconcileError::StopDriver {
+                    name: pod.to_owned(),
+                    source,
+                })?;
+        let Some(found) = found else {
+            return Ok(());
+        };
+        let ours = found
+            .labels()
+            .get(labels::SUBMISSION_ID)
+            .map(String::as_str)
+            == Some(submission_id);
+        if !ours || found.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let uid = found.metadata.uid.clone().unwrap_or_default();
+        self.delete_driver(app, pod, &uid).await
     }
 
     fn driver_warning(&self, _pod: &str, uid: &str) -> Option<PendingReason> {

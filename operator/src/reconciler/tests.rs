@@ -11,7 +11,7 @@ use super::*;
 use crate::crd::{DriverInfo, RecoveryStatus};
 use crate::recovery::RecoverySettings;
 use crate::state_machine::{
-    DriverPhase, ObservedExecutor, PendingReason, UiMade, reasons, spec_hash,
+    DriverPhase, ObservedExecutor, PendingReason, RefusedObject, UiMade, reasons, spec_hash,
 };
 use crate::ui::UiSettings;
 
@@ -23,7 +23,9 @@ enum Call {
     WriteStatus(State),
     DriverAbsent(String),
     DriverWarning(String),
-    EnsureOwnedObjects,
+    EnsureDependencies,
+    EnsureUiObjects,
+    StopDriver(String),
     Submit(String),
     /// The observed epoch.
     Fence(u64),
@@ -47,6 +49,10 @@ struct Fake {
     warning: Option<PendingReason>,
     /// The Spark application id in the status the owned objects were last made for.
     ui_made_for: Mutex<Option<String>>,
+    /// What `ensure_dependencies` answers as refused.
+    refused_dependency: Option<RefusedObject>,
+    /// What `ensure_ui_objects` answers as refused.
+    refused_ui: Vec<RefusedObject>,
 }
 
 impl Fake {
@@ -60,6 +66,8 @@ impl Fake {
             absent: true,
             warning: None,
             ui_made_for: Mutex::new(None),
+            refused_dependency: None,
+            refused_ui: Vec::new(),
         }
     }
 
@@ -139,18 +147,37 @@ impl Effects for Fake {
         Vec::new()
     }
 
-    async fn ensure_owned_objects(
+    async fn ensure_dependencies(
+        &self,
+        _app: &SparkApplication,
+    ) -> Result<Result<(), RefusedObject>, ReconcileError> {
+        self.call(Call::EnsureDependencies);
+        Ok(self.refused_dependency.clone().map_or(Ok(()), Err))
+    }
+
+    async fn ensure_ui_objects(
         &self,
         app: &SparkApplication,
         _settings: &UiSettings,
-    ) -> Result<Result<UiMade, String>, ReconcileError> {
-        self.call(Call::EnsureOwnedObjects);
+    ) -> Result<UiMade, ReconcileError> {
+        self.call(Call::EnsureUiObjects);
         *self.ui_made_for.lock().unwrap() =
             app.status.as_ref().map(|s| s.spark_application_id.clone());
-        Ok(Ok(UiMade {
+        Ok(UiMade {
             service: Some(("pi-ui-svc".into(), 4040, "10.0.0.1:4040".into())),
             ingress: None,
-        }))
+            refused: self.refused_ui.clone(),
+        })
+    }
+
+    async fn stop_driver(
+        &self,
+        _app: &SparkApplication,
+        pod: &str,
+        _submission_id: &str,
+    ) -> Result<(), ReconcileError> {
+        self.call(Call::StopDriver(pod.to_owned()));
+        Ok(())
     }
 
     fn driver_warning(&self, pod: &str, _uid: &str) -> Option<PendingReason> {
@@ -311,7 +338,7 @@ fn a_submitted_runs_ui_service_is_made_once_and_recorded_with_submitted_in_one_w
         r.effects().take(),
         [
             Call::Submit(format!("{UID}-1")),
-            Call::EnsureOwnedObjects,
+            Call::EnsureUiObjects,
             Call::WriteStatus(State::Submitted),
             Call::Event(reasons::SUBMITTED),
         ],
@@ -333,8 +360,74 @@ fn a_submitted_runs_ui_service_is_made_once_and_recorded_with_submitted_in_one_w
     // The requeue's reconcile, from the cache holding that write, makes nothing again.
     run(r.reconcile(&written)).unwrap();
     assert!(
-        !r.effects().take().contains(&Call::EnsureOwnedObjects),
+        !r.effects().take().contains(&Call::EnsureUiObjects),
         "a run's owned objects are made once"
+    );
+}
+
+#[test]
+fn what_the_driver_depends_on_is_made_then_it_is_submitted_and_recorded_in_one_reconcile() {
+    let r = reconciler(Fake::new(), Settings::default());
+    run(r.reconcile(&app(json!({"batchScheduler": "volcano"}), None))).unwrap();
+    assert_eq!(
+        r.effects().take(),
+        [
+            Call::EnsureDependencies,
+            Call::Submit(format!("{UID}-1")),
+            Call::WriteStatus(State::Submitted),
+            Call::Event(reasons::SUBMITTED),
+        ]
+    );
+}
+
+fn refused(object: &str, required: bool) -> RefusedObject {
+    RefusedObject {
+        object: object.into(),
+        message: "forbidden".into(),
+        required,
+    }
+}
+
+#[test]
+fn a_refused_dependency_fails_the_application_without_a_submission() {
+    let mut fake = Fake::new();
+    fake.refused_dependency = Some(refused("PodGroup spark-pi-pg", true));
+    let r = reconciler(fake, Settings::default());
+    run(r.reconcile(&app(json!({"batchScheduler": "volcano"}), None))).unwrap();
+    assert_eq!(
+        r.effects().take(),
+        [
+            Call::EnsureDependencies,
+            Call::StopDriver("pi-driver".into()),
+            Call::WriteStatus(State::SubmissionFailed),
+            Call::Event(reasons::OWNED_OBJECTS_FAILED),
+            Call::Event(reasons::SUBMISSION_FAILED),
+            Call::WriteStatus(State::Failed),
+            Call::Event(reasons::FAILED),
+        ]
+    );
+}
+
+#[test]
+fn a_refused_ingress_the_spec_asks_for_stops_the_driver_between_failing_and_failed() {
+    let mut fake = Fake::new();
+    fake.refused_ui = vec![refused("Ingress pi-ing-4040", true)];
+    let r = reconciler(fake, Settings::default());
+    let spec = json!({"driverIngressOptions": [{"servicePort": 4040}]});
+    run(r.reconcile(&app(spec, None))).unwrap();
+    assert_eq!(
+        r.effects().take(),
+        [
+            Call::Submit(format!("{UID}-1")),
+            Call::EnsureUiObjects,
+            Call::WriteStatus(State::Failing),
+            Call::StopDriver("pi-driver".into()),
+            Call::Event(reasons::SUBMITTED),
+            Call::Event(reasons::OWNED_OBJECTS_FAILED),
+            Call::WriteStatus(State::Failed),
+            Call::Event(reasons::FAILED),
+        ],
+        "the driver the cache does not show yet is stopped before FAILED is written"
     );
 }
 

@@ -5,6 +5,9 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::crd::{
+    ApplicationStateType as State, FailureReason, SparkApplicationSpec, SparkApplicationStatus,
+};
 
 const UID: &str = "uid-1";
 const BASE: i64 = 1_750_000_000;
@@ -191,8 +194,216 @@ fn limits(policy: &Policy) -> Option<(i32, i32)> {
     }
 }
 
+/// One round of the world an application with a PodGroup and a driver Ingress runs in.
+#[derive(Debug, Clone)]
+struct ObjectsStep {
+    advance: i64,
+    /// The pod cache shows the driver (it lags the API server otherwise).
+    cached: bool,
+    dependency_refused: bool,
+    /// 0: every UI object made; 1: the operator's UI Service refused; 2: the Ingress the spec
+    /// asks for refused.
+    ui_refused: u8,
+    /// The driver exits 0.
+    exits: bool,
+    /// The answers of the last round are lost (a requeue, an operator restart).
+    new_reconcile: bool,
+}
+
+fn objects_step() -> impl Strategy<Value = ObjectsStep> {
+    (
+        0..15i64,
+        prop::bool::weighted(0.5),
+        prop::bool::weighted(0.3),
+        0..3u8,
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(advance, cached, dependency_refused, ui_refused, exits, new_reconcile)| ObjectsStep {
+                advance,
+                cached,
+                dependency_refused,
+                ui_refused,
+                exits,
+                new_reconcile,
+            },
+        )
+}
+
+/// The driver pod as the API server has it: its submission id, whether its container runs,
+/// whether it was deleted.
+#[derive(Debug, Clone)]
+struct WorldDriver {
+    submission_id: String,
+    running: bool,
+    deleted: bool,
+}
+
+impl WorldDriver {
+    fn live(&self) -> bool {
+        self.running && !self.deleted
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the cache shows and whatever the API server refuses: no driver is submitted
+    /// before what it depends on exists, a refused dependency leaves no driver, and the
+    /// application is never FAILED while a driver of its runs is running.
+    #[test]
+    fn owned_objects_keep_the_application_and_its_driver_in_agreement(
+        on_failure in any::<bool>(),
+        steps in prop::collection::vec(objects_step(), 1..60),
+    ) {
+        let mut settings = Settings::default();
+        settings.ui.ui_service = true;
+        let policy = if on_failure {
+            json!({"type": "OnFailure", "onFailureRetries": 1, "onSubmissionFailureRetries": 1,
+                   "onFailureRetryInterval": 5, "onSubmissionFailureRetryInterval": 5})
+        } else {
+            json!({"type": "Never"})
+        };
+        let spec: SparkApplicationSpec = serde_json::from_value(json!({
+            "type": "Scala", "sparkVersion": "4.0.0", "mainClass": "Main",
+            "mainApplicationFile": "local:///app.jar", "driver": {}, "executor": {},
+            "batchScheduler": "volcano",
+            "driverIngressOptions": [{"servicePort": 4040, "ingressURLFormat": "pi.example.com"}],
+            "restartPolicy": policy,
+        }))
+        .unwrap();
+        let mut persisted: Option<SparkApplicationStatus> = None;
+        let mut world: Vec<WorldDriver> = Vec::new();
+        let mut answers = Observed::default();
+        let mut now = 0i64;
+
+        for step in steps {
+            now += step.advance;
+            if step.exits {
+                for driver in &mut world {
+                    driver.running = false;
+                }
+            }
+            if step.new_reconcile {
+                answers = Observed::default();
+            }
+            let shown = world.iter().rev().find(|d| !d.deleted).filter(|_| step.cached);
+            let observed = Observed {
+                cache_synced: true,
+                driver: shown.map(|d| ObservedDriver {
+                    name: "pi-driver".into(),
+                    uid: "pod".into(),
+                    submission_id: Some(d.submission_id.clone()),
+                    owned: true,
+                    terminating: false,
+                    spark_app_id: None,
+                    epoch: None,
+                    phase: if d.running {
+                        DriverPhase::Running { ready: true, started_at: None }
+                    } else {
+                        DriverPhase::Succeeded
+                    },
+                }),
+                ..answers.clone()
+            };
+            let view = AppView { name: "pi", namespace: "default", uid: UID, spec: &spec,
+                status: persisted.as_ref(), settings: &settings };
+            let decision = decide(&view, &observed, Timestamp::from_second(BASE + now).unwrap());
+
+            // Execute, answering from the world. As in the reconciler, answers stand until a
+            // status write records them (or the reconcile ends).
+            for action in &decision.actions {
+                match action {
+                    Action::WriteStatus => {
+                        persisted = Some(decision.status.clone());
+                        answers = Observed::default();
+                    }
+                    Action::EnsureDependencies => {
+                        answers.dependencies = Some(if step.dependency_refused {
+                            Err(RefusedObject {
+                                object: "PodGroup spark-pi-pg".into(),
+                                message: "its type is not served".into(),
+                                required: true,
+                            })
+                        } else {
+                            Ok(())
+                        });
+                    }
+                    Action::Submit { submission_id } => {
+                        prop_assert_eq!(&observed.dependencies, &Some(Ok(())),
+                            "a driver is submitted only once what it depends on exists");
+                        let holder = world.iter().any(|d| !d.deleted && d.submission_id != *submission_id);
+                        answers.submission = Some(if holder {
+                            SubmissionOutcome::Rejected {
+                                submission_id: submission_id.clone(),
+                                message: "DRIVER_POD_ALREADY_EXISTS".into(),
+                                retryable: false,
+                            }
+                        } else {
+                            if !world.iter().any(|d| d.submission_id == *submission_id) {
+                                world.push(WorldDriver {
+                                    submission_id: submission_id.clone(),
+                                    running: true,
+                                    deleted: false,
+                                });
+                            }
+                            SubmissionOutcome::Accepted {
+                                submission_id: submission_id.clone(),
+                                driver_pod_name: "pi-driver".into(),
+                                spark_app_id: "spark-1".into(),
+                            }
+                        });
+                    }
+                    Action::EnsureUiObjects => {
+                        let refused = match step.ui_refused {
+                            0 => Vec::new(),
+                            1 => vec![RefusedObject { object: "Service pi-ui-svc".into(),
+                                message: "forbidden".into(), required: false }],
+                            _ => vec![RefusedObject { object: "Ingress pi-ing-4040".into(),
+                                message: "forbidden".into(), required: true }],
+                        };
+                        answers.ui = Some(UiMade { refused, ..UiMade::default() });
+                    }
+                    Action::StopDriver { submission_id, .. } => {
+                        for driver in world.iter_mut().filter(|d| d.submission_id == *submission_id) {
+                            driver.deleted = true;
+                        }
+                        answers.driver_stopped = true;
+                    }
+                    Action::DeleteDriver { .. } => {
+                        // The cached driver: the newest not yet deleted.
+                        if let Some(driver) = world.iter_mut().rev().find(|d| !d.deleted) {
+                            driver.deleted = true;
+                        }
+                    }
+                    Action::VerifyDriverAbsent { .. } => {
+                        let current = persisted.as_ref().map(|s| s.submission_id.clone()).unwrap_or_default();
+                        answers.driver_absent_verified =
+                            !world.iter().any(|d| !d.deleted && d.submission_id == current);
+                    }
+                    Action::InspectPendingDriver { .. } => answers.driver_warning = Some(None),
+                    _ => {}
+                }
+            }
+            if decision.actions.contains(&Action::DeleteApplication) {
+                break;
+            }
+
+            let stored = persisted.clone().unwrap_or_default();
+            if stored.app_state.state == State::Failed {
+                prop_assert!(!world.iter().any(WorldDriver::live),
+                    "FAILED while a driver runs: {:?} {:?}", stored, world);
+            }
+            if stored.app_state.state == State::SubmissionFailed
+                && stored.failure_reason == Some(FailureReason::OwnedObjectRefused)
+            {
+                prop_assert!(
+                    !world.iter().any(|d| d.submission_id == stored.submission_id && d.live()),
+                    "a refused dependency leaves no driver running: {:?}", world);
+            }
+        }
+    }
 
     #[test]
     fn random_event_sequences_keep_the_invariants(policy in policy(), steps in prop::collection::vec(step(), 1..80)) {

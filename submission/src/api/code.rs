@@ -7,8 +7,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// A machine-readable error code. The contract's codes keep its HTTP statuses and retry rules;
-/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT`, 413) cover cases its table has no
-/// row for.
+/// the added ones (401, 403, 404, 409 `SUBMISSION_ID_CONFLICT` and
+/// `DRIVER_OWNED_BY_APPLICATION`, 410, 413, 429 `TOO_MANY_LOG_STREAMS` and `QUOTA_EXCEEDED`) cover
+/// cases its table has no row for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON or missing required fields.
@@ -38,11 +39,25 @@ pub enum ErrorCode {
     NotFound,
     /// 413 (added): the body exceeds the limit (1 MiB).
     PayloadTooLarge,
+    /// 410 (added): the submission is known (its retention record) but its driver pod is gone,
+    /// so there is no log to read.
+    DriverGone,
+    /// 409 (added): the driver belongs to a `SparkApplication`, whose operator would only start
+    /// it again; delete or suspend the application instead.
+    DriverOwnedByApplication,
+    /// 429 (added): the identity has as many log streams open as it may; retry after
+    /// `Retry-After`, or close one.
+    TooManyLogStreams,
+    /// 429 (added): a ResourceQuota of the namespace has no room for the driver's objects;
+    /// nothing was left behind, and the same submission succeeds once the quota has room
+    /// (`Retry-After`). Not retried by client libraries on their own: the wait is the cluster's,
+    /// not the service's, so the caller decides (the operator counts it as a submission failure).
+    QuotaExceeded,
 }
 
 impl ErrorCode {
     /// Every code, contract codes first, for tables and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidSparkSubmitArgs,
         ErrorCode::MethodNotAllowed,
@@ -56,6 +71,10 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::PayloadTooLarge,
         ErrorCode::SubmissionIdConflict,
+        ErrorCode::DriverGone,
+        ErrorCode::DriverOwnedByApplication,
+        ErrorCode::TooManyLogStreams,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The code as it appears on the wire.
@@ -74,6 +93,10 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::SubmissionIdConflict => "SUBMISSION_ID_CONFLICT",
+            ErrorCode::DriverGone => "DRIVER_GONE",
+            ErrorCode::DriverOwnedByApplication => "DRIVER_OWNED_BY_APPLICATION",
+            ErrorCode::TooManyLogStreams => "TOO_MANY_LOG_STREAMS",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
         }
     }
 
@@ -85,10 +108,15 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::DriverPodAlreadyExists | ErrorCode::SubmissionIdConflict => 409,
+            ErrorCode::DriverPodAlreadyExists
+            | ErrorCode::SubmissionIdConflict
+            | ErrorCode::DriverOwnedByApplication => 409,
+            ErrorCode::DriverGone => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidPodTemplate => 422,
+            ErrorCode::TooManyLogStreams => 429,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::InternalServerError => 500,
             ErrorCode::SubmitterOverloaded => 503,
         }
@@ -96,11 +124,24 @@ impl ErrorCode {
 
     /// Whether a client should retry, as the Go client's `IsRetryable` decides: only on the two
     /// server-side conditions (a 401 among the rest: without a certificate, a retry cannot
-    /// succeed).
+    /// succeed), on a log stream refused for the moment (the Go client never opens one); a 429
+    /// `QUOTA_EXCEEDED` is for the caller to retry later, after `Retry-After`.
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            ErrorCode::InternalServerError | ErrorCode::SubmitterOverloaded
+            ErrorCode::InternalServerError
+                | ErrorCode::SubmitterOverloaded
+                | ErrorCode::TooManyLogStreams
+        )
+    }
+
+    /// Whether the answer carries `Retry-After`: the refusals that pass with time.
+    pub fn sends_retry_after(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::SubmitterOverloaded
+                | ErrorCode::TooManyLogStreams
+                | ErrorCode::QuotaExceeded
         )
     }
 }
@@ -174,12 +215,24 @@ mod tests {
             ("NOT_FOUND", 404),
             ("PAYLOAD_TOO_LARGE", 413),
             ("SUBMISSION_ID_CONFLICT", 409),
+            ("DRIVER_GONE", 410),
+            ("DRIVER_OWNED_BY_APPLICATION", 409),
+            ("QUOTA_EXCEEDED", 429),
         ];
         for (text, status) in added {
             let code: ErrorCode = text.parse().unwrap();
             assert_eq!(code.http_status(), status);
             assert!(!code.retryable());
         }
+    }
+
+    #[test]
+    fn a_refused_log_stream_is_retried_after_the_time_it_names() {
+        let code: ErrorCode = "TOO_MANY_LOG_STREAMS".parse().unwrap();
+        assert_eq!(code.http_status(), 429);
+        assert!(code.retryable());
+        assert!(code.sends_retry_after());
+        assert!(!ErrorCode::InternalServerError.sends_retry_after());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `submitter serve`: flags, start-up checks, and the running service (mTLS accept loop,
-//! sweeper, graceful shutdown on SIGTERM or Ctrl-C).
+//! sweeper, graceful shutdown on SIGTERM or Ctrl-C: open log streams end first, then open
+//! connections drain).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -97,6 +98,11 @@ pub struct ServeArgs {
     /// JSON; absent: they go with the other logs, target `submitter::audit`.
     #[arg(long, env = "SUBMITTER_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// Driver log streams one client identity may have open at once; beyond it that identity
+    /// gets 429 TOO_MANY_LOG_STREAMS with Retry-After.
+    #[arg(long, env = "SUBMITTER_MAX_LOG_STREAMS_PER_IDENTITY",
+        default_value_t = crate::log_streams::DEFAULT_MAX_PER_IDENTITY)]
+    pub max_log_streams_per_identity: usize,
     /// SPARK_USER of drivers whose submission names no --proxy-user.
     #[arg(long, env = "SUBMITTER_SPARK_USER", default_value = DEFAULT_SPARK_USER)]
     pub spark_user: String,
@@ -224,7 +230,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let state = AppState::new(client.clone(), access)
         .with_fairness(budgets)
         .with_spark_user(&args.spark_user)
-        .with_record_namespace(&record_namespace);
+        .with_record_namespace(&record_namespace)
+        .with_retention(args.retention)
+        .with_log_streams(args.max_log_streams_per_identity);
     let config = ServiceConfig {
         max_concurrency: args.max_concurrency,
         request_timeout: Duration::from_secs(args.request_timeout),
@@ -259,12 +267,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         })?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     info!(%addr, max_concurrency = config.max_concurrency, request_timeout_secs = args.request_timeout, "submitter serving");
+    // Followed logs never end on their own: they end first, so draining waits for none.
+    let shutdown = state.log_streams.clone().close_on(shutdown_signal());
     crate::tls::serve(
         listener,
         transport,
         app(state, &config),
         ServeOptions::default(),
-        shutdown_signal(),
+        shutdown,
     )
     .await;
     sweeper.abort();

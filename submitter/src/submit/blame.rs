@@ -1,6 +1,8 @@
-//! Which input a field the API server rejected (400/422) came from, so the client is told the
-//! input to fix: the spark-submit arguments (`INVALID_SPARK_SUBMIT_ARGS`) or a pod template
-//! (`INVALID_POD_TEMPLATE`).
+//! Whose a refusal of the API server is: which input a field the API server rejected
+//! (400/422) came from, so the client is told the input to fix, the spark-submit arguments
+//! (`INVALID_SPARK_SUBMIT_ARGS`) or a pod template (`INVALID_POD_TEMPLATE`); and what a 403
+//! `Forbidden` was about ([`forbidden`]): the namespace's quota (retry later), the object's
+//! resources (the input must change), or anything else (RBAC, Pod Security, a webhook).
 //!
 //! The rule, over the rejected object, the templates and the `Status` causes' field paths:
 //! - Only the driver pod is built from a template; the Service, NetworkPolicy, PVCs and the
@@ -13,6 +15,10 @@
 //!   template's own. A cause is the arguments' otherwise.
 //! - The template is blamed only when every cause is the template's; a rejection without causes
 //!   blames the template when one was given (it is the free-form input).
+//! - A refusal of the pod's resources (a LimitRange, or a quota that needs them stated) names
+//!   no field: the template is blamed when it gives some container of the pod a resource
+//!   request or limit the pod kept ([`resources_origin`]), else the arguments (the driver's
+//!   cores, memory, their limits and overhead).
 //!
 //! Pure: plain JSON in, an [`Origin`] out.
 
@@ -50,6 +56,91 @@ pub fn origin(
         .iter()
         .all(|field| from_template(object, template, &pointer(field)));
     if all_template {
+        Origin::Template
+    } else {
+        Origin::Arguments
+    }
+}
+
+/// What a 403 `Forbidden` of the API server on a create was about. The API server says it only
+/// in the message: admission refusals (quota, LimitRange, Pod Security, webhooks) and RBAC all
+/// answer reason `Forbidden` with no causes and details naming just the object, so the message
+/// after `is forbidden: ` is read, as the ResourceQuota and LimitRanger plugins write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forbidden {
+    /// A ResourceQuota has no room for the object (`exceeded quota: NAME, requested: …, used:
+    /// …, limited: …`), or has not counted its usage yet (`status unknown for quota: NAME`):
+    /// the same request succeeds once usage goes down or the quota is raised.
+    QuotaExceeded,
+    /// The object's resources break a LimitRange (`maximum cpu usage per Container is 2, but
+    /// limit is 4`), or lack what a quota needs stated (`failed quota: NAME: must specify
+    /// limits.cpu for: …`): no retry helps until the request changes.
+    Resources,
+    /// Anything else: RBAC, Pod Security admission, a webhook.
+    Other,
+}
+
+/// What the 403 whose `Status` message is `message` was about; see [`Forbidden`].
+pub fn forbidden(message: &str) -> Forbidden {
+    // `pods "x" is forbidden: …`, `pods is forbidden: …` or `forbidden: …`; resource and name
+    // hold no spaces, so the first `forbidden: ` ends the prefix.
+    let why = message
+        .split_once("forbidden: ")
+        .map_or(message, |(_, why)| why)
+        .to_ascii_lowercase();
+    // Several LimitRange violations come as one aggregate: `[a, b]`.
+    let first = why.trim_start_matches('[');
+    if first.starts_with("exceeded quota: ") || first.starts_with("status unknown for quota: ") {
+        Forbidden::QuotaExceeded
+    } else if first.starts_with("failed quota: ")
+        || ((first.starts_with("maximum ") || first.starts_with("minimum "))
+            && first.contains(" usage per "))
+        || first.contains(" max limit to request ratio per ")
+    {
+        Forbidden::Resources
+    } else {
+        Forbidden::Other
+    }
+}
+
+/// Where the resources of `object` that a LimitRange or a quota refused came from (see the
+/// module docs): the template when it gives a container of the pod a resource value the pod
+/// kept, else the arguments.
+pub fn resources_origin(object: &Value, driver_template: Option<&Value>) -> Origin {
+    if object.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Origin::Arguments;
+    }
+    let Some(template) = driver_template else {
+        return Origin::Arguments;
+    };
+    let template = template.get("template").unwrap_or(template);
+    let containers = |pod: &Value| -> Vec<Value> {
+        ["containers", "initContainers"]
+            .iter()
+            .filter_map(|list| pod.get("spec")?.get(list)?.as_array().cloned())
+            .flatten()
+            .collect()
+    };
+    let built = containers(object);
+    let kept = containers(template).into_iter().any(|given| {
+        let name = given.get("name").and_then(Value::as_str);
+        let Some(built) = built
+            .iter()
+            .find(|c| c.get("name").and_then(Value::as_str) == name)
+        else {
+            return false;
+        };
+        ["requests", "limits"].iter().any(|kind| {
+            let values = |c: &Value| c.get("resources")?.get(kind)?.as_object().cloned();
+            let (Some(given), Some(built)) = (values(&given), values(built)) else {
+                return false;
+            };
+            given
+                .iter()
+                .any(|(resource, value)| built.get(resource) == Some(value))
+        })
+    });
+    if kept {
         Origin::Template
     } else {
         Origin::Arguments
@@ -302,6 +393,86 @@ mod tests {
                 &["data"]
             ),
             Origin::Template
+        );
+    }
+
+    #[test]
+    fn forbidden_messages_are_told_apart() {
+        let cases = [
+            (
+                r#"pods "d" is forbidden: exceeded quota: compute, requested: pods=1, used: pods=1, limited: pods=1"#,
+                Forbidden::QuotaExceeded,
+            ),
+            (
+                r#"configmaps "c" is forbidden: exceeded quota: objects, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1"#,
+                Forbidden::QuotaExceeded,
+            ),
+            (
+                "pods is forbidden: status unknown for quota: compute, resources: pods",
+                Forbidden::QuotaExceeded,
+            ),
+            (
+                r#"pods "d" is forbidden: failed quota: compute: must specify limits.cpu for: spark-kubernetes-driver"#,
+                Forbidden::Resources,
+            ),
+            (
+                r#"pods "d" is forbidden: maximum cpu usage per Container is 1, but limit is 2"#,
+                Forbidden::Resources,
+            ),
+            (
+                r#"pods "d" is forbidden: [Maximum cpu usage per Container is 1, but limit is 2., Minimum memory usage per Pod is 1Gi.  No request is specified.]"#,
+                Forbidden::Resources,
+            ),
+            (
+                r#"pods "d" is forbidden: cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000."#,
+                Forbidden::Resources,
+            ),
+            (
+                r#"pods is forbidden: User "system:serviceaccount:x:y" cannot create resource "pods" in API group "" in the namespace "z""#,
+                Forbidden::Other,
+            ),
+            (
+                r#"pods "d" is forbidden: violates PodSecurity "restricted:latest": privileged"#,
+                Forbidden::Other,
+            ),
+            // A quota's name in another position is not a quota refusal.
+            (
+                r#"pods "exceeded-quota" is forbidden: violates PodSecurity "baseline:latest""#,
+                Forbidden::Other,
+            ),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(forbidden(message), expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn refused_resources_are_the_templates_only_when_it_set_some_the_pod_kept() {
+        let pod = json!({"kind": "Pod", "spec": {"containers": [
+            {"name": "spark-kubernetes-driver",
+             "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}},
+            {"name": "sidecar", "resources": {"limits": {"cpu": "4"}}},
+        ]}});
+        let sidecar = json!({"spec": {"containers": [
+            {"name": "sidecar", "resources": {"limits": {"cpu": "4"}}},
+        ]}});
+        // Spark replaced the template's driver cpu request with the conf's.
+        let overridden = json!({"spec": {"containers": [
+            {"name": "spark-kubernetes-driver", "resources": {"requests": {"cpu": "3"}}},
+        ]}});
+        let no_resources = json!({"spec": {"containers": [{"name": "sidecar"}]}});
+        let cases: [(Option<&Value>, Origin); 4] = [
+            (None, Origin::Arguments),
+            (Some(&sidecar), Origin::Template),
+            (Some(&overridden), Origin::Arguments),
+            (Some(&no_resources), Origin::Arguments),
+        ];
+        for (template, expected) in cases {
+            assert_eq!(resources_origin(&pod, template), expected, "{template:?}");
+        }
+        assert_eq!(
+            resources_origin(&json!({"kind": "PersistentVolumeClaim"}), Some(&sidecar)),
+            Origin::Arguments
         );
     }
 

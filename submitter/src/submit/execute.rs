@@ -4,12 +4,16 @@
 //! Observation costs no request when the service's watch caches have synced: the pod and the
 //! ConfigMaps come from them, and what they do not hold (Service, NetworkPolicy) follows from
 //! [`plan::observe_uncached`]: absent when the pod is, present when every ConfigMap is owned by
-//! the pod. A fresh submission then makes only its writes (Spark's creates plus the owner patch
-//! of each ConfigMap), and a complete duplicate none ([`Submission::complete_in_cache`]). The
+//! the pod. A fresh submission then makes only its writes (the claim of its id, Spark's creates
+//! and the owner patch of each ConfigMap), and a complete duplicate none ([`Submission::complete_in_cache`]). The
 //! caches may lag: the API server's `AlreadyExists` on a create says so, and the next round
 //! waits (bounded) for the caches to show that object, else reads every object with a GET. A
 //! refusal is never made on a cache's word: it is confirmed by reading the objects live.
 //! Without caches (or before they sync) every round GETs every built object.
+//!
+//! Claim: before the first object of a new driver, the submission id is claimed for it
+//! ([`crate::claim::reserve`]); a claim of another driver refuses with nothing created, one of
+//! this driver makes the round observe again, and a rollback gives a claim it made back.
 //!
 //! Fencing: every create is a POST (a duplicate fails with `AlreadyExists`, it never merges);
 //! every delete carries a uid precondition. When the cluster turns out to differ from what was
@@ -30,14 +34,17 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
 use kube::core::Request;
 use serde_json::{Value, json};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
+use super::driver_pod::DriverPod;
+use super::owned::Owned;
 use crate::caches::{PROPERTIES_KEY, WatchCaches};
-use crate::kube_api::{CallError, Head, KubeApi};
+use crate::claim::{self, ClaimToWrite, Reserved};
+use crate::kube_api::{CallError, KubeApi};
+use crate::record::Record;
 use submission::error_chain::error_chain;
 use submission::plan::{
     self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify, classify_meta,
@@ -93,6 +100,15 @@ pub enum SubmitDriverError {
     },
     #[error("the driver's objects kept changing during {rounds} attempts")]
     Unsettled { rounds: usize },
+    #[error("cannot claim the submission id")]
+    ClaimId {
+        #[source]
+        source: CallError,
+    },
+    /// Not a failure of the submission: its driver ended (a retained success, a kill), so
+    /// nothing may be created; the answer comes from the record.
+    #[error("the driver of this submission id has ended")]
+    Ended { record: Box<Record> },
 }
 
 impl SubmitDriverError {
@@ -108,6 +124,8 @@ impl SubmitDriverError {
             SubmitDriverError::AttachOwner { .. } => "attach_owner",
             SubmitDriverError::DeleteStaleObject { .. } => "delete_stale_object",
             SubmitDriverError::Unsettled { .. } => "unsettled",
+            SubmitDriverError::ClaimId { .. } => "claim_id",
+            SubmitDriverError::Ended { .. } => "ended",
         }
     }
 
@@ -117,7 +135,8 @@ impl SubmitDriverError {
             SubmitDriverError::ReadObject { source, .. }
             | SubmitDriverError::CreateObject { source, .. }
             | SubmitDriverError::AttachOwner { source, .. }
-            | SubmitDriverError::DeleteStaleObject { source, .. } => Some(source),
+            | SubmitDriverError::DeleteStaleObject { source, .. }
+            | SubmitDriverError::ClaimId { source } => Some(source),
             _ => None,
         }
     }
@@ -154,7 +173,9 @@ impl SubmitDriverError {
             | SubmitDriverError::DeleteStaleObject { kind, name, .. } => Some((kind, name)),
             SubmitDriverError::DriverPodTerminating { name } => Some(("Pod", name)),
             SubmitDriverError::BoundToAnotherDriver { .. }
-            | SubmitDriverError::Unsettled { .. } => None,
+            | SubmitDriverError::Unsettled { .. }
+            | SubmitDriverError::ClaimId { .. }
+            | SubmitDriverError::Ended { .. } => None,
         }
     }
 
@@ -169,7 +190,9 @@ impl SubmitDriverError {
             | SubmitDriverError::DeleteStaleObject { kind, .. } => Some(kind),
             SubmitDriverError::DriverPodTerminating { .. } => Some("Pod"),
             SubmitDriverError::BoundToAnotherDriver { .. }
-            | SubmitDriverError::Unsettled { .. } => None,
+            | SubmitDriverError::Unsettled { .. }
+            | SubmitDriverError::ClaimId { .. }
+            | SubmitDriverError::Ended { .. } => None,
         }
     }
 }
@@ -192,80 +215,6 @@ pub struct Submitted {
 impl Submitted {
     pub fn pod_uid(&self) -> &str {
         &self.pod.uid
-    }
-}
-
-/// What the answer tells of the driver pod, as the API server or the watch cache has it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DriverPod {
-    pub uid: String,
-    /// `metadata.creationTimestamp`, RFC 3339 in seconds as Kubernetes writes it.
-    pub created_at: Option<String>,
-    /// The `spark-app-selector` label.
-    pub spark_app_id: Option<String>,
-}
-
-/// Kubernetes' timestamp format (`metav1.Time`).
-const TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
-
-/// A timestamp as the typed cache renders it, so answers from either path agree.
-fn normalised_time(text: &str) -> String {
-    text.parse::<k8s_openapi::jiff::Timestamp>()
-        .ok()
-        .map_or_else(
-            || text.to_owned(),
-            |at| at.strftime(TIME_FORMAT).to_string(),
-        )
-}
-
-impl DriverPod {
-    /// From the pod as JSON (an API server's answer).
-    pub fn of_value(pod: &Value) -> DriverPod {
-        let created_at = pod
-            .pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str)
-            .map(normalised_time);
-        DriverPod {
-            uid: text(pod, "/metadata/uid").to_owned(),
-            created_at,
-            spark_app_id: pod
-                .pointer("/metadata/labels")
-                .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        }
-    }
-
-    /// From the few fields read of an API server's answer.
-    pub fn of_head(head: Head) -> DriverPod {
-        let Head {
-            uid,
-            creation_timestamp,
-            mut labels,
-        } = head;
-        DriverPod {
-            uid,
-            created_at: creation_timestamp.map(|text| normalised_time(&text)),
-            spark_app_id: labels.remove(submission::meta::labels::SPARK_APP_ID),
-        }
-    }
-
-    /// From a cached pod.
-    pub fn of_pod(pod: &Pod) -> DriverPod {
-        DriverPod {
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            created_at: pod
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|at| at.0.strftime(TIME_FORMAT).to_string()),
-            spark_app_id: pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
-                .cloned(),
-        }
     }
 }
 
@@ -345,57 +294,6 @@ pub fn complete_in_cache_named(
     }
 }
 
-/// An object serialized with `ownerReferences` set in its metadata, without copying it.
-struct Owned<'a> {
-    object: &'a Value,
-    owner: &'a Value,
-}
-
-impl serde::Serialize for Owned<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let Value::Object(fields) = self.object else {
-            return self.object.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(Some(fields.len()))?;
-        for (key, value) in fields {
-            match value {
-                Value::Object(metadata) if key == "metadata" => {
-                    map.serialize_entry(
-                        key,
-                        &WithOwner {
-                            metadata,
-                            owner: self.owner,
-                        },
-                    )?;
-                }
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        map.end()
-    }
-}
-
-/// Metadata with `ownerReferences` replaced by `owner`.
-struct WithOwner<'a> {
-    metadata: &'a serde_json::Map<String, Value>,
-    owner: &'a Value,
-}
-
-impl serde::Serialize for WithOwner<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        for (key, value) in self.metadata {
-            if key != "ownerReferences" {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        map.serialize_entry("ownerReferences", self.owner)?;
-        map.end()
-    }
-}
-
 /// What this attempt created, for the rollback.
 #[derive(Debug, Default)]
 struct Ledger {
@@ -407,6 +305,10 @@ struct Ledger {
     pod_not_ours_to_remove: bool,
     /// ConfigMaps this attempt created before the pod: (index, uid).
     config_maps: Vec<(usize, String)>,
+    /// The id's claim is this driver's (made by this attempt or found): not asked again.
+    claimed: bool,
+    /// Uid of the claim this attempt created, for the rollback.
+    claim: Option<String>,
 }
 
 /// Why a round stopped.
@@ -448,6 +350,9 @@ pub struct Submission<'a> {
     /// How long to wait for the caches to show an object the API server said exists, before
     /// reading the objects live instead. Only the number of requests depends on it.
     pub catch_up: Duration,
+    /// The id's claim, made before the first driver object is created ([`crate::claim`]).
+    /// `None`: no claim (a dry run).
+    pub claim: Option<&'a ClaimToWrite>,
 }
 
 impl Submission<'_> {
@@ -678,6 +583,7 @@ impl Submission<'_> {
                 (pod, effects)
             }
             (Plan::Create { before, after }, _) => {
+                self.reserve(ledger).await?;
                 for step in before {
                     self.prepare(step, ledger).await?;
                 }
@@ -692,6 +598,39 @@ impl Submission<'_> {
         }
         let created = ledger.pod.as_deref() == Some(pod.uid.as_str());
         Ok(Submitted { created, pod })
+    }
+
+    /// Claims the submission id for this driver before its first object is created: a claim
+    /// of another driver refuses, an ended one answers from its record, and one that went away
+    /// makes the round observe again.
+    async fn reserve(&self, ledger: &mut Ledger) -> Result<(), Stop> {
+        let Some(to_write) = self.claim.filter(|_| !ledger.claimed) else {
+            return Ok(());
+        };
+        let reserved = claim::reserve(self.api, self.caches, self.catch_up, to_write)
+            .await
+            .map_err(|source| Stop::Failed(SubmitDriverError::ClaimId { source }))?;
+        match reserved {
+            Reserved::Created { uid } => ledger.claim = Some(uid),
+            Reserved::Ours => {
+                // Claimed for this driver already: a duplicate the caches have not caught up
+                // with, or an attempt cut short. Observe again once they show the pod (bounded).
+                ledger.claimed = true;
+                return Err(Stop::Stale(Some(0)));
+            }
+            Reserved::Ended(record) => {
+                return Err(Stop::Failed(SubmitDriverError::Ended { record }));
+            }
+            Reserved::Bound { namespace, pod } => {
+                return Err(Stop::Failed(SubmitDriverError::BoundToAnotherDriver {
+                    namespace,
+                    pod,
+                }));
+            }
+            Reserved::Vanished => return Err(Stop::Stale(None)),
+        }
+        ledger.claimed = true;
+        Ok(())
     }
 
     /// POSTs the driver pod; records it (or an ambiguous failure) for the rollback.
@@ -867,6 +806,17 @@ impl Submission<'_> {
                 Err(error) => {
                     warn!(submission_id = %self.submission_id, config_map = name,
                         error = %error, "rollback could not delete a ConfigMap; the sweeper will");
+                }
+            }
+        }
+        // No driver of this attempt is left: the id is free again.
+        if let (Some(to_write), Some(uid)) = (self.claim, &ledger.claim) {
+            let name = to_write.object.metadata.name.as_deref().unwrap_or_default();
+            match claim::release(self.api, &to_write.home, name, uid).await {
+                Ok(()) => removed = true,
+                Err(error) => {
+                    warn!(submission_id = %self.submission_id, error = %error,
+                        "rollback could not release the submission id's claim; the sweeper will");
                 }
             }
         }

@@ -54,13 +54,26 @@ impl Ca {
     }
 
     fn issue(&self, common_name: &str, sans: Vec<SanType>, usage: ExtendedKeyUsagePurpose) -> Leaf {
+        self.issue_shaped(common_name, sans, |params| {
+            params.extended_key_usages = vec![usage];
+        })
+    }
+
+    /// A certificate named like [`Ca::issue`]'s, with `shape` applied to its parameters last
+    /// (validity, usages).
+    pub fn issue_shaped(
+        &self,
+        common_name: &str,
+        sans: Vec<SanType>,
+        shape: impl FnOnce(&mut CertificateParams),
+    ) -> Leaf {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names = sans;
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
-        params.extended_key_usages = vec![usage];
+        shape(&mut params);
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Leaf {
             cert_pem: cert.pem(),
@@ -282,10 +295,34 @@ pub fn serial(cert_pem: &str) -> Vec<u8> {
 
 /// The CN of a DER certificate (to tell rotated server certificates apart).
 pub fn common_name(der: &[u8]) -> String {
-    submitter::tls::peer_identity(der)
-        .unwrap()
-        .names
-        .last()
-        .cloned()
+    let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+    cert.subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
         .unwrap_or_default()
+        .to_owned()
+}
+
+/// Answers `GET /whoami` with what the accept loop attached to the request: `names`, the
+/// verified identities (empty without), and `rejected`, the kind of the rejection of a presented
+/// certificate that failed verification (null otherwise). `ConnectInfo` is asked for too:
+/// extraction fails (500) if the accept loop did not set it.
+pub fn whoami() -> Router {
+    use axum::Extension;
+    use axum::extract::ConnectInfo;
+    use submitter::tls::{CertificateRejection, PeerIdentity};
+    axum::Router::new().route(
+        "/whoami",
+        axum::routing::get(
+            |identity: Option<Extension<PeerIdentity>>,
+             rejection: Option<Extension<CertificateRejection>>,
+             ConnectInfo(_remote): ConnectInfo<SocketAddr>| async move {
+                axum::Json(serde_json::json!({
+                    "names": identity.map(|Extension(i)| i.names().to_vec()).unwrap_or_default(),
+                    "rejected": rejection.map(|Extension(r)| r.kind()),
+                }))
+            },
+        ),
+    )
 }

@@ -166,7 +166,8 @@ impl TestApp {
         self.cluster.control.journal()
     }
 
-    /// Every object of the submission (by its label), by kind: (kind, object).
+    /// Every object of the submission's driver (by the submission label, without the id's
+    /// claim), by kind: (kind, object).
     pub async fn objects_of(&self, built: &DriverObjects) -> Vec<(String, Value)> {
         let hash = built.pod()["metadata"]["labels"][labels::SUBMISSION_ID_HASH]
             .as_str()
@@ -188,7 +189,12 @@ impl TestApp {
                 .await
                 .unwrap();
             for item in list.items {
-                found.push((kind.to_owned(), serde_json::to_value(item).unwrap()));
+                let item = serde_json::to_value(item).unwrap();
+                // The id's claim (or record) is the service's, not one of the driver's objects.
+                if item["metadata"]["labels"].get(labels::RECORD).is_some() {
+                    continue;
+                }
+                found.push((kind.to_owned(), item));
             }
         }
         found
@@ -338,18 +344,58 @@ pub fn submit_request(body: &Value, query: &str, identity: &str) -> Request<Body
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body.to_string()))
         .unwrap();
-    request.extensions_mut().insert(PeerIdentity {
-        names: vec![identity.to_owned()],
-    });
+    request.extensions_mut().insert(verified_identity(identity));
     request
 }
 
 /// `request` as the test identity [`TESTER`] sends it.
 pub fn as_tester(mut request: Request<Body>) -> Request<Body> {
-    request.extensions_mut().insert(PeerIdentity {
-        names: vec![TESTER.to_owned()],
-    });
+    request.extensions_mut().insert(verified_identity(TESTER));
     request
+}
+
+/// The identity of a client certificate whose CN is `name`, made the only way there is: a
+/// certificate issued by a throwaway CA and verified against it (one per name, kept).
+pub fn verified_identity(name: &str) -> PeerIdentity {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use submitter::tls::ClientCertificateVerifier;
+    struct TestCa {
+        issuer: CertifiedIssuer<'static, KeyPair>,
+        verifier: ClientCertificateVerifier,
+        issued: Mutex<HashMap<String, PeerIdentity>>,
+    }
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    let ca = CA.get_or_init(|| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(issuer.der().clone()).unwrap();
+        let verifier = ClientCertificateVerifier::new(Arc::new(roots), Vec::new()).unwrap();
+        TestCa {
+            issuer,
+            verifier,
+            issued: Mutex::new(HashMap::new()),
+        }
+    });
+    let mut issued = ca.issued.lock().unwrap();
+    issued
+        .entry(name.to_owned())
+        .or_insert_with(|| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.distinguished_name.push(DnType::CommonName, name);
+            let leaf = params
+                .signed_by(&KeyPair::generate().unwrap(), &ca.issuer)
+                .unwrap();
+            ca.verifier
+                .verify(&[leaf.der().clone()], rustls_pki_types::UnixTime::now())
+                .unwrap()
+                .identity()
+                .clone()
+        })
+        .clone()
 }
 
 /// The `/metrics` text, read as [`TESTER`].

@@ -266,10 +266,16 @@ async fn reconcile(ctx: Arc<Ctx>, index: Arc<PodIndex>, mut app: SparkApplicatio
                         }
                     }
                 }
-                Action::EnsureOwnedObjects => {
+                Action::EnsureUiObjects => {
                     // The benchmark's operator makes no UI objects.
-                    observed.ui = Some(Ok(Default::default()));
+                    observed.ui = Some(Default::default());
                     again = true;
+                }
+                Action::EnsureDependencies | Action::StopDriver { .. } => {
+                    // The benchmark's apps have no PodGroup, PDB or monitoring, and no object
+                    // of theirs is refused.
+                    warn!(app = %app.name_any(), "owned objects are not part of the scale benchmark");
+                    return;
                 }
                 Action::InspectPendingDriver { .. } => {
                     // The polling operator reports no stuck drivers: it reads no events, so it

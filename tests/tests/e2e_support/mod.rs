@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
 use operator::controller::{RunConfig, run};
 use operator::crd::{ApplicationStateType, SparkApplication};
@@ -274,6 +275,66 @@ impl Env {
             .sum()
     }
 
+    /// A client of the service account `default/spark-operator` (made here), granted `rules`
+    /// by a Role and a RoleBinding in each of `namespaces`, and nothing anywhere else.
+    pub async fn operator_account(&self, namespaces: &[&str], rules: &Value) -> kube::Client {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "spark-operator"}})).unwrap();
+        Api::<ServiceAccount>::namespaced(self.client.clone(), "default")
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap();
+        for ns in namespaces {
+            let role: Role = serde_json::from_value(
+                json!({"metadata": {"name": "spark-operator"}, "rules": rules}),
+            )
+            .unwrap();
+            Api::<Role>::namespaced(self.client.clone(), ns)
+                .create(&PostParams::default(), &role)
+                .await
+                .unwrap();
+            let binding: RoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": "spark-operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "spark-operator"},
+                "subjects": [{"kind": "ServiceAccount", "name": "spark-operator",
+                              "namespace": "default"}],
+            }))
+            .unwrap();
+            Api::<RoleBinding>::namespaced(self.client.clone(), ns)
+                .create(&PostParams::default(), &binding)
+                .await
+                .unwrap();
+        }
+        let token = self
+            .cluster
+            .service_account_token("default", "spark-operator")
+            .unwrap();
+        kubesim::Cluster::client_from_kubeconfig(&self.cluster.token_kubeconfig(&token, "default"))
+            .await
+            .unwrap()
+    }
+
+    /// The Warning events with `reason` recorded about the application `app` in `default`.
+    pub async fn warnings(&self, app: &str, reason: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(app)
+            })
+            .collect()
+    }
+
     /// Pod creations kubesim journaled (POSTs to a pods collection).
     pub fn pod_creations(&self) -> usize {
         self.cluster
@@ -287,6 +348,35 @@ impl Env {
             })
             .count()
     }
+}
+
+/// The operator's rules in a namespace as the chart grants them (`ss.operator.rules` in
+/// charts/spark-submitter/templates/_helpers.tpl), without a recovery store.
+pub fn chart_operator_rules() -> Value {
+    json!([
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"],
+         "verbs": ["get", "list", "watch", "create", "delete"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications/status"],
+         "verbs": ["update"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["scheduledsparkapplications"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["sparkoperator.k8s.io"],
+         "resources": ["scheduledsparkapplications/status"], "verbs": ["update"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkconnects"],
+         "verbs": ["list", "watch"]},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkconnects/status"],
+         "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["get", "list", "watch", "create", "delete"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+         "resources": ["podgroups"], "verbs": ["create"]},
+    ])
 }
 
 fn merge(base: &mut Value, extra: &Value) {

@@ -11,6 +11,7 @@ def get_provider_info() -> dict:
         "package-name": "airflow-provider-spark-submitter",
         "name": "Spark Submitter",
         "description": "Submit Spark applications through the spark-submitter REST service over mTLS, "
+                       "show the driver's log in the task log, kill the driver when the task is killed, "
                        "and reconnect to the running driver after a crash or retry.",
         "versions": [__version__],
         "connection-types": [

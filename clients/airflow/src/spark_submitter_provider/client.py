@@ -3,8 +3,9 @@
 No Airflow import here: the wire format, the error envelope and which failures are worth a retry
 are the submitter's contract (openapi/spark-submit.yaml), not Airflow's.
 
-Retry rule, per call: 500 `INTERNAL_SERVER_ERROR`, 503 `SUBMITTER_OVERLOADED` (with its
-`Retry-After`) and transport failures that are not TLS failures (refused connection, timeout, a
+Retry rule, per call: 500 `INTERNAL_SERVER_ERROR`, 503 `SUBMITTER_OVERLOADED` and 429
+(`QUOTA_EXCEEDED`: the namespace's ResourceQuota had no room; `TOO_MANY_LOG_STREAMS`), each with
+its `Retry-After`, and transport failures that are not TLS failures (refused connection, timeout, a
 connection dropped mid-answer) are retried a bounded number of times. A repeated submission is
 safe: the same `submission_id` never makes a second driver. Everything else is final: another
 try would get the same answer. A TLS failure is final too: a certificate the submitter refuses
@@ -21,6 +22,8 @@ import shutil
 import ssl
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
@@ -35,7 +38,7 @@ RECONNECT = "Reconnect"
 DONE = "Done"
 RESUBMIT = "Resubmit"
 
-RETRYABLE_STATUSES = frozenset({500, 503})
+RETRYABLE_STATUSES = frozenset({429, 500, 503})
 DEFAULT_ATTEMPTS = 4
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 10.0
@@ -187,6 +190,13 @@ class DriverStatus:
         if self.message:
             text += f": {self.message}"
         return text
+
+
+def describe_kill(target: str, status: DriverStatus | None) -> str:
+    """What a kill of `target` (a driver or a submission id) did, in a task log's words."""
+    if status is None:
+        return f"the submitter knows no driver {target}: nothing to kill"
+    return f"asked the submitter to kill {target}: {status.describe()}"
 
 
 def split_driver(driver: str) -> tuple[str, str]:
@@ -359,6 +369,26 @@ def _status_result(response: httpx.Response) -> DriverStatus | None:
     return DriverStatus.from_json(_json(response))
 
 
+def _kill_result(response: httpx.Response) -> DriverStatus | None:
+    """202 with the killed driver's status; None for a driver the submitter does not know."""
+    if response.status_code == 404:
+        refusal = _refusal(response)
+        if refusal.error_code == "NOT_FOUND":
+            return None
+        raise refusal
+    if response.status_code != 202:
+        raise _refusal(response)
+    return DriverStatus.from_json(_json(response))
+
+
+def _log_params(follow: bool, since_seconds: int | None) -> dict[str, str]:
+    # Always with timestamps: they are what a resumed read skips by (log_position).
+    params = {"follow": "true" if follow else "false", "timestamps": "true"}
+    if since_seconds is not None:
+        params["since_seconds"] = str(since_seconds)
+    return params
+
+
 def _driver_path(namespace: str, pod: str) -> str:
     return f"/api/v1/drivers/{quote(namespace, safe='')}/{quote(pod, safe='')}"
 
@@ -420,6 +450,16 @@ class SubmitterClient:
     def submission_status(self, submission_id: str) -> DriverStatus | None:
         return _status_result(self._call("GET", _submission_path(submission_id)))
 
+    def kill_driver(self, driver: str) -> DriverStatus | None:
+        """Kills the driver `namespace:pod` as `spark-submit --kill` does; its status after the
+        kill, or None when the submitter knows no such driver. Idempotent, so retried like a
+        look-up."""
+        return _kill_result(self._call("DELETE", _driver_path(*split_driver(driver))))
+
+    def kill_submission(self, submission_id: str) -> DriverStatus | None:
+        """The same, for the driver of a submission id."""
+        return _kill_result(self._call("DELETE", _submission_path(submission_id)))
+
 
 class AsyncSubmitterClient:
     """The same calls for asyncio (the trigger, in the triggerer)."""
@@ -458,3 +498,39 @@ class AsyncSubmitterClient:
 
     async def submission_status(self, submission_id: str) -> DriverStatus | None:
         return _status_result(await self._call("GET", _submission_path(submission_id)))
+
+    async def kill_driver(self, driver: str) -> DriverStatus | None:
+        return _kill_result(await self._call("DELETE", _driver_path(*split_driver(driver))))
+
+    @asynccontextmanager
+    async def driver_log(self, driver: str, *, follow: bool, since_seconds: int | None = None,
+                         read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
+        """The driver container's log with timestamps, as chunks of bytes while they come.
+
+        One request, not retried here: a follower resumes from its position instead. A refusal
+        (404, 410 `DRIVER_GONE`, 429 `TOO_MANY_LOG_STREAMS`, 400 for a container not started)
+        raises SubmitterRefused before the first chunk; a connection lost or silent for
+        `read_timeout` seconds raises SubmitterUnreachable from the iteration.
+        """
+        path = _driver_path(*split_driver(driver)) + "/log"
+        timeout = httpx.Timeout(self.config.timeout, read=read_timeout or self.config.timeout)
+        request = self._http.build_request("GET", path, params=_log_params(follow, since_seconds),
+                                           timeout=timeout)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise transport_error(e, self.config.url) from e
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                raise _refusal(response)
+            yield self._chunks(response)
+        finally:
+            await response.aclose()
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        except httpx.TransportError as e:
+            raise transport_error(e, self.config.url) from e

@@ -4,7 +4,10 @@ A task instance (dag_id, task_id, run_id, map_index) keeps one record in Airflow
 store, which outlives its tries:
 
     {"generation": 0, "submission_id": "airflow-…", "driver": "namespace:pod" | null,
-     "phase": "Succeeded" | null}
+     "phase": "Succeeded" | null, "log": {"at": "<timestamp>", "lines": 1} | null}
+
+`log` is how far the task log has shown the driver's log (`log_position`), so that a later try
+goes on from there instead of showing the same lines again.
 
 The submission id is derived from the task instance and the generation, never from the try
 number, so a try that dies anywhere between choosing the id and persisting the driver repeats
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from spark_submitter_provider.client import DONE, RECONNECT, DriverStatus
+from spark_submitter_provider.log_position import LogPosition
 
 #: The task state store key. Renaming it strands the records of tries in flight.
 RECORD_KEY = "spark_submitter"
@@ -52,6 +56,7 @@ class Record:
     submission_id: str
     driver: str | None = None
     phase: str | None = None
+    log: LogPosition | None = None
 
     @classmethod
     def from_store(cls, value: Any) -> Record | None:
@@ -62,12 +67,15 @@ class Record:
         if not isinstance(generation, int) or not isinstance(submission_id, str):
             return None
         driver, phase = value.get("driver"), value.get("phase")
-        return cls(generation, submission_id, driver if isinstance(driver, str) else None,
-                   phase if isinstance(phase, str) else None)
+        driver = driver if isinstance(driver, str) else None
+        return cls(generation, submission_id, driver, phase if isinstance(phase, str) else None,
+                   # A position means nothing without the driver it is in.
+                   LogPosition.from_store(value.get("log")) if driver else None)
 
     def to_store(self) -> dict[str, Any]:
         return {"generation": self.generation, "submission_id": self.submission_id,
-                "driver": self.driver, "phase": self.phase}
+                "driver": self.driver, "phase": self.phase,
+                "log": self.log.to_store() if self.log else None}
 
 
 @dataclass(frozen=True)
