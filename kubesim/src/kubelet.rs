@@ -50,7 +50,7 @@ use crate::meta;
 use crate::meta::At;
 use crate::net::{ClusterNet, PodNet};
 use crate::resources::{NameRule, ResourceType};
-use crate::services::ServiceTable;
+use crate::service_table::ServiceTable;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 use image::ImageRun;
 use machine::{Action, Behaviour, CRef, Machine, Section, Signal};

@@ -3,27 +3,12 @@
 //! the Service environment variables a kubelet injects.
 
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
 
 use serde_json::Value;
 
 use super::addr::{CLUSTER_DOMAIN, DNS_SERVICE_IP};
 use crate::meta::At;
-
-/// What a pod's hosts file says about one Service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceRecord {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// The addresses the name resolves to: the ClusterIP, or for a headless Service its ready
-    /// pods' IPs.
-    pub ips: Vec<Ipv4Addr>,
-    /// Headless Services only: (pod IP, pod hostname) of ready pods with `spec.hostname` whose
-    /// `spec.subdomain` is this Service (`hostname.svc.ns.svc.cluster.local`).
-    pub hostnames: Vec<(Ipv4Addr, String)>,
-}
+use crate::service_table::ServiceRecord;
 
 /// The pod fields its hosts file is made from.
 #[derive(Debug, Clone)]
@@ -228,6 +213,7 @@ pub fn service_env(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::net::Ipv4Addr;
 
     fn svc(ns: &str, name: &str, ip: &str, ports: Value) -> Value {
         json!({"metadata": {"namespace": ns, "name": name},
