@@ -946,8 +946,11 @@ impl Kubelet {
                         ));
                     }
                     // A status write keeps only the status of what it is given: the rest of
-                    // the pod is not copied just to be discarded.
-                    Ok(json!({"status": merge_status(cur.get("status"), ours, now)}))
+                    // the pod is not copied just to be discarded (nor the status copied again,
+                    // as `json!` would copy a `Value` put in it).
+                    let mut pod = serde_json::Map::new();
+                    pod.insert("status".into(), merge_status(cur.get("status"), ours, now));
+                    Ok(Value::Object(pod))
                 },
             )
             .map(|_| ())
