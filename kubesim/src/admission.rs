@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api_error::{ApiError, Cause, cause};
+use crate::meta::At;
 use crate::meta::{self, metadata_mut};
 use crate::resources::{NameRule, ResourceType};
 
@@ -44,7 +45,7 @@ pub fn admit_create(
     if is_core(rt, "pods") {
         let ns = meta::meta_str(obj, "namespace").to_string();
         let sa = obj
-            .pointer("/spec/serviceAccountName")
+            .at("/spec/serviceAccountName")
             .and_then(Value::as_str)
             .unwrap_or("default")
             .to_string();
@@ -109,9 +110,9 @@ fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         return Ok(());
     }
     let lists: Vec<&Value> = match rt.plural.as_str() {
-        "resourcequotas" => obj.pointer("/spec/hard").into_iter().collect(),
+        "resourcequotas" => obj.at("/spec/hard").into_iter().collect(),
         "limitranges" => obj
-            .pointer("/spec/limits")
+            .at("/spec/limits")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -129,7 +130,7 @@ fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
             .collect(),
         "pods" => ["initContainers", "containers"]
             .into_iter()
-            .filter_map(|f| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_array))
+            .filter_map(|f| obj.at(&format!("/spec/{f}")).and_then(Value::as_array))
             .flatten()
             .flat_map(|c| {
                 ["requests", "limits"]
@@ -235,11 +236,11 @@ pub fn valid_qualified_name(k: &str) -> bool {
 
 fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
     for (k, v) in meta::labels(obj) {
-        if !valid_qualified_name(&k) {
+        if !valid_qualified_name(k) {
             causes.push(cause(
                 "FieldValueInvalid",
                 "metadata.labels",
-                format!("Invalid value: {}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", go_quoted(&k)),
+                format!("Invalid value: {}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", go_quoted(k)),
             ));
         }
         match v.as_str() {
@@ -251,10 +252,7 @@ fn validate_common(obj: &Value, causes: &mut Vec<Cause>) {
             )),
         }
     }
-    if let Some(a) = obj
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-    {
+    if let Some(a) = obj.at("/metadata/annotations").and_then(Value::as_object) {
         for (k, v) in a {
             if !valid_qualified_name(k) || !v.is_string() {
                 causes.push(cause(
@@ -483,11 +481,11 @@ fn default_kind(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            let names = obj.at("/spec/names").cloned().unwrap_or(json!({}));
             let now = meta::now_rfc3339();
             obj["status"] = json!({
                 "acceptedNames": names,
-                "storedVersions": obj.pointer("/spec/versions").and_then(Value::as_array)
+                "storedVersions": obj.at("/spec/versions").and_then(Value::as_array)
                     .map(|a| a.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
                         .filter_map(|v| v.get("name").cloned()).collect::<Vec<_>>()).unwrap_or_default(),
                 "conditions": [
@@ -573,15 +571,15 @@ fn default_pod_spec(spec: &mut Value) {
 /// The pod's QoS class from its containers' requests and limits.
 pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
     let mut any = false;
     let mut guaranteed = true;
     for c in &containers {
-        let req = c.pointer("/resources/requests").and_then(Value::as_object);
-        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        let req = c.at("/resources/requests").and_then(Value::as_object);
+        let lim = c.at("/resources/limits").and_then(Value::as_object);
         if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
             any = true;
         }
@@ -612,7 +610,7 @@ fn default_service(obj: &mut Value, current: Option<&Value>) {
     set_default(spec, "ipFamilies", json!(["IPv4"]));
     set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
     let ip = current
-        .and_then(|c| c.pointer("/spec/clusterIP"))
+        .and_then(|c| c.at("/spec/clusterIP"))
         .cloned()
         .or_else(|| spec.get("clusterIP").cloned())
         .unwrap_or_else(|| json!(cluster_ip_for(&ns, &name)));
@@ -658,11 +656,11 @@ fn default_secret(obj: &mut Value) {
 fn pod_spec_changed_illegally(current: &Value, proposed: &Value) -> bool {
     let node_changed = {
         let cur = current
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
         let new = proposed
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
         !cur.is_empty() && cur != new

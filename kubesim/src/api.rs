@@ -12,6 +12,7 @@ mod scale;
 mod sim;
 mod watch;
 mod websocket;
+mod with_managed_fields;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::auth::{Authenticator, UserInfo};
 use crate::control::{Control, FaultTiming, JournalEntry, RequestInfo};
 use crate::kubelet::Kubelet;
 use crate::meta;
+use crate::meta::At;
 use crate::patch;
 use crate::resources::ResourceType;
 use crate::selector::FieldSelector;
@@ -37,6 +39,7 @@ use patching::patch_object;
 pub use path::{ObjectPath, Route};
 use pod_log::pod_log;
 use query::Query;
+use with_managed_fields::WithManagedFields;
 
 /// Everything a request handler needs.
 #[derive(Clone)]
@@ -629,25 +632,31 @@ async fn execute(
             Ok(response)
         }
         Verb::Create => {
-            let obj = parse_body(headers, &body)?;
-            let warnings = check_fields(rt, q, &obj, false)?;
-            let mut created = store.create_shared(rt, ns, obj, &write)?;
-            if let Some(manager) = q.get("fieldManager") {
-                created = Arc::new(patch::record_update(
-                    None,
-                    &created,
-                    manager,
-                    &meta::now_rfc3339(),
-                ));
-            }
-            Ok(with_warnings(
-                json_response(StatusCode::CREATED, &created),
-                &warnings,
-            ))
+            let mut obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &mut obj, false)?;
+            let created = store.create_shared(rt, ns, obj, &write)?;
+            let now = meta::now_rfc3339();
+            let response = match q.get("fieldManager") {
+                None => json_response(StatusCode::CREATED, &created),
+                Some(manager) => match patch::created_entries(&created, manager, &now) {
+                    Some(entries) => serialized_response(
+                        StatusCode::CREATED,
+                        &WithManagedFields {
+                            object: &created,
+                            entries: &entries,
+                        },
+                    ),
+                    None => json_response(
+                        StatusCode::CREATED,
+                        &patch::record_update(None, &created, manager, &now),
+                    ),
+                },
+            };
+            Ok(with_warnings(response, &warnings))
         }
         Verb::Update => {
-            let obj = parse_body(headers, &body)?;
-            let warnings = check_fields(rt, q, &obj, false)?;
+            let mut obj = parse_body(headers, &body)?;
+            let warnings = check_fields(rt, q, &mut obj, false)?;
             let out = store.modify_shared(rt, ns, &name, part, &write, |cur| {
                 Ok(match q.get("fieldManager") {
                     Some(m) => patch::record_update(Some(cur), &obj, m, &meta::now_rfc3339()),
@@ -711,19 +720,17 @@ async fn execute(
 fn check_fields(
     rt: &ResourceType,
     q: &Query,
-    body: &Value,
+    body: &mut Value,
     patch: bool,
 ) -> Result<Vec<String>, ApiError> {
     let directive = q.get("fieldValidation").unwrap_or("Warn");
     if rt.custom || directive.eq_ignore_ascii_case("Ignore") {
         return Ok(Vec::new());
     }
-    let mut typed = body.clone();
-    if let Some(o) = typed.as_object_mut() {
-        o.insert("apiVersion".into(), json!(rt.api_version()));
-        o.insert("kind".into(), json!(rt.kind));
-    }
-    let Some(unknown) = crate::protobuf::unknown_fields(&mut typed, false) else {
+    // Without pruning the walk changes nothing: the body is read where it is.
+    let Some(unknown) =
+        crate::protobuf::unknown_fields_as(&rt.api_version(), &rt.kind, body, false)
+    else {
         return Ok(Vec::new());
     };
     let unknown: Vec<String> = unknown
@@ -793,8 +800,8 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
 
 /// A PUT without managedFields keeps the ones recorded so far (as the API server does).
 fn keep_managed_fields(cur: &Value, mut obj: Value) -> Value {
-    if obj.pointer("/metadata/managedFields").is_none()
-        && let Some(mf) = cur.pointer("/metadata/managedFields")
+    if obj.at("/metadata/managedFields").is_none()
+        && let Some(mf) = cur.at("/metadata/managedFields")
     {
         meta::metadata_mut(&mut obj).insert("managedFields".into(), mf.clone());
     }
@@ -860,11 +867,11 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
         if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
             opts.grace_period = Some(g);
         }
-        if let Some(uid) = b.pointer("/preconditions/uid").and_then(Value::as_str) {
+        if let Some(uid) = b.at("/preconditions/uid").and_then(Value::as_str) {
             opts.uid = Some(uid.to_string());
         }
         if let Some(rv) = b
-            .pointer("/preconditions/resourceVersion")
+            .at("/preconditions/resourceVersion")
             .and_then(Value::as_str)
         {
             opts.resource_version = Some(rv.to_string());
@@ -888,6 +895,11 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
 
 /// A JSON answer.
 pub fn json_response(code: StatusCode, value: &Value) -> Response {
+    serialized_response(code, value)
+}
+
+/// A JSON answer of anything serialisable (an object written without being copied first).
+fn serialized_response(code: StatusCode, value: &impl serde::Serialize) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
     (
         code,

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::meta;
+use crate::meta::At;
 use crate::resources::ResourceType;
 use crate::store::{DeleteOpts, Event, Part, Store, WatchFrom, WriteOpts};
 use rollout::{
@@ -55,7 +56,7 @@ fn in_scope(g: &str, p: &str, _ns: &str) -> bool {
 
 /// The controller owning `obj` if it is of `kind` (`ReplicaSet`, `Deployment`).
 fn controller_of<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.pointer("/metadata/ownerReferences")?
+    obj.at("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|r| {
@@ -325,7 +326,7 @@ impl Controller {
             .collect();
         let now = now_unix();
         let min_ready = rs
-            .pointer("/spec/minReadySeconds")
+            .at("/spec/minReadySeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         if min_ready > 0
@@ -348,7 +349,7 @@ impl Controller {
     }
 
     fn create_pod(&self, rs: &Value) -> Result<Value, crate::api_error::ApiError> {
-        let template = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
+        let template = rs.at("/spec/template").cloned().unwrap_or(json!({}));
         let mut md = template.get("metadata").cloned().unwrap_or(json!({}));
         if let Some(m) = md.as_object_mut() {
             m.remove("name");
@@ -464,17 +465,14 @@ impl Controller {
                 .cmp(meta::meta_str(b, "creationTimestamp"))
                 .then_with(|| meta::name(a).cmp(meta::name(b)))
         });
-        let template = d.pointer("/spec/template").cloned().unwrap_or(json!({}));
+        let template = d.at("/spec/template").cloned().unwrap_or(json!({}));
         let new_idx = all.iter().position(|rs| {
-            rs.pointer("/spec/template")
-                .map(rollout::without_hash)
-                .as_ref()
-                == Some(&template)
+            rs.at("/spec/template").map(rollout::without_hash).as_ref() == Some(&template)
         });
         let replicas = spec_replicas(&d);
         let (surge, max_unavailable) = rollout::fenceposts(&d, replicas);
-        let recreate = d.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate");
-        let paused = d.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+        let recreate = d.at("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate");
+        let paused = d.at("/spec/paused").and_then(Value::as_bool) == Some(true);
         let revision_of = |rs: &Value| -> i64 {
             meta::annotation(rs, REVISION)
                 .and_then(|r| r.parse().ok())
@@ -627,7 +625,7 @@ impl Controller {
                 .and_then(|r| r.get("uid"))
                 .and_then(Value::as_str);
             let finished = matches!(
-                p.pointer("/status/phase").and_then(Value::as_str),
+                p.at("/status/phase").and_then(Value::as_str),
                 Some("Succeeded" | "Failed")
             );
             owner.is_some_and(|u| uids.contains(&u)) && !finished
@@ -646,17 +644,17 @@ impl Controller {
         let ns = meta::meta_str(d, "namespace").to_string();
         let mut tmpl = template.clone();
         tmpl["metadata"]["labels"][POD_TEMPLATE_HASH] = json!(hash);
-        let mut selector = d.pointer("/spec/selector").cloned().unwrap_or(json!({}));
+        let mut selector = d.at("/spec/selector").cloned().unwrap_or(json!({}));
         selector["matchLabels"][POD_TEMPLATE_HASH] = json!(hash);
         let mut labels = template
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .cloned()
             .unwrap_or(json!({}));
         labels[POD_TEMPLATE_HASH] = json!(hash);
         let desired = spec_replicas(d);
         let (surge, _) = rollout::fenceposts(d, desired);
         let mut spec = json!({"replicas": replicas, "selector": selector, "template": tmpl});
-        if let Some(m) = d.pointer("/spec/minReadySeconds") {
+        if let Some(m) = d.at("/spec/minReadySeconds") {
             spec["minReadySeconds"] = m.clone();
         }
         let rs = json!({
@@ -710,7 +708,7 @@ impl Controller {
     /// Deletes the oldest scaled-down ReplicaSets beyond `revisionHistoryLimit`.
     fn cleanup_history(&self, d: &Value, old: &[Arc<Value>]) {
         let limit = d
-            .pointer("/spec/revisionHistoryLimit")
+            .at("/spec/revisionHistoryLimit")
             .and_then(Value::as_i64)
             .unwrap_or(10);
         let idle: Vec<&Arc<Value>> = old

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
 use crate::meta;
+use crate::meta::At;
 use crate::store::Store;
 use crate::tls::{MASTERS_GROUP, Secure};
 
@@ -382,7 +383,7 @@ impl Authenticator {
             user.extra
                 .push(("authentication.kubernetes.io/pod-uid".into(), uid.clone()));
             user.node = live
-                .pointer("/spec/nodeName")
+                .at("/spec/nodeName")
                 .and_then(Value::as_str)
                 .filter(|n| !n.is_empty())
                 .map(str::to_string);
@@ -427,13 +428,13 @@ impl Authenticator {
                 .filter_map(|a| a.as_str().map(str::to_string))
                 .collect(),
             namespace: text(k8s.get("namespace"))?,
-            service_account: text(k8s.pointer("/serviceaccount/name"))?,
-            service_account_uid: text(k8s.pointer("/serviceaccount/uid"))?,
+            service_account: text(k8s.at("/serviceaccount/name"))?,
+            service_account_uid: text(k8s.at("/serviceaccount/uid"))?,
             pod: match k8s.get("pod") {
                 Some(p) => Some((text(p.get("name"))?, text(p.get("uid"))?)),
                 None => None,
             },
-            node: text(k8s.pointer("/node/name")),
+            node: text(k8s.at("/node/name")),
             jti: text(claims.get("jti")).unwrap_or_default(),
         });
         if cache.len() >= VERIFIED_CAPACITY {

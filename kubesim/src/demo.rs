@@ -9,6 +9,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+use crate::meta::At;
 use crate::{Cluster, ClusterConfig};
 
 /// Why the demo failed.
@@ -94,17 +95,17 @@ pub async fn run() -> Result<String, DemoError> {
         while let Some(Ok(p)) = events.next().await {
             let p = serde_json::to_value(&p).unwrap_or_default();
             let phase = p
-                .pointer("/status/phase")
+                .at("/status/phase")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
             let node = p
-                .pointer("/spec/nodeName")
+                .at("/spec/nodeName")
                 .and_then(Value::as_str)
                 .unwrap_or("-");
             let containers: Vec<String> = ["initContainerStatuses", "containerStatuses"]
                 .iter()
-                .filter_map(|f| p.pointer(&format!("/status/{f}")).and_then(Value::as_array))
+                .filter_map(|f| p.at(&format!("/status/{f}")).and_then(Value::as_array))
                 .flatten()
                 .map(|c| {
                     let state = c

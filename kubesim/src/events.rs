@@ -25,6 +25,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api_error::{Cause, cause};
+use crate::meta::At;
 
 /// (events.k8s.io/v1 name, core/v1 name) of the fields whose names differ.
 const RENAMED: [(&str, &str); 7] = [
@@ -128,10 +129,7 @@ pub fn validate_create_v1(core: &Value) -> Vec<Cause> {
             "Invalid value: \"\": needs to be unset",
         ));
     }
-    let source = |f: &str| {
-        core.pointer(&format!("/source/{f}"))
-            .and_then(Value::as_str)
-    };
+    let source = |f: &str| core.at(&format!("/source/{f}")).and_then(Value::as_str);
     if source("component").is_some_and(|s| !s.is_empty())
         || source("host").is_some_and(|s| !s.is_empty())
     {
@@ -181,11 +179,11 @@ pub fn validate_create_v1(core: &Value) -> Vec<Cause> {
         ));
     }
     let ns = core
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let regarding_ns = core
-        .pointer("/involvedObject/namespace")
+        .at("/involvedObject/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     if regarding_ns.is_empty() && ns != "default" && ns != "kube-system" {

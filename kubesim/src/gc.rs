@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::meta;
+use crate::meta::At;
 use crate::resources::ResourceType;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 
@@ -43,6 +44,13 @@ struct Graph {
 impl Graph {
     fn observe(&mut self, key: &Key, obj: &Value, deleted: bool) {
         let uid = meta::uid(obj).to_string();
+        if !deleted
+            && self.by_uid.get(&uid) == Some(key)
+            && self.owners_of.get(key).map_or(&[][..], Vec::as_slice) == owner_uids(obj).as_slice()
+        {
+            // Most changes leave an object's owners as they were: nothing to re-index.
+            return;
+        }
         if let Some(old) = self.owners_of.remove(key) {
             for o in old {
                 if let Some(d) = self.dependents.get_mut(&o) {
@@ -72,7 +80,7 @@ impl Graph {
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
+    obj.at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -211,9 +219,10 @@ impl Collector {
             let Some(owner) = self.graph.by_uid.get(&owner_uid) else {
                 continue;
             };
+            // Shared, not copied: most owners are not being deleted.
             let Some(o) =
                 self.store
-                    .get_raw(&owner.group, &owner.plural, &owner.namespace, &owner.name)
+                    .get_shared(&owner.group, &owner.plural, &owner.namespace, &owner.name)
             else {
                 continue;
             };

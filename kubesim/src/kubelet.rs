@@ -24,11 +24,12 @@ mod safe_path;
 mod scheduler;
 pub mod spark_image;
 mod volumes;
+mod wakeups;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,14 +47,16 @@ pub use phase::{Phase, pod_phase};
 use crate::api_error::ApiError;
 use crate::auth::Authenticator;
 use crate::meta;
+use crate::meta::At;
 use crate::net::{ClusterNet, PodNet};
 use crate::resources::{NameRule, ResourceType};
-use crate::services::ServiceTable;
+use crate::service_table::ServiceTable;
 use crate::store::{DeleteOpts, Event, EventType, Part, Store, WatchFrom, WriteOpts};
 use image::ImageRun;
 use machine::{Action, Behaviour, CRef, Machine, Section, Signal};
 use process::ProcHandle;
 use spark_image::SparkImage;
+use wakeups::Wakeups;
 
 use node::{NodeState, node_object};
 pub use pod_world::POD_KUBECONFIG;
@@ -187,6 +190,10 @@ struct PodEntry {
     name: String,
     uid: String,
     node: String,
+    /// The node's index in [`Kubelet::nodes`].
+    node_index: usize,
+    /// Whether the pod is counted in [`State::active`] (it runs or may still run).
+    counted_active: bool,
     /// The latest object seen (fieldRefs, deletion grace period), shared with the store's
     /// event rather than copied on every change of the pod.
     pod: Arc<Value>,
@@ -222,6 +229,13 @@ struct PodEntry {
 #[derive(Default)]
 struct State {
     pods: HashMap<String, PodEntry>,
+    /// Which pods the next tick looks at.
+    wakeups: Wakeups,
+    /// Pods with a real process: looked at on every tick (their processes and probes report
+    /// on their own), and the only ones with a folder to keep up to date.
+    processes: BTreeSet<String>,
+    /// Pods bound to each node (by index) that are not finished: what the scheduler balances.
+    active: Vec<usize>,
     /// (namespace, name) → uid of the pod we run under that name.
     names: HashMap<(String, String), String>,
     /// Pods waiting for a node: (namespace, name) → uid.
@@ -318,13 +332,26 @@ fn merge_status(current: Option<&Value>, ours: &Value, now: &str) -> Value {
     Value::Object(status)
 }
 
+/// Keeps a pod's node's count of unfinished pods in step with its machine.
+fn count_active(active: &mut [usize], e: &mut PodEntry) {
+    let is_active = e.machine.is_active();
+    if is_active != e.counted_active {
+        e.counted_active = is_active;
+        if is_active {
+            active[e.node_index] += 1;
+        } else {
+            active[e.node_index] -= 1;
+        }
+    }
+}
+
 /// The grace period for stopping a pod's processes: the deletion's, else the spec's.
 fn grace_period(pod: &Value) -> Duration {
     let secs = pod
-        .pointer("/metadata/deletionGracePeriodSeconds")
+        .at("/metadata/deletionGracePeriodSeconds")
         .and_then(Value::as_i64)
         .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
+            pod.at("/spec/terminationGracePeriodSeconds")
                 .and_then(Value::as_i64)
         })
         .unwrap_or(30)
@@ -346,7 +373,7 @@ fn container_spec(pod: &Value, cref: CRef) -> Option<&Value> {
         Section::Init => "initContainers",
         Section::Main => "containers",
     };
-    pod.pointer(&format!("/spec/{field}/{}", cref.index))
+    pod.at(&format!("/spec/{field}/{}", cref.index))
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -374,7 +401,10 @@ impl Kubelet {
                     partitioned: AtomicBool::new(false),
                 })
                 .collect(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                active: vec![0; config.nodes.len()],
+                ..State::default()
+            }),
             store,
             config,
             rt: tokio::runtime::Handle::current(),
@@ -477,6 +507,7 @@ impl Kubelet {
                 });
             }
         }
+        st.wakeups.wake(&uid);
         drop(st);
         self.wake.notify_one();
         Ok(())
@@ -546,9 +577,15 @@ impl Kubelet {
     /// A ConfigMap or Secret changed: the pods that mount it get their volumes rewritten.
     fn on_object_changed(&self, ev: &Event) {
         let name = meta::name(&ev.object);
-        let mut st = lock(&self.state);
-        for e in st.pods.values_mut() {
-            // Only real-process pods have volumes on disk; the cheap test first.
+        let mut guard = lock(&self.state);
+        let State {
+            pods, processes, ..
+        } = &mut *guard;
+        // Only real-process pods have volumes on disk.
+        for uid in processes.iter() {
+            let Some(e) = pods.get_mut(uid) else {
+                continue;
+            };
             if e.root.is_some() && e.ns == ev.namespace && volumes::uses(&e.pod, &ev.plural, name) {
                 e.volumes_stale = true;
             }
@@ -589,7 +626,7 @@ impl Kubelet {
             meta::name(pod).to_string(),
         );
         let node = pod
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
         if node.is_empty() {
@@ -610,13 +647,14 @@ impl Kubelet {
             }
             e.pod = Arc::clone(pod);
             e.delete_requested |= meta::is_deleting(pod);
+            st.wakeups.wake(&uid);
             return;
         }
-        if !self.nodes.iter().any(|n| n.name == node) {
+        let Some(node_index) = self.nodes.iter().position(|n| n.name == node) else {
             return;
-        }
+        };
         // A kubelet never reruns a pod that already finished (e.g. seen again after a restart).
-        let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+        let phase = pod.at("/status/phase").and_then(Value::as_str);
         if matches!(phase, Some("Succeeded" | "Failed")) {
             return;
         }
@@ -643,6 +681,8 @@ impl Kubelet {
             name: key.1.clone(),
             uid: uid.clone(),
             node: node.to_string(),
+            node_index,
+            counted_active: false,
             pod: pod.clone(),
             machine,
             procs: HashMap::new(),
@@ -663,7 +703,12 @@ impl Kubelet {
             delete_sent: false,
         };
         st.names.insert(key, uid.clone());
-        st.pods.insert(uid, entry);
+        st.wakeups.wake(&uid);
+        if has_process {
+            st.processes.insert(uid.clone());
+        }
+        let entry = st.pods.entry(uid).insert_entry(entry).into_mut();
+        count_active(&mut st.active, entry);
     }
 
     fn forget(&self, st: &mut State, pod: &Value) {
@@ -675,9 +720,14 @@ impl Kubelet {
         if st.unscheduled.get(&key).is_some_and(|u| u == uid) {
             st.unscheduled.remove(&key);
         }
-        let Some(e) = st.pods.remove(uid) else {
+        let Some(mut e) = st.pods.remove(uid) else {
             return;
         };
+        st.wakeups.forget(uid);
+        st.processes.remove(uid);
+        if std::mem::take(&mut e.counted_active) {
+            st.active[e.node_index] -= 1;
+        }
         if st.names.get(&key).is_some_and(|u| u == uid) {
             st.names.remove(&key);
         }
@@ -760,6 +810,7 @@ impl Kubelet {
             } => {
                 if let Some(e) = st.pods.get_mut(&uid) {
                     e.machine.on_process_exit(cref, instance, code, now);
+                    st.wakeups.wake(&uid);
                 }
             }
             Msg::Probe {
@@ -775,6 +826,7 @@ impl Kubelet {
                         .is_some_and(|c| c.instance == instance)
                 {
                     self.on_probe(e, cref, instance, kind, report, now);
+                    st.wakeups.wake(&uid);
                 }
             }
         }
@@ -786,67 +838,92 @@ impl Kubelet {
         let mut guard = lock(&self.state);
         self.schedule(&mut guard);
         self.refresh_worlds(&mut guard);
-        let State { pods, orphans, .. } = &mut *guard;
-        for e in pods.values_mut() {
-            if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
+        let State {
+            pods,
+            orphans,
+            wakeups,
+            processes,
+            active,
+            ..
+        } = &mut *guard;
+        let mut due = wakeups.take_due(now);
+        due.extend(processes.iter().cloned());
+        for uid in &due {
+            let Some(e) = pods.get_mut(uid) else {
                 continue;
-            }
-            // Nothing is due and nothing came from outside: stepping would change nothing.
-            if !e.delete_requested
-                && !e.has_process
-                && e.machine.quiet_until().is_some_and(|until| now < until)
-            {
-                continue;
-            }
-            let healthy = self
-                .nodes
-                .iter()
-                .any(|n| n.name == e.node && !n.is_partitioned());
-            if e.delete_requested && healthy {
-                e.machine.begin_delete();
-            }
-            let mounts_ready = e.machine.wants_mounts() && self.check_mounts(e, orphans);
-            for action in e.machine.step(now, mounts_ready) {
-                match action {
-                    Action::Start { cref, instance } => self.start_process(e, cref, instance, now),
-                    Action::Stop { cref, signal } => stop(e, cref, signal, &self.rt),
+            };
+            self.step_pod(e, orphans, now, &now_str);
+            count_active(active, e);
+            // When to look at the pod again, if nothing happens to it before.
+            if e.delete_requested || e.has_process {
+                wakeups.wake(uid);
+            } else if !e.machine.is_finished() || e.machine.is_changed() {
+                match e.machine.quiet_until() {
+                    Some(until) => wakeups.wake_at(uid, until),
+                    None => wakeups.wake(uid),
                 }
             }
-            if !healthy {
-                // No status leaves a partitioned node; the change stays pending until heal.
-                continue;
+        }
+    }
+
+    /// Moves one pod on to `now`: steps its machine, starts and stops its processes, and writes
+    /// what changed.
+    fn step_pod(&self, e: &mut PodEntry, orphans: &[PodEntry], now: SystemTime, now_str: &str) {
+        if e.machine.is_finished() && !e.machine.is_changed() && !e.delete_requested {
+            return;
+        }
+        // Nothing is due and nothing came from outside: stepping would change nothing.
+        if !e.delete_requested
+            && !e.has_process
+            && e.machine.quiet_until().is_some_and(|until| now < until)
+        {
+            return;
+        }
+        let healthy = !self.nodes[e.node_index].is_partitioned();
+        if e.delete_requested && healthy {
+            e.machine.begin_delete();
+        }
+        let mounts_ready = e.machine.wants_mounts() && self.check_mounts(e, orphans);
+        for action in e.machine.step(now, mounts_ready) {
+            match action {
+                Action::Start { cref, instance } => self.start_process(e, cref, instance, now),
+                Action::Stop { cref, signal } => stop(e, cref, signal, &self.rt),
             }
-            if e.machine.take_changed() {
-                let ours = e
-                    .machine
-                    .render(&e.uid, &e.ip, self.host_ip(), &e.start_time);
-                if e.last_written.as_ref() != Some(&ours) {
-                    match self.write_status(e, &ours, &now_str) {
-                        Ok(()) => {
-                            e.last_written = Some(ours);
-                            e.bell.notify_waiters();
-                        }
-                        Err(err) if err.code == 404 || err.code == 409 => {}
-                        Err(err) => {
-                            tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod status write failed");
-                            e.machine.mark_changed();
-                        }
+        }
+        if !healthy {
+            // No status leaves a partitioned node; the change stays pending until heal.
+            return;
+        }
+        if e.machine.take_changed() {
+            let ours = e
+                .machine
+                .render(&e.uid, &e.ip, self.host_ip(), &e.start_time);
+            if e.last_written.as_ref() != Some(&ours) {
+                match self.write_status(e, &ours, now_str) {
+                    Ok(()) => {
+                        e.last_written = Some(ours);
+                        e.bell.notify_waiters();
+                    }
+                    Err(err) if err.code == 404 || err.code == 409 => {}
+                    Err(err) => {
+                        tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod status write failed");
+                        e.machine.mark_changed();
                     }
                 }
             }
-            if e.machine.removable() && !e.delete_sent {
-                e.delete_sent = true;
-                let opts = DeleteOpts {
-                    grace_period: Some(0),
-                    uid: Some(e.uid.clone()),
-                    ..DeleteOpts::default()
-                };
-                if let Err(err) = self.store.delete(&self.pods_rt, &e.ns, &e.name, &opts)
-                    && err.code != 404
-                    && err.code != 409
-                {
-                    tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod delete failed");
-                }
+        }
+        if e.machine.removable() && !e.delete_sent {
+            e.delete_sent = true;
+            let opts = DeleteOpts {
+                grace_period: Some(0),
+                uid: Some(e.uid.clone()),
+                ..DeleteOpts::default()
+            };
+            if let Err(err) = self.store.delete(&self.pods_rt, &e.ns, &e.name, &opts)
+                && err.code != 404
+                && err.code != 409
+            {
+                tracing::warn!(pod = %e.name, ns = %e.ns, error = %err, "pod delete failed");
             }
         }
     }
@@ -869,8 +946,11 @@ impl Kubelet {
                         ));
                     }
                     // A status write keeps only the status of what it is given: the rest of
-                    // the pod is not copied just to be discarded.
-                    Ok(json!({"status": merge_status(cur.get("status"), ours, now)}))
+                    // the pod is not copied just to be discarded (nor the status copied again,
+                    // as `json!` would copy a `Value` put in it).
+                    let mut pod = serde_json::Map::new();
+                    pod.insert("status".into(), merge_status(cur.get("status"), ours, now));
+                    Ok(Value::Object(pod))
                 },
             )
             .map(|_| ())

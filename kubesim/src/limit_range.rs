@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use crate::meta::At;
 use crate::quantity::Quantity;
 use crate::resource_quota::{ResourceList, containers, pod_resources, resource_list};
 
@@ -55,7 +56,7 @@ fn items<'a>(ranges: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Val
     ranges
         .iter()
         .flat_map(|r| {
-            r.pointer("/spec/limits")
+            r.at("/spec/limits")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -206,8 +207,8 @@ pub fn validate(pod: &Value, ranges: &[Value]) -> Result<(), String> {
     let mut errs = Vec::new();
     for item in items(ranges, "Container") {
         for c in containers(pod) {
-            let requests = resource_list(c.pointer("/resources/requests"));
-            let limits = resource_list(c.pointer("/resources/limits"));
+            let requests = resource_list(c.at("/resources/requests"));
+            let limits = resource_list(c.at("/resources/limits"));
             errs.extend(enforce(item, "Container", &requests, &limits));
         }
     }

@@ -27,12 +27,31 @@ fn format_secs(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    // Digit by digit rather than through `format!`: every write stamps a time or two.
+    let mut out = String::with_capacity(20);
+    match u64::try_from(y) {
+        Ok(y) if y <= 9999 => push_digits(&mut out, y, 4),
+        _ => out.push_str(&y.to_string()),
+    }
+    for (n, sep) in [
+        (u64::from(m), '-'),
+        (u64::from(d), '-'),
+        (rem / 3600, 'T'),
+        ((rem % 3600) / 60, ':'),
+        (rem % 60, ':'),
+    ] {
+        out.push(sep);
+        push_digits(&mut out, n, 2);
+    }
+    out.push('Z');
+    out
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
+    }
 }
 
 /// Formats seconds since the Unix epoch as RFC 3339 with whole seconds (times before 1970 clamp
@@ -145,6 +164,41 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// JSON pointer look-ups without allocation: `Value::pointer` unescapes every token of the
+/// path into a new `String`, a few thousand instructions a look-up, and every write and
+/// controller step makes dozens. Paths are looked up as written when they hold no escape
+/// (`~0`, `~1`), else as `Value::pointer` does.
+pub trait At {
+    /// The value at the JSON pointer `path`, as [`Value::pointer`] finds it.
+    fn at(&self, path: &str) -> Option<&Value>;
+}
+
+impl At for Value {
+    fn at(&self, path: &str) -> Option<&Value> {
+        if path.contains('~') {
+            return self.pointer(path);
+        }
+        if path.is_empty() {
+            return Some(self);
+        }
+        path.strip_prefix('/')?
+            .split('/')
+            .try_fold(self, |v, token| match v {
+                Value::Object(m) => m.get(token),
+                Value::Array(a) => array_index(token).and_then(|i| a.get(i)),
+                _ => None,
+            })
+    }
+}
+
+/// A JSON pointer token as an array index (no sign, no leading zero), as serde_json reads it.
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 /// `metadata.name`.
 pub fn name(obj: &Value) -> &str {
     meta_str(obj, "name")
@@ -157,7 +211,7 @@ pub fn uid(obj: &Value) -> &str {
 
 /// `metadata.finalizers` as strings.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
+    obj.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -169,16 +223,16 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 
 /// Whether `metadata.deletionTimestamp` is set.
 pub fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
+    obj.at("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
 }
 
 /// `metadata.labels` (empty when absent).
-pub fn labels(obj: &Value) -> Map<String, Value> {
-    obj.pointer("/metadata/labels")
+pub fn labels(obj: &Value) -> &Map<String, Value> {
+    static NONE: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    obj.at("/metadata/labels")
         .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
+        .unwrap_or(&NONE)
 }
 
 /// `metadata.annotations` value for a key.
@@ -192,6 +246,33 @@ pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_finds_what_json_pointers_find() {
+        let v = serde_json::json!({"a": {"b": [10, {"c": 1}], "x/y": 2, "m~n": 3, "": 4},
+                                   "01": 5, "1": 6});
+        for path in [
+            "",
+            "/a",
+            "/a/b",
+            "/a/b/0",
+            "/a/b/1/c",
+            "/a/b/2",
+            "/a/b/01",
+            "/a/b/+1",
+            "/a/b/-1",
+            "/a/x~1y",
+            "/a/m~0n",
+            "/a/",
+            "/01",
+            "/1",
+            "a",
+            "/a/b/1/c/d",
+            "/nope",
+        ] {
+            assert_eq!(v.at(path), v.pointer(path), "{path}");
+        }
+    }
 
     #[test]
     fn formats_known_instants() {

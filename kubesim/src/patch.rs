@@ -11,7 +11,7 @@ mod strategic;
 
 use serde_json::Value;
 
-pub use apply::{apply, record_update};
+pub use apply::{apply, created_entries, record_update};
 pub use strategic::strategic_merge_patch;
 
 /// Why a merge/JSON/strategic patch could not be applied.

@@ -682,7 +682,18 @@ pub fn unknown_fields(obj: &mut Value, prune: bool) -> Option<Vec<String>> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let (name, _) = message_for(&api_version, &kind)?;
+    unknown_fields_as(&api_version, &kind, obj, prune)
+}
+
+/// [`unknown_fields`] of an object taken as `api_version` and `kind`, whatever it says it is
+/// (a request body, checked before its own `apiVersion` and `kind` are).
+pub fn unknown_fields_as(
+    api_version: &str,
+    kind: &str,
+    obj: &mut Value,
+    prune: bool,
+) -> Option<Vec<String>> {
+    let (name, _) = message_for(api_version, kind)?;
     let mut found = Vec::new();
     walk(name, obj, Path::Root, &mut found, prune, true);
     Some(found)
@@ -691,14 +702,20 @@ pub fn unknown_fields(obj: &mut Value, prune: bool) -> Option<Vec<String>> {
 /// The JSON fields of every message, by message name.
 type FieldTable = std::collections::HashMap<&'static str, Vec<(&'static str, &'static Type)>>;
 
-/// The JSON names of a message's fields, inlined structs' fields included; computed once per
-/// message (every write of a built-in type walks them).
+/// The JSON names of a message's fields, inlined structs' fields included, sorted by name
+/// (the first of a repeated name kept); computed once per message (every write of a built-in
+/// type walks them, looking each key up).
 fn json_fields(name: &str) -> &'static [(&'static str, &'static Type)] {
     static TABLE: std::sync::OnceLock<FieldTable> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| {
         messages()
             .keys()
-            .map(|name| (name.as_str(), collect_json_fields(name)))
+            .map(|name| {
+                let mut fields = collect_json_fields(name);
+                fields.sort_by_key(|(json, _)| *json);
+                fields.dedup_by_key(|(json, _)| *json);
+                (name.as_str(), fields)
+            })
             .collect()
     });
     table.get(name).map_or(&[], Vec::as_slice)
@@ -753,9 +770,9 @@ fn walk(name: &str, v: &mut Value, path: Path, found: &mut Vec<String>, prune: b
             continue;
         }
         let here = Path::Key(&path, key);
-        match known.iter().find(|(j, _)| *j == key) {
-            Some((_, ty)) => walk_type(ty, child, here, found, prune),
-            None => {
+        match known.binary_search_by(|(j, _)| (*j).cmp(key.as_str())) {
+            Ok(i) => walk_type(known[i].1, child, here, found, prune),
+            Err(_) => {
                 found.push(here.render());
                 unknown.push(key.clone());
             }

@@ -17,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::api_error::ApiError;
 use crate::auth::UserInfo;
 use crate::meta;
+use crate::meta::At;
 use crate::selector::LabelSelector;
 use crate::store::{Store, WatchFrom, WriteOpts};
 
@@ -585,7 +586,7 @@ pub fn default_policy() -> Vec<(&'static str, Value)> {
 /// `aggregationRule` selects, without duplicates, in name order.
 pub fn aggregated_rules(role: &Value, all: &[Arc<Value>]) -> Option<Vec<Value>> {
     let selectors: Vec<LabelSelector> = role
-        .pointer("/aggregationRule/clusterRoleSelectors")?
+        .at("/aggregationRule/clusterRoleSelectors")?
         .as_array()?
         .iter()
         .filter_map(LabelSelector::from_label_selector)

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use crate::meta::At;
 use crate::quantity::Quantity;
 
 /// Resource names and quantities (`requests.cpu: 500m`).
@@ -127,13 +128,10 @@ pub fn handles(group: &str, plural: &str, resource: &str) -> bool {
 /// modelled).
 pub fn is_scope_free(quota: &Value) -> bool {
     let scopes = quota
-        .pointer("/spec/scopes")
+        .at("/spec/scopes")
         .and_then(Value::as_array)
         .is_some_and(|s| !s.is_empty());
-    !scopes
-        && quota
-            .pointer("/spec/scopeSelector")
-            .is_none_or(Value::is_null)
+    !scopes && quota.at("/spec/scopeSelector").is_none_or(Value::is_null)
 }
 
 /// What an object of this type consumes (the evaluators' `Usage`).
@@ -163,7 +161,7 @@ pub fn usage(group: &str, plural: &str, obj: &Value) -> ResourceList {
 /// Succeeded and Failed pods consume no compute, as in Kubernetes.
 fn is_terminal(pod: &Value) -> bool {
     matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
+        pod.at("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed")
     )
 }
@@ -182,7 +180,7 @@ pub fn containers(pod: &Value) -> impl Iterator<Item = &Value> {
 }
 
 fn container_resources(c: &Value, field: &str) -> ResourceList {
-    resource_list(c.pointer(&format!("/resources/{field}")))
+    resource_list(c.at(&format!("/resources/{field}")))
 }
 
 /// A pod's requests and limits: its containers and native sidecars together, or the largest
@@ -190,7 +188,7 @@ fn container_resources(c: &Value, field: &str) -> ResourceList {
 /// resource (`resourcehelper.PodRequests`/`PodLimits`).
 pub fn pod_resources(pod: &Value) -> (ResourceList, ResourceList) {
     let list = |field: &str| {
-        pod.pointer(&format!("/spec/{field}"))
+        pod.at(&format!("/spec/{field}"))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default()

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::meta::At;
 use serde_json::{Value, json};
 
 /// One served resource type (a row of the API's discovery document).
@@ -533,7 +534,7 @@ pub fn from_crd(crd: &Value) -> Option<Arc<ResourceType>> {
         kind,
         namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
         status_subresource: version
-            .pointer("/subresources/status")
+            .at("/subresources/status")
             .is_some_and(Value::is_object),
         short_names: names
             .get("shortNames")

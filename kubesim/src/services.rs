@@ -18,8 +18,9 @@ use tokio::sync::watch;
 
 use crate::api_error::ApiError;
 use crate::meta;
-use crate::net::names::ServiceRecord;
+use crate::meta::At;
 use crate::resources::ResourceType;
+use crate::service_table::{Backend, ServiceEntry, ServicePort, ServiceTable};
 use crate::store::{DeleteOpts, EventType, Part, Store, WatchFrom, WriteOpts};
 
 /// Label naming the Service of an EndpointSlice.
@@ -28,162 +29,13 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 
-/// One port of a Service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServicePort {
-    /// `name` (may be empty when it is the only port).
-    pub name: String,
-    /// `port`.
-    pub port: u16,
-    /// `protocol` (`TCP`, `UDP`, `SCTP`).
-    pub protocol: String,
-}
-
-/// One backend of a Service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backend {
-    /// The pod's IP.
-    pub ip: Ipv4Addr,
-    /// Whether the pod is Ready.
-    pub ready: bool,
-    /// Whether the pod is being deleted.
-    pub terminating: bool,
-    /// Node of the pod.
-    pub node: String,
-    /// Pod name and uid.
-    pub pod: (String, String),
-    /// `spec.hostname` when `spec.subdomain` names this Service.
-    pub hostname: Option<String>,
-    /// Target port per Service port name (a named targetPort resolved against this pod).
-    pub ports: BTreeMap<String, u16>,
-}
-
-/// A Service as the proxy and the hosts files see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceEntry {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// The ClusterIP; `None` for a headless Service.
-    pub cluster_ip: Option<Ipv4Addr>,
-    /// Ports.
-    pub ports: Vec<ServicePort>,
-    /// Backends (ready or not).
-    pub backends: Vec<Backend>,
-}
-
-impl ServiceEntry {
-    /// Ready backends of Service port `port` as (pod IP, target port).
-    pub fn ready_targets(&self, port: &ServicePort) -> Vec<(Ipv4Addr, u16)> {
-        self.backends
-            .iter()
-            .filter(|b| b.ready && !b.terminating)
-            .filter_map(|b| b.ports.get(&port.name).map(|p| (b.ip, *p)))
-            .collect()
-    }
-
-    /// How the Service's names resolve in a pod's hosts file.
-    pub fn record(&self) -> ServiceRecord {
-        let ready = || self.backends.iter().filter(|b| b.ready && !b.terminating);
-        let mut ips: Vec<Ipv4Addr> = match self.cluster_ip {
-            Some(ip) => vec![ip],
-            None => ready().map(|b| b.ip).collect(),
-        };
-        ips.dedup();
-        let hostnames = match self.cluster_ip {
-            Some(_) => Vec::new(),
-            None => ready()
-                .filter_map(|b| b.hostname.clone().map(|h| (b.ip, h)))
-                .collect(),
-        };
-        ServiceRecord {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            ips,
-            hostnames,
-        }
-    }
-}
-
-/// Every Service with its backends, as last computed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceTable {
-    /// By (namespace, name), in shards by a hash of the key: publishing a new table copies
-    /// the shards' pointers, and a change copies only its shard, so the cost of a change does
-    /// not grow with the number of Services.
-    shards: Vec<Arc<Shard>>,
-}
-
-/// One shard of a [`ServiceTable`].
-type Shard = BTreeMap<(String, String), Arc<ServiceEntry>>;
-
-/// Shards of a [`ServiceTable`].
-const SHARDS: usize = 64;
-
-impl Default for ServiceTable {
-    fn default() -> Self {
-        ServiceTable {
-            shards: std::iter::repeat_with(|| Arc::new(Shard::new()))
-                .take(SHARDS)
-                .collect(),
-        }
-    }
-}
-
-impl ServiceTable {
-    fn shard(key: &(String, String)) -> usize {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        (h.finish() % SHARDS as u64) as usize
-    }
-
-    /// Every Service, in no particular order.
-    pub fn entries(&self) -> impl Iterator<Item = &ServiceEntry> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.values().map(|e| e.as_ref()))
-    }
-
-    /// The Service `key` (namespace, name).
-    pub fn get(&self, key: &(String, String)) -> Option<&ServiceEntry> {
-        self.shards[Self::shard(key)].get(key).map(|e| e.as_ref())
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &(String, String)> {
-        self.shards.iter().flat_map(|s| s.keys())
-    }
-
-    fn insert(&mut self, key: (String, String), entry: ServiceEntry) {
-        let shard = Self::shard(&key);
-        Arc::make_mut(&mut self.shards[shard]).insert(key, Arc::new(entry));
-    }
-
-    fn remove(&mut self, key: &(String, String)) -> bool {
-        let shard = Self::shard(key);
-        if !self.shards[shard].contains_key(key) {
-            return false;
-        }
-        Arc::make_mut(&mut self.shards[shard]).remove(key);
-        true
-    }
-
-    /// The hosts-file records of every Service, by namespace and name.
-    pub fn records(&self) -> Vec<ServiceRecord> {
-        let mut entries: Vec<&ServiceEntry> = self.entries().collect();
-        entries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        entries.into_iter().map(ServiceEntry::record).collect()
-    }
-}
-
 fn port_u16(v: Option<&Value>) -> Option<u16> {
     v.and_then(Value::as_u64)
         .and_then(|n| u16::try_from(n).ok())
 }
 
 fn service_ports(svc: &Value) -> Vec<(ServicePort, Value)> {
-    svc.pointer("/spec/ports")
+    svc.at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -210,7 +62,7 @@ fn resolve_target(pod: &Value, target: &Value) -> Option<u16> {
     match target {
         Value::Number(_) => port_u16(Some(target)),
         Value::String(s) => s.parse().ok().or_else(|| {
-            pod.pointer("/spec/containers")
+            pod.at("/spec/containers")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -228,7 +80,7 @@ fn resolve_target(pod: &Value, target: &Value) -> Option<u16> {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
+    pod.at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -239,7 +91,7 @@ fn is_ready(pod: &Value) -> bool {
 }
 
 fn selector_matches(selector: &serde_json::Map<String, Value>, pod: &Value) -> bool {
-    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let labels = pod.at("/metadata/labels").and_then(Value::as_object);
     selector
         .iter()
         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
@@ -250,12 +102,12 @@ fn selector_matches(selector: &serde_json::Map<String, Value>, pod: &Value) -> b
 pub fn service_entry(svc: &Value, pods: &[&Value], endpoints: Option<&Value>) -> ServiceEntry {
     let ports = service_ports(svc);
     let cluster_ip = svc
-        .pointer("/spec/clusterIP")
+        .at("/spec/clusterIP")
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok());
     let name = meta::name(svc).to_string();
     let selector = svc
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty());
     let backends = match selector {
@@ -264,17 +116,17 @@ pub fn service_entry(svc: &Value, pods: &[&Value], endpoints: Option<&Value>) ->
             .filter(|p| selector_matches(sel, p))
             .filter(|p| {
                 !matches!(
-                    p.pointer("/status/phase").and_then(Value::as_str),
+                    p.at("/status/phase").and_then(Value::as_str),
                     Some("Succeeded" | "Failed")
                 )
             })
             .filter_map(|p| {
                 let ip: Ipv4Addr = p
-                    .pointer("/status/podIP")
+                    .at("/status/podIP")
                     .and_then(Value::as_str)?
                     .parse()
                     .ok()?;
-                let spec_str = |f: &str| p.pointer(&format!("/spec/{f}")).and_then(Value::as_str);
+                let spec_str = |f: &str| p.at(&format!("/spec/{f}")).and_then(Value::as_str);
                 Some(Backend {
                     ip,
                     ready: is_ready(p),
@@ -422,7 +274,7 @@ pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
         })
         .collect();
     let labels = svc
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .cloned()
         .unwrap_or_else(|| json!({}));
     let mut ep = json!({
@@ -440,7 +292,7 @@ pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
 /// below the 100 endpoints a slice holds by default).
 pub fn endpoint_slice(svc: &Value, entry: &ServiceEntry) -> Value {
     let mut labels = svc
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -572,19 +424,19 @@ struct Controller {
     tx: watch::Sender<Arc<ServiceTable>>,
 }
 
-/// The Endpoints and EndpointSlice last written for a Service, and what they were built from.
+/// What the Endpoints and EndpointSlice last written for a Service were built from.
 struct Written {
     /// The Service object (as the event log shares it) and its entry: the same two build the
-    /// same objects, so a pod change that leaves the entry as it was costs no rebuild.
+    /// same objects, so a pod change that leaves the entry as it was costs no rebuild. (The
+    /// objects themselves are not kept: the store keeps them, and answers a write that
+    /// changes nothing without an event.)
     svc: Arc<Value>,
     entry: ServiceEntry,
-    endpoints: Value,
-    slice: Value,
 }
 
 /// A Service's non-empty selector.
 fn selector_of(svc: &Value) -> Option<&serde_json::Map<String, Value>> {
-    svc.pointer("/spec/selector")
+    svc.at("/spec/selector")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty())
 }
@@ -599,7 +451,7 @@ fn selector_keys(ns: &str, selector: &serde_json::Map<String, Value>) -> Vec<Lab
 
 /// The labels of an object, as index keys.
 fn label_keys(ns: &str, obj: &Value) -> Vec<LabelKey> {
-    obj.pointer("/metadata/labels")
+    obj.at("/metadata/labels")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
@@ -726,6 +578,18 @@ impl Controller {
                 } else {
                     pods.insert(key.1.clone(), obj.clone())
                 };
+                if !deleted
+                    && let Some(old) = &old
+                    && old.at("/metadata/labels") == obj.at("/metadata/labels")
+                {
+                    // Most pod changes are status changes: the same Services, the same index.
+                    for label in label_keys(ns, obj) {
+                        for svc in self.services_by_anchor.get(&label).into_iter().flatten() {
+                            dirty.insert((ns.to_string(), svc.clone()));
+                        }
+                    }
+                    return;
+                }
                 let old_labels = old
                     .as_deref()
                     .map(|o| label_keys(ns, o))
@@ -751,13 +615,20 @@ impl Controller {
                 }
             }
             _ => {
-                // Our own writes come back here; only others' Endpoints matter.
                 if deleted {
                     self.endpoints.remove(&key);
                 } else {
                     self.endpoints.insert(key.clone(), obj.clone());
                 }
-                dirty.insert(key);
+                // Our own writes come back here: a Service with a selector takes its entry
+                // from the pods, so only the Endpoints of one without a selector matter.
+                if self
+                    .services
+                    .get(&key)
+                    .is_none_or(|s| selector_of(s).is_none())
+                {
+                    dirty.insert(key);
+                }
             }
         }
     }
@@ -837,14 +708,6 @@ impl Controller {
         }
         let ep = endpoints_object(svc, entry);
         let slice = endpoint_slice(svc, entry);
-        if let Some(w) = self.written.get_mut(key)
-            && w.endpoints == ep
-            && w.slice == slice
-        {
-            w.svc = Arc::clone(svc);
-            w.entry = entry.clone();
-            return;
-        }
         let ok = self.upsert(&self.ep_rt, &key.0, &key.1, &ep, &["subsets"])
             && self.upsert(
                 &self.slice_rt,
@@ -859,8 +722,6 @@ impl Controller {
                 Written {
                     svc: Arc::clone(svc),
                     entry: entry.clone(),
-                    endpoints: ep,
-                    slice,
                 },
             );
         }
@@ -892,7 +753,7 @@ impl Controller {
                             }
                         }
                     }
-                    if let Some(labels) = obj.pointer("/metadata/labels") {
+                    if let Some(labels) = obj.at("/metadata/labels") {
                         next["metadata"]["labels"] = labels.clone();
                     }
                     Ok(next)

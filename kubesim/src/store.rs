@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 
 use crate::admission;
 use crate::api_error::ApiError;
+use crate::meta::At;
 use crate::meta::{self, metadata_mut};
 use crate::resources::{Registry, ResourceType, View};
 
@@ -415,7 +416,7 @@ impl Store {
         let is_service = rt.group.is_empty() && rt.plural == "services";
         let wants_ip = is_service
             && obj
-                .pointer("/spec/clusterIP")
+                .at("/spec/clusterIP")
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty);
         admission::admit_create(rt, &mut obj, &|g, p, n, name| inner.exists(g, p, n, name))?;
@@ -701,7 +702,7 @@ impl Inner {
     /// the store.
     fn index_cluster_ip(&mut self, old: Option<&Value>, new: Option<&Value>) {
         let ip_of = |svc: Option<&Value>| {
-            svc.and_then(|s| s.pointer("/spec/clusterIP"))
+            svc.and_then(|s| s.at("/spec/clusterIP"))
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
@@ -893,7 +894,7 @@ impl Inner {
         admission::admit_update(rt, &mut proposed, current)?;
         if tracks_generation(rt) && spec_changed(current, &proposed) {
             let generation = current
-                .pointer("/metadata/generation")
+                .at("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             metadata_mut(&mut proposed).insert("generation".into(), json!(generation + 1));

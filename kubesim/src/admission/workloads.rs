@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{default_pod_spec, set_default, validate_pod};
 use crate::api_error::{Cause, cause};
+use crate::meta::At;
 use crate::resources::ResourceType;
 use crate::selector::LabelSelector;
 
@@ -18,8 +19,8 @@ pub fn validate(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
             validate_binding(obj, causes)
         }
         ("policy", "poddisruptionbudgets")
-            if obj.pointer("/spec/minAvailable").is_some()
-                && obj.pointer("/spec/maxUnavailable").is_some() =>
+            if obj.at("/spec/minAvailable").is_some()
+                && obj.at("/spec/maxUnavailable").is_some() =>
         {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -35,16 +36,14 @@ pub fn validate(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
 pub fn validate_update(rt: &ResourceType, obj: &Value, current: &Value, causes: &mut Vec<Cause>) {
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("apps", "deployments" | "replicasets")
-            if obj.pointer("/spec/selector") != current.pointer("/spec/selector") =>
+            if obj.at("/spec/selector") != current.at("/spec/selector") =>
         {
             causes.push(cause(
                 "FieldValueInvalid",
                 "spec.selector",
                 format!(
                     "Invalid value: {}: field is immutable",
-                    obj.pointer("/spec/selector")
-                        .cloned()
-                        .unwrap_or(Value::Null)
+                    obj.at("/spec/selector").cloned().unwrap_or(Value::Null)
                 ),
             ));
         }
@@ -94,7 +93,7 @@ fn validate_workload(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
         )),
         (Some(_), Some(sel)) => {
             let labels = spec
-                .pointer("/template/metadata/labels")
+                .at("/template/metadata/labels")
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
@@ -119,8 +118,7 @@ fn validate_workload(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
             format!("Invalid value: {r}: must be greater than or equal to 0"),
         ));
     }
-    let template_pod =
-        json!({"spec": spec.pointer("/template/spec").cloned().unwrap_or(Value::Null)});
+    let template_pod = json!({"spec": spec.at("/template/spec").cloned().unwrap_or(Value::Null)});
     let mut pod_causes = Vec::new();
     validate_pod(&template_pod, &mut pod_causes);
     for mut c in pod_causes {
@@ -128,7 +126,7 @@ fn validate_workload(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
         causes.push(c);
     }
     if let Some(p) = spec
-        .pointer("/template/spec/restartPolicy")
+        .at("/template/spec/restartPolicy")
         .and_then(Value::as_str)
         && p != "Always"
     {
@@ -139,7 +137,7 @@ fn validate_workload(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
         ));
     }
     if rt.plural == "deployments" {
-        let strategy = spec.pointer("/strategy/type").and_then(Value::as_str);
+        let strategy = spec.at("/strategy/type").and_then(Value::as_str);
         if let Some(t) = strategy
             && !matches!(t, "RollingUpdate" | "Recreate")
         {
@@ -151,8 +149,8 @@ fn validate_workload(rt: &ResourceType, obj: &Value, causes: &mut Vec<Cause>) {
                 ),
             ));
         }
-        let surge0 = int_or_percent(spec.pointer("/strategy/rollingUpdate/maxSurge"));
-        let unavail0 = int_or_percent(spec.pointer("/strategy/rollingUpdate/maxUnavailable"));
+        let surge0 = int_or_percent(spec.at("/strategy/rollingUpdate/maxSurge"));
+        let unavail0 = int_or_percent(spec.at("/strategy/rollingUpdate/maxUnavailable"));
         if strategy != Some("Recreate") && surge0 == Some(true) && unavail0 == Some(true) {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -190,9 +188,9 @@ fn validate_rules(obj: &Value, causes: &mut Vec<Cause>) {
 }
 
 fn validate_binding(obj: &Value, causes: &mut Vec<Cause>) {
-    let kind = obj.pointer("/roleRef/kind").and_then(Value::as_str);
+    let kind = obj.at("/roleRef/kind").and_then(Value::as_str);
     let name = obj
-        .pointer("/roleRef/name")
+        .at("/roleRef/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     if !matches!(kind, Some("Role" | "ClusterRole")) {

@@ -41,7 +41,7 @@ impl Filter {
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels
             .as_ref()
-            .is_none_or(|l| l.matches(&meta::labels(obj)))
+            .is_none_or(|l| l.matches(meta::labels(obj)))
             && self.fields.as_ref().is_none_or(|f| f.matches(obj))
     }
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use super::discovery::KUBE_VERSION;
+use crate::meta::At;
 use crate::protobuf::schema::{Scalar, Type, message_for, messages};
 use crate::resources::{Registry, ResourceType, is_review};
 use crate::store::Store;
@@ -180,13 +181,13 @@ fn custom_schema(store: &Store, rt: &ResourceType) -> Value {
     );
     let schema = crd
         .as_ref()
-        .and_then(|c| c.pointer("/spec/versions"))
+        .and_then(|c| c.at("/spec/versions"))
         .and_then(Value::as_array)
         .and_then(|vs| {
             vs.iter()
                 .find(|v| v.get("name").and_then(Value::as_str) == Some(&rt.version))
         })
-        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+        .and_then(|v| v.at("/schema/openAPIV3Schema"))
         .cloned()
         .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
     let mut s = schema;

@@ -46,12 +46,17 @@ pub(super) fn patch_object(
                 })?
                 .to_string();
             let force = q.flag("force");
-            let applied = parse_yaml_or_json(body)?;
+            let mut applied = parse_yaml_or_json(body)?;
             if !applied.is_object() {
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
             // Server-side apply is always strict about fields, whatever the directive.
-            check_fields(rt, &Query::parse("fieldValidation=Strict"), &applied, true)?;
+            check_fields(
+                rt,
+                &Query::parse("fieldValidation=Strict"),
+                &mut applied,
+                true,
+            )?;
             let applied_name = meta::name(&applied);
             if !applied_name.is_empty() && applied_name != name {
                 return Err(ApiError::bad_request(format!(
@@ -85,11 +90,11 @@ pub(super) fn patch_object(
             Ok(json_response(StatusCode::OK, &out))
         }
         "application/merge-patch+json" => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let mut p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
             if !p.is_object() {
                 return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
-            let warnings = check_fields(rt, q, &p, true)?;
+            let warnings = check_fields(rt, q, &mut p, true)?;
             let out = store.modify_shared(rt, ns, name, part, write, |cur| {
                 Ok(patch::merge_patch(cur, &p))
             })?;
@@ -99,8 +104,8 @@ pub(super) fn patch_object(
             ))
         }
         "application/strategic-merge-patch+json" if !rt.custom => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            let warnings = check_fields(rt, q, &p, true)?;
+            let mut p: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+            let warnings = check_fields(rt, q, &mut p, true)?;
             let out = store.modify_shared(rt, ns, name, part, write, |cur| {
                 patch::strategic_merge_patch(cur, &p).map_err(|e| patch_error(rt, name, e))
             })?;

@@ -19,6 +19,7 @@ use super::{AppState, Streaming};
 use crate::api_error::{ApiError, Cause, cause};
 use crate::kubelet::{LogRequest, OpenLogError, ReadOptions};
 use crate::meta;
+use crate::meta::At;
 
 pub(super) fn pod_log(
     state: &AppState,
@@ -38,7 +39,7 @@ pub(super) fn pod_log(
         r
     };
     let scheduled = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty());
     if !scheduled {
@@ -137,7 +138,7 @@ fn options(name: &str, q: &Query, now: SystemTime) -> Result<(bool, bool, ReadOp
 /// The container a request reads: the one it names, or the pod's only one.
 fn container_of(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
     let names = |field: &str| -> Vec<String> {
-        pod.pointer(&format!("/spec/{field}"))
+        pod.at(&format!("/spec/{field}"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

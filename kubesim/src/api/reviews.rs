@@ -11,6 +11,7 @@ use super::{AppState, Verb, json_response, method_not_allowed, parse_body};
 use crate::api_error::{ApiError, cause};
 use crate::auth::{BoundPod, IssueError, TokenSpec, UserInfo};
 use crate::meta;
+use crate::meta::At;
 use crate::rbac::{self, RequestAttributes};
 use crate::resources::ResourceType;
 
@@ -244,7 +245,7 @@ pub fn token_request(
                 name: pod_name.to_string(),
                 uid: meta::uid(&pod).to_string(),
                 node: pod
-                    .pointer("/spec/nodeName")
+                    .at("/spec/nodeName")
                     .and_then(Value::as_str)
                     .filter(|n| !n.is_empty())
                     .map(str::to_string),

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::{content_type, json_response, parse_body, patch_error};
 use crate::api_error::{ApiError, cause};
 use crate::meta;
+use crate::meta::At;
 use crate::patch;
 use crate::resources::ResourceType;
 use crate::store::{Part, Store, WriteOpts};
@@ -71,10 +72,10 @@ fn scale_of(obj: &Value) -> Value {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+        "spec": {"replicas": obj.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
         "status": {
-            "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
-            "selector": selector_string(obj.pointer("/spec/selector").unwrap_or(&Value::Null)),
+            "replicas": obj.at("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+            "selector": selector_string(obj.at("/spec/selector").unwrap_or(&Value::Null)),
         },
     })
 }
@@ -94,7 +95,7 @@ fn apply_scale(
     cur: &Value,
     scale: &Value,
 ) -> Result<Value, ApiError> {
-    let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64);
+    let replicas = scale.at("/spec/replicas").and_then(Value::as_i64);
     let Some(replicas) = replicas.filter(|r| *r >= 0 && *r <= i64::from(i32::MAX)) else {
         return Err(ApiError::invalid(
             "autoscaling",
@@ -105,10 +106,7 @@ fn apply_scale(
                 "spec.replicas",
                 format!(
                     "Invalid value: {}: must be greater than or equal to 0",
-                    scale
-                        .pointer("/spec/replicas")
-                        .cloned()
-                        .unwrap_or(Value::Null)
+                    scale.at("/spec/replicas").cloned().unwrap_or(Value::Null)
                 ),
             )],
         ));

@@ -2,6 +2,7 @@
 //! apply them: the pod-template hash, how far a rolling update may scale the new ReplicaSet up
 //! and the old ones down, which pods go first, and the status each controller reports.
 
+use crate::meta::At;
 use serde_json::{Map, Value, json};
 
 /// Label on ReplicaSets and their pods naming the template they were made from.
@@ -99,14 +100,10 @@ pub fn resolve(v: Option<&Value>, total: i64, round_up: bool) -> i64 {
 /// `(maxSurge, maxUnavailable)` of a rolling Deployment with `replicas` (never both 0; a
 /// Recreate Deployment has neither).
 pub fn fenceposts(deployment: &Value, replicas: i64) -> (i64, i64) {
-    if deployment
-        .pointer("/spec/strategy/type")
-        .and_then(Value::as_str)
-        == Some("Recreate")
-    {
+    if deployment.at("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate") {
         return (0, 0);
     }
-    let ru = deployment.pointer("/spec/strategy/rollingUpdate");
+    let ru = deployment.at("/spec/strategy/rollingUpdate");
     let surge = resolve(ru.and_then(|r| r.get("maxSurge")), replicas, true);
     let unavailable = resolve(ru.and_then(|r| r.get("maxUnavailable")), replicas, false);
     if surge == 0 && unavailable == 0 {
@@ -118,7 +115,7 @@ pub fn fenceposts(deployment: &Value, replicas: i64) -> (i64, i64) {
 
 /// The `spec.replicas` of a workload (1 when unset, as defaulted).
 pub fn spec_replicas(obj: &Value) -> i64 {
-    obj.pointer("/spec/replicas")
+    obj.at("/spec/replicas")
         .and_then(Value::as_i64)
         .unwrap_or(1)
 }
@@ -216,14 +213,14 @@ pub fn scale_down_old(
 
 /// Whether a pod counts for its ReplicaSet: not finished and not being deleted.
 pub fn is_active(pod: &Value) -> bool {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    pod.pointer("/metadata/deletionTimestamp").is_none()
+    let phase = pod.at("/status/phase").and_then(Value::as_str);
+    pod.at("/metadata/deletionTimestamp").is_none()
         && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 fn ready_since(pod: &Value) -> Option<i64> {
     let c = pod
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?;
@@ -254,16 +251,16 @@ pub fn pods_to_delete(pods: &[&Value], n: usize) -> Vec<String> {
     let mut ranked: Vec<&Value> = pods.to_vec();
     let key = |p: &Value| {
         let scheduled = p
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .is_some_and(|n| !n.is_empty());
-        let phase_rank = match p.pointer("/status/phase").and_then(Value::as_str) {
+        let phase_rank = match p.at("/status/phase").and_then(Value::as_str) {
             Some("Pending") | None => 0,
             Some("Unknown") => 1,
             _ => 2,
         };
         let created = p
-            .pointer("/metadata/creationTimestamp")
+            .at("/metadata/creationTimestamp")
             .and_then(Value::as_str)
             .and_then(crate::meta::parse_rfc3339)
             .map(|(s, _)| s)
@@ -302,11 +299,11 @@ pub fn replica_set_status(
     failure: Option<(&str, &str)>,
 ) -> Value {
     let min_ready = rs
-        .pointer("/spec/minReadySeconds")
+        .at("/spec/minReadySeconds")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let template_labels = rs
-        .pointer("/spec/template/metadata/labels")
+        .at("/spec/template/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -315,10 +312,10 @@ pub fn replica_set_status(
         "fullyLabeledReplicas": active.iter().filter(|p| fully_labeled(p, &template_labels)).count(),
         "readyReplicas": active.iter().filter(|p| is_ready(p)).count(),
         "availableReplicas": active.iter().filter(|p| available_at(p, min_ready).is_some_and(|t| t <= now)).count(),
-        "observedGeneration": rs.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "observedGeneration": rs.at("/metadata/generation").cloned().unwrap_or(json!(1)),
     });
     let mut conditions: Vec<Value> = rs
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -383,7 +380,7 @@ pub fn deployment_status(d: &Value, new_rs: Option<&Value>, old: &[&Value], now:
     let available = sum(&|r| status_count(r, "availableReplicas"));
     let total_spec = sum(&spec_replicas);
     let mut status = json!({
-        "observedGeneration": d.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "observedGeneration": d.at("/metadata/generation").cloned().unwrap_or(json!(1)),
         "replicas": sum(&|r| status_count(r, "replicas")),
         "updatedReplicas": new_rs.map(|r| status_count(r, "replicas")).unwrap_or(0),
         "readyReplicas": sum(&|r| status_count(r, "readyReplicas")),
@@ -391,7 +388,7 @@ pub fn deployment_status(d: &Value, new_rs: Option<&Value>, old: &[&Value], now:
         "unavailableReplicas": (total_spec - available).max(0),
     });
     let mut conditions: Vec<Value> = d
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::base64;
 use crate::meta;
+use crate::meta::At;
 
 /// Expands `$(VAR)` references the way Kubernetes does (`third_party/forked/golang/expansion`):
 /// `$$` is an escaped `$`, an unknown `$(VAR)` is left as written, and a `$` that starts no
@@ -88,13 +89,13 @@ fn map_lines(map: Option<&Value>) -> String {
 
 /// Resolves a `fieldRef.fieldPath` against the pod.
 pub fn field_ref(pod: &Value, path: &str, addrs: PodAddrs<'_>) -> Option<String> {
-    let s = |p: &str| pod.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let s = |p: &str| pod.at(p).and_then(Value::as_str).map(str::to_string);
     match path {
         "metadata.name" => Some(meta::name(pod).to_string()),
         "metadata.namespace" => Some(meta::meta_str(pod, "namespace").to_string()),
         "metadata.uid" => Some(meta::uid(pod).to_string()),
-        "metadata.labels" => Some(map_lines(pod.pointer("/metadata/labels"))),
-        "metadata.annotations" => Some(map_lines(pod.pointer("/metadata/annotations"))),
+        "metadata.labels" => Some(map_lines(pod.at("/metadata/labels"))),
+        "metadata.annotations" => Some(map_lines(pod.at("/metadata/annotations"))),
         "spec.nodeName" => s("/spec/nodeName"),
         "spec.serviceAccountName" => s("/spec/serviceAccountName"),
         "status.podIP" | "status.podIPs" => Some(addrs.pod_ip.to_string()),
@@ -102,7 +103,7 @@ pub fn field_ref(pod: &Value, path: &str, addrs: PodAddrs<'_>) -> Option<String>
         _ => {
             if let Some(k) = bracket_key(path, "metadata.labels") {
                 return Some(
-                    pod.pointer("/metadata/labels")
+                    pod.at("/metadata/labels")
                         .and_then(|l| l.get(k))
                         .and_then(Value::as_str)
                         .unwrap_or("")
@@ -285,7 +286,7 @@ pub fn resolve_env(
 fn resource_field(container: &Value, resource: &str) -> String {
     let (section, name) = resource.split_once('.').unwrap_or(("limits", resource));
     if let Some(v) = container
-        .pointer(&format!("/resources/{section}/{name}"))
+        .at(&format!("/resources/{section}/{name}"))
         .and_then(|v| {
             v.as_str()
                 .map(str::to_string)

@@ -10,6 +10,7 @@ use super::{
     KUBECONFIG, Kubelet, Msg, PodEntry, container_spec, env, probe, process, stop,
     write_pod_kubeconfig,
 };
+use crate::meta::At;
 use crate::net::names::service_env;
 
 impl Kubelet {
@@ -154,7 +155,7 @@ impl Kubelet {
         // The Services as they are when the container starts, as the kubelet sets them.
         let links = e
             .pod
-            .pointer("/spec/enableServiceLinks")
+            .at("/spec/enableServiceLinks")
             .and_then(Value::as_bool)
             .unwrap_or(true);
         base.extend(service_env(

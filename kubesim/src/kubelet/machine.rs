@@ -283,6 +283,7 @@ pub struct Machine {
     pub init: Vec<Container>,
     /// Regular containers.
     pub main: Vec<Container>,
+    /// What the phase reads of the pod spec (see [`phase_spec`]).
     spec: Value,
     admitted: bool,
     never_start: bool,
@@ -328,6 +329,35 @@ pub fn scripted_behaviour(pod: &Value, container: &str, kind: Kind) -> Behaviour
     Behaviour::Scripted { run, exit_code }
 }
 
+/// The parts of a pod spec [`pod_phase`](crate::kubelet::phase::pod_phase) reads: the restart
+/// policies and the containers' names. A machine keeps these rather than a copy of the whole
+/// spec, which every running pod would hold for its life.
+fn phase_spec(spec: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(policy) = spec.get("restartPolicy") {
+        out.insert("restartPolicy".into(), policy.clone());
+    }
+    for field in ["initContainers", "containers"] {
+        let Some(list) = spec.get(field).and_then(Value::as_array) else {
+            continue;
+        };
+        let trimmed = list
+            .iter()
+            .map(|c| {
+                let mut kept = serde_json::Map::new();
+                for key in ["name", "restartPolicy"] {
+                    if let Some(v) = c.get(key) {
+                        kept.insert(key.into(), v.clone());
+                    }
+                }
+                Value::Object(kept)
+            })
+            .collect();
+        out.insert(field.into(), Value::Array(trimmed));
+    }
+    Value::Object(out)
+}
+
 /// Whether a container has a startup probe and a readiness probe (the shell runs them for real
 /// processes).
 pub fn probe_gates(container: &Value) -> (bool, bool) {
@@ -350,7 +380,8 @@ pub fn backoff(base: Duration, restarts: u32) -> Duration {
 impl Machine {
     /// Builds the machine of a pod; `is_process` says which images run as real processes.
     pub fn new(pod: &Value, is_process: &dyn Fn(&str) -> bool, backoff_base: Duration) -> Self {
-        let spec = pod.get("spec").cloned().unwrap_or_else(|| json!({}));
+        let empty = json!({});
+        let spec = pod.get("spec").unwrap_or(&empty);
         let build = |c: &Value, kind: Kind| {
             let name = c.get("name").and_then(Value::as_str).unwrap_or("");
             let image = c.get("image").and_then(Value::as_str).unwrap_or("");
@@ -361,11 +392,10 @@ impl Machine {
             };
             Container::new(name, image, kind, behaviour, probe_gates(c))
         };
-        let list = |field: &str| -> Vec<Value> {
+        let list = |field: &str| -> &[Value] {
             spec.get(field)
                 .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
+                .map_or(&[], Vec::as_slice)
         };
         let init = list("initContainers")
             .iter()
@@ -385,10 +415,10 @@ impl Machine {
             .map(|c| build(c, Kind::Regular))
             .collect();
         Self {
-            policy: RestartPolicy::of(&spec),
+            policy: RestartPolicy::of(spec),
             init,
             main,
-            spec,
+            spec: phase_spec(spec),
             admitted: false,
             never_start: meta::annotation(pod, NEVER_START) == Some("true"),
             mounted: false,

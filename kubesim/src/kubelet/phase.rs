@@ -1,6 +1,7 @@
 //! The pod phase as Kubernetes' kubelet computes it (`getPhase` in `kubelet_pods.go`), over the
 //! JSON container statuses kubesim writes.
 
+use crate::meta::At;
 use serde_json::Value;
 
 /// `status.phase` of a pod.
@@ -46,7 +47,7 @@ fn status_of<'a>(statuses: &'a [Value], name: &str) -> Option<&'a Value> {
 
 fn state_is(status: &Value, state: &str) -> bool {
     status
-        .pointer(&format!("/state/{state}"))
+        .at(&format!("/state/{state}"))
         .is_some_and(Value::is_object)
 }
 
@@ -57,9 +58,7 @@ fn exit_code(v: Option<&Value>) -> i64 {
 }
 
 fn last_terminated(status: &Value) -> Option<&Value> {
-    status
-        .pointer("/lastState/terminated")
-        .filter(|v| v.is_object())
+    status.at("/lastState/terminated").filter(|v| v.is_object())
 }
 
 fn containers<'a>(spec: &'a Value, field: &str) -> impl Iterator<Item = (&'a Value, &'a str)> {
@@ -94,7 +93,7 @@ pub fn pod_phase(
         if state_is(s, "running") {
             pending_init += 1;
         } else if state_is(s, "terminated") {
-            if exit_code(s.pointer("/state/terminated")) != 0 {
+            if exit_code(s.at("/state/terminated")) != 0 {
                 failed_init += 1;
             }
         } else if state_is(s, "waiting") {
@@ -142,7 +141,7 @@ pub fn pod_phase(
         } else if state_is(s, "terminated") {
             stopped += 1;
             any_regular_started = true;
-            if exit_code(s.pointer("/state/terminated")) == 0 {
+            if exit_code(s.at("/state/terminated")) == 0 {
                 succeeded += 1;
             }
         } else if state_is(s, "waiting") {

@@ -12,6 +12,7 @@ use super::image::ImageRun;
 use super::machine::{CRef, Section};
 use super::{HOST_IP, Kubelet, PodEntry, State, atomic, env, error_chain, volumes};
 use crate::auth::{Authenticator, BoundPod, IssueError, TokenSpec};
+use crate::meta::At;
 use crate::net::addr::NODE_IP;
 use crate::net::names::{PodHosts, hosts_file, resolv_conf};
 use crate::net::ns::FileView;
@@ -23,7 +24,7 @@ impl Kubelet {
     /// materialises the pod folder for real processes when so.
     pub(super) fn check_mounts(&self, e: &mut PodEntry, orphans: &[PodEntry]) -> bool {
         let exists =
-            |plural: &str, name: &str| self.store.get_raw("", plural, &e.ns, name).is_some();
+            |plural: &str, name: &str| self.store.get_shared("", plural, &e.ns, name).is_some();
         if let Some((_, message)) = volumes::missing_volume(&e.pod, &exists) {
             if !e.mount_event_sent {
                 e.mount_event_sent = true;
@@ -165,7 +166,7 @@ impl Kubelet {
     pub(super) fn automounts(&self, e: &PodEntry) -> bool {
         let sa = service_account_name(&e.pod);
         e.pod
-            .pointer("/spec/automountServiceAccountToken")
+            .at("/spec/automountServiceAccountToken")
             .and_then(Value::as_bool)
             .or_else(|| {
                 self.store
@@ -268,7 +269,19 @@ impl Kubelet {
         };
         // Only pods with a root on disk (real processes) have a hosts file to rewrite: a
         // cluster of scripted pods does not pay for the records of every Service per change.
-        let any_rooted = st.pods.values().any(|e| e.root.is_some());
+        let State {
+            pods,
+            processes,
+            hosts_version,
+            ..
+        } = st;
+        let rooted = || {
+            processes
+                .iter()
+                .filter_map(|uid| pods.get(uid))
+                .filter(|e| e.root.is_some())
+        };
+        let any_rooted = rooted().next().is_some();
         let records = match (
             &table,
             hosts_changed && self.config.network.is_some() && any_rooted,
@@ -277,10 +290,14 @@ impl Kubelet {
             _ => None,
         };
         if hosts_changed {
-            st.hosts_version = table;
+            *hosts_version = table;
         }
         let now = SystemTime::now();
-        for e in st.pods.values_mut() {
+        // Only pods with a real process have a folder.
+        for uid in processes.iter() {
+            let Some(e) = pods.get_mut(uid) else {
+                continue;
+            };
             let Some(dir) = e.root.as_ref().and_then(|r| r.parent()).map(PathBuf::from) else {
                 continue;
             };
@@ -363,7 +380,7 @@ impl Kubelet {
             working_dir,
             hostname: PodHosts::of(&e.pod, &e.ip).hostname.to_string(),
             read_only_root: container
-                .pointer("/securityContext/readOnlyRootFilesystem")
+                .at("/securityContext/readOnlyRootFilesystem")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         }
@@ -436,7 +453,7 @@ pub(super) struct PodToken {
 
 /// The pod's service account (`default` when it names none).
 pub(super) fn service_account_name(pod: &Value) -> &str {
-    pod.pointer("/spec/serviceAccountName")
+    pod.at("/spec/serviceAccountName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .unwrap_or("default")

@@ -9,6 +9,7 @@ use super::recorder::PodEvent;
 use super::{Kubelet, State};
 use crate::api_error::ApiError;
 use crate::meta;
+use crate::meta::At;
 use crate::store::{Part, WriteOpts};
 
 impl Kubelet {
@@ -17,14 +18,8 @@ impl Kubelet {
         if st.unscheduled.is_empty() {
             return;
         }
-        // Active pods per node, counted in one pass over the pods (not one per node); the
-        // node list is short, so a scan of it beats hashing each pod's node name.
-        let mut active = vec![0usize; self.nodes.len()];
-        for e in st.pods.values().filter(|e| e.machine.is_active()) {
-            if let Some(i) = self.nodes.iter().position(|n| n.name == e.node) {
-                active[i] += 1;
-            }
-        }
+        // Unfinished pods per node, as the kubelet keeps count of them.
+        let active = st.active.clone();
         let mut load: Vec<(usize, usize)> = self
             .nodes
             .iter()
@@ -42,7 +37,7 @@ impl Kubelet {
             .map(|n| {
                 self.store
                     .get_shared("", "nodes", "", &n.name)
-                    .and_then(|o| o.pointer("/metadata/labels").cloned())
+                    .and_then(|o| o.at("/metadata/labels").cloned())
                     .unwrap_or(Value::Null)
             })
             .collect();
@@ -53,7 +48,7 @@ impl Kubelet {
             let selector = self
                 .store
                 .get_shared("", "pods", &ns, &name)
-                .and_then(|p| p.pointer("/spec/nodeSelector").cloned())
+                .and_then(|p| p.at("/spec/nodeSelector").cloned())
                 .and_then(|s| s.as_object().cloned())
                 .unwrap_or_default();
             let fits = |i: usize| selector.iter().all(|(k, v)| labels[i].get(k) == Some(v));
@@ -71,7 +66,7 @@ impl Kubelet {
                 &WriteOpts::default(),
                 |cur| {
                     let bound = cur
-                        .pointer("/spec/nodeName")
+                        .at("/spec/nodeName")
                         .and_then(Value::as_str)
                         .is_some_and(|n| !n.is_empty());
                     if meta::uid(cur) != uid || bound || meta::is_deleting(cur) {
@@ -135,7 +130,7 @@ impl Kubelet {
             &WriteOpts::default(),
             |cur| {
                 let conditions = cur
-                    .pointer("/status/conditions")
+                    .at("/status/conditions")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();

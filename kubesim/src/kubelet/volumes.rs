@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::atomic::{self, Files};
 use super::env::{Lookup, PodAddrs, field_ref, object_entries, object_key};
 use super::safe_path::safe_join;
+use crate::meta::At;
 use crate::net::rootfs::{Mount, MountKind};
 
 /// The first volume that cannot be mounted: (volume name, Kubernetes' message).
@@ -39,7 +40,7 @@ pub fn missing_volume(
 }
 
 fn volumes(pod: &Value) -> impl Iterator<Item = &Value> {
-    pod.pointer("/spec/volumes")
+    pod.at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -66,7 +67,7 @@ fn sources(v: &Value) -> Vec<(&'static str, &str, bool)> {
         out.push(one(s, "secrets", "secretName"));
     }
     for src in v
-        .pointer("/projected/sources")
+        .at("/projected/sources")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -109,7 +110,7 @@ fn add_downward(files: &mut Files, pod: &Value, items: &[Value], addrs: PodAddrs
     for item in items {
         let path = item.get("path").and_then(Value::as_str).unwrap_or("");
         let field = item
-            .pointer("/fieldRef/fieldPath")
+            .at("/fieldRef/fieldPath")
             .and_then(Value::as_str)
             .unwrap_or("");
         if let Some(v) = field_ref(pod, field, addrs) {
@@ -133,9 +134,9 @@ pub fn render(v: &Value, pod: &Value, lookup: Lookup<'_>, addrs: PodAddrs<'_>) -
         if let Some(obj) = lookup("secrets", n) {
             add_object(&mut files, "secrets", &obj, items(s).as_ref());
         }
-    } else if let Some(d) = v.pointer("/downwardAPI/items").and_then(Value::as_array) {
+    } else if let Some(d) = v.at("/downwardAPI/items").and_then(Value::as_array) {
         add_downward(&mut files, pod, d, addrs);
-    } else if let Some(sources) = v.pointer("/projected/sources").and_then(Value::as_array) {
+    } else if let Some(sources) = v.at("/projected/sources").and_then(Value::as_array) {
         for src in sources {
             for (field, plural) in [("configMap", "configmaps"), ("secret", "secrets")] {
                 if let Some(s) = src.get(field) {
@@ -145,7 +146,7 @@ pub fn render(v: &Value, pod: &Value, lookup: Lookup<'_>, addrs: PodAddrs<'_>) -
                     }
                 }
             }
-            if let Some(d) = src.pointer("/downwardAPI/items").and_then(Value::as_array) {
+            if let Some(d) = src.at("/downwardAPI/items").and_then(Value::as_array) {
                 add_downward(&mut files, pod, d, addrs);
             }
         }
@@ -186,7 +187,7 @@ pub fn materialise(
     for v in volumes(pod) {
         let name = v.get("name").and_then(Value::as_str).unwrap_or("");
         let dir = volume_dir(&vol_root, name)?;
-        if let Some(host) = v.pointer("/hostPath/path").and_then(Value::as_str) {
+        if let Some(host) = v.at("/hostPath/path").and_then(Value::as_str) {
             // A hostPath volume is the host folder itself.
             std::os::unix::fs::symlink(host, &dir)?;
             continue;
@@ -200,7 +201,7 @@ pub fn materialise(
     }
     for field in ["initContainers", "containers"] {
         for c in pod
-            .pointer(&format!("/spec/{field}"))
+            .at(&format!("/spec/{field}"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

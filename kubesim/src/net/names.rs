@@ -3,26 +3,12 @@
 //! the Service environment variables a kubelet injects.
 
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
 
 use serde_json::Value;
 
 use super::addr::{CLUSTER_DOMAIN, DNS_SERVICE_IP};
-
-/// What a pod's hosts file says about one Service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceRecord {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// The addresses the name resolves to: the ClusterIP, or for a headless Service its ready
-    /// pods' IPs.
-    pub ips: Vec<Ipv4Addr>,
-    /// Headless Services only: (pod IP, pod hostname) of ready pods with `spec.hostname` whose
-    /// `spec.subdomain` is this Service (`hostname.svc.ns.svc.cluster.local`).
-    pub hostnames: Vec<(Ipv4Addr, String)>,
-}
+use crate::meta::At;
+use crate::service_table::ServiceRecord;
 
 /// The pod fields its hosts file is made from.
 #[derive(Debug, Clone)]
@@ -43,7 +29,7 @@ impl<'a> PodHosts<'a> {
     /// The hosts fields of `pod` at `ip`.
     pub fn of(pod: &'a Value, ip: &'a str) -> PodHosts<'a> {
         let spec = |f: &str| {
-            pod.pointer(&format!("/spec/{f}"))
+            pod.at(&format!("/spec/{f}"))
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
         };
@@ -53,7 +39,7 @@ impl<'a> PodHosts<'a> {
             hostname: spec("hostname").unwrap_or_else(|| crate::meta::name(pod)),
             subdomain: spec("subdomain"),
             host_aliases: pod
-                .pointer("/spec/hostAliases")
+                .at("/spec/hostAliases")
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or(&[]),
@@ -164,7 +150,7 @@ pub fn service_env(
         let ns = crate::meta::meta_str(s, "namespace");
         let name = crate::meta::name(s);
         let ip = s
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
         if ip.is_empty() || ip == "None" {
@@ -179,11 +165,11 @@ pub fn service_env(
     let mut out = Vec::new();
     for (name, s) in chosen {
         let ip = s
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
         let ports: Vec<&Value> = s
-            .pointer("/spec/ports")
+            .at("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -227,6 +213,7 @@ pub fn service_env(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::net::Ipv4Addr;
 
     fn svc(ns: &str, name: &str, ip: &str, ports: Value) -> Value {
         json!({"metadata": {"namespace": ns, "name": name},

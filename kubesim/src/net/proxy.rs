@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::ClusterNet;
 use super::addr::NODE_IP;
-use crate::services::ServiceTable;
+use crate::service_table::ServiceTable;
 
 /// Where a relayed connection goes.
 #[derive(Clone)]

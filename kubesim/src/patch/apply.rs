@@ -56,19 +56,8 @@ fn read_entries(obj: Option<&Value>) -> Vec<Entry> {
 
 /// Re-encodes changed entries and drops the ones left owning nothing, as the apiserver does.
 fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
-    let list: Vec<Value> = entries
-        .into_iter()
-        .filter(|e| !e.dirty || !e.set.is_empty())
-        .map(|mut e| {
-            if e.dirty
-                && let Some(m) = e.raw.as_object_mut()
-            {
-                m.insert("fieldsType".into(), json!("FieldsV1"));
-                m.insert("fieldsV1".into(), e.set.to_fields_v1());
-            }
-            e.raw
-        })
-        .collect();
+    let mut list = Vec::new();
+    write_entries_into(&mut list, entries);
     if let Some(root) = obj.as_object_mut() {
         let meta = root.entry("metadata").or_insert_with(|| json!({}));
         if !meta.is_object() {
@@ -82,6 +71,25 @@ fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
             }
         }
     }
+}
+
+/// The managedFields list of `entries`: changed ones re-encoded, those left owning nothing
+/// dropped.
+fn write_entries_into(list: &mut Vec<Value>, entries: Vec<Entry>) {
+    list.extend(
+        entries
+            .into_iter()
+            .filter(|e| !e.dirty || !e.set.is_empty())
+            .map(|mut e| {
+                if e.dirty
+                    && let Some(m) = e.raw.as_object_mut()
+                {
+                    m.insert("fieldsType".into(), json!("FieldsV1"));
+                    m.insert("fieldsV1".into(), e.set.to_fields_v1());
+                }
+                e.raw
+            }),
+    );
 }
 
 fn new_entry(manager: &str, operation: &str, api_version: Option<&Value>, now: &str) -> Entry {
@@ -355,4 +363,28 @@ pub fn record_update(
     let mut result = after.clone();
     write_entries(&mut result, entries);
     result
+}
+
+/// The managedFields [`record_update`] records for a create by `manager`: one `Update` entry
+/// owning every field the object sets (none when it sets none), computed without copying the
+/// object. `None` when the object carries managedFields of its own: those are the starting
+/// point, and [`record_update`] must be used.
+pub fn created_entries(obj: &Value, manager: &str, now_rfc3339: &str) -> Option<Vec<Value>> {
+    if obj
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|f| !f.is_null())
+    {
+        return None;
+    }
+    // With nothing before it, every field of the object is one this write changed.
+    let set = FieldSet::from_object(obj);
+    if set.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut entry = new_entry(manager, "Update", api_version(obj, None), now_rfc3339);
+    entry.set = set;
+    let mut list = Vec::new();
+    write_entries_into(&mut list, vec![entry]);
+    Some(list)
 }

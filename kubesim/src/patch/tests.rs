@@ -771,6 +771,30 @@ proptest! {
     }
 
     #[test]
+    fn a_creates_entries_are_what_record_update_records(obj in arb_json(), pod in any::<bool>()) {
+        let mut obj = if pod { pod_like("i", json!([{"name": "X"}]), json!(["f"])) } else { obj };
+        let Some(top) = obj.as_object_mut() else {
+            return Ok(());
+        };
+        // As the store keeps every object: with a metadata map.
+        if !top.get("metadata").is_some_and(Value::is_object) {
+            top.insert("metadata".into(), json!({"name": "x"}));
+        }
+        let recorded = record_update(None, &obj, "m", T0);
+        match created_entries(&obj, "m", T0) {
+            Some(entries) => {
+                let mut expected = obj.clone();
+                if !entries.is_empty() {
+                    expected["metadata"]["managedFields"] = Value::Array(entries);
+                }
+                prop_assert_eq!(expected, recorded);
+            }
+            // Only an object carrying managedFields of its own needs the full path.
+            None => prop_assert!(!obj["metadata"]["managedFields"].is_null()),
+        }
+    }
+
+    #[test]
     fn stale_members_match_removal_by_path(
         (before, after) in arb_before_after(),
         owned in arb_json(),

@@ -173,8 +173,14 @@ pub fn package_of(group: &str) -> Option<&'static str> {
 pub fn message_for(api_version: &str, kind: &str) -> Option<(&'static str, &'static Message)> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let table = messages();
-    let own = package_of(group).map(|p| format!("{p}.{version}.{kind}"));
-    let meta = format!("meta.v1.{kind}");
+    // Built by hand: every write of a built-in type looks its message up.
+    let name = |parts: &[&str]| {
+        let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+        parts.iter().for_each(|p| s.push_str(p));
+        s
+    };
+    let own = package_of(group).map(|p| name(&[p, ".", version, ".", kind]));
+    let meta = name(&["meta.v1.", kind]);
     own.iter()
         .chain(std::iter::once(&meta))
         .find_map(|name| table.get_key_value(name.as_str()))

@@ -8,6 +8,7 @@ use tokio::sync::broadcast;
 
 use super::{DeleteOpts, Event, EventType, Inner, ObjKey, type_key};
 use crate::api_error::ApiError;
+use crate::meta::At;
 use crate::meta::{self, metadata_mut};
 use crate::resources::ResourceType;
 
@@ -19,14 +20,14 @@ impl Inner {
         }
         if rt.group.is_empty() && rt.plural == "namespaces" {
             let spec_finalizers = obj
-                .pointer("/spec/finalizers")
+                .at("/spec/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty());
             return !spec_finalizers;
         }
         if rt.group.is_empty() && rt.plural == "pods" {
             return obj
-                .pointer("/metadata/deletionGracePeriodSeconds")
+                .at("/metadata/deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
                 == 0;
@@ -98,7 +99,7 @@ impl Inner {
         }
         let held_by_namespace_finalizers = is_ns
             && current
-                .pointer("/spec/finalizers")
+                .at("/spec/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty());
         if !deleting && finalizers.is_empty() && grace == 0 && !held_by_namespace_finalizers {
@@ -170,7 +171,7 @@ fn push_unique(v: &mut Vec<String>, s: &str) {
 }
 
 fn current_grace(obj: &Value) -> i64 {
-    obj.pointer("/metadata/deletionGracePeriodSeconds")
+    obj.at("/metadata/deletionGracePeriodSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(i64::MAX)
 }
@@ -179,16 +180,16 @@ fn current_grace(obj: &Value) -> i64 {
 /// Kubernetes' pod strategy.
 fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
     let scheduled = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty());
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let phase = pod.at("/status/phase").and_then(Value::as_str);
     if !scheduled || matches!(phase, Some("Succeeded" | "Failed")) {
         return 0;
     }
     requested
         .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
+            pod.at("/spec/terminationGracePeriodSeconds")
                 .and_then(Value::as_i64)
         })
         .unwrap_or(30)

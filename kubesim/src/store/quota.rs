@@ -16,6 +16,7 @@ use tokio::sync::broadcast;
 
 use super::{Event, EventType, Inner};
 use crate::api_error::ApiError;
+use crate::meta::At;
 use crate::resource_quota::{self as rq, ResourceList};
 use crate::resources::ResourceType;
 use crate::{limit_range, meta};
@@ -107,7 +108,7 @@ impl Inner {
         let usage = rq::usage(&rt.group, &rt.plural, obj);
         for quota in quotas.iter().filter(|q| rq::is_scope_free(q)) {
             let quota_name = meta::name(quota);
-            let hard = rq::resource_list(quota.pointer("/spec/hard"));
+            let hard = rq::resource_list(quota.at("/spec/hard"));
             let restricted = restricted(rt, &hard);
             if restricted.is_empty() {
                 continue;
@@ -121,7 +122,7 @@ impl Inner {
             if requested.is_empty() {
                 continue;
             }
-            let used = rq::resource_list(quota.pointer("/status/used"));
+            let used = rq::resource_list(quota.at("/status/used"));
             rq::check(quota_name, &hard, &used, &requested)
                 .map_err(|why| forbidden(rt, &name, &why))?;
         }
@@ -147,7 +148,7 @@ impl Inner {
             .then(|| new.or(old).map(meta::name))
             .flatten();
         if let Some(new) = new.filter(|_| itself.is_some())
-            && old.map(|o| o.pointer("/spec/hard")) != Some(new.pointer("/spec/hard"))
+            && old.map(|o| o.at("/spec/hard")) != Some(new.at("/spec/hard"))
         {
             self.recount(tx, ns, new);
         }
@@ -168,19 +169,19 @@ impl Inner {
             if itself == Some(meta::name(quota)) {
                 continue;
             }
-            let hard = rq::resource_list(quota.pointer("/spec/hard"));
+            let hard = rq::resource_list(quota.at("/spec/hard"));
             let change = non_zero(rq::mask(&delta, &restricted(rt, &hard)));
             if change.is_empty() {
                 continue;
             }
-            let used = rq::add(&rq::resource_list(quota.pointer("/status/used")), &change);
+            let used = rq::add(&rq::resource_list(quota.at("/status/used")), &change);
             self.write_quota_status(tx, quota, &hard, &used);
         }
     }
 
     /// Counts a quota's usage from the objects in its namespace.
     fn recount(&mut self, tx: &broadcast::Sender<Arc<Event>>, ns: &str, quota: &Value) {
-        let hard = rq::resource_list(quota.pointer("/spec/hard"));
+        let hard = rq::resource_list(quota.at("/spec/hard"));
         let mut used: ResourceList = hard
             .keys()
             .map(|k| (k.clone(), crate::quantity::Quantity::ZERO))

@@ -68,32 +68,35 @@ impl Machine {
                 )
             }
         };
+        // Values are moved in, not interpolated: `json!` copies a `Value` it is given through
+        // the serializer, and a status is rendered on every change of every pod.
+        let conditions = vec![
+            cond("PodReadyToStartContainers", self.mounted, "", String::new()),
+            if self.init.is_empty() {
+                // Without init containers Kubernetes reports the pod initialized at once.
+                json!({"type": "Initialized", "status": "True", "lastProbeTime": null})
+            } else {
+                cond(
+                    "Initialized",
+                    self.initialized,
+                    "ContainersNotInitialized",
+                    format!("containers with incomplete status: {}", list(&incomplete)),
+                )
+            },
+            ready_cond("Ready"),
+            ready_cond("ContainersReady"),
+            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null}),
+        ];
         let mut status = json!({
             "phase": phase.as_str(),
-            "conditions": [
-                cond("PodReadyToStartContainers", self.mounted, "", String::new()),
-                if self.init.is_empty() {
-                    // Without init containers Kubernetes reports the pod initialized at once.
-                    json!({"type": "Initialized", "status": "True", "lastProbeTime": null})
-                } else {
-                    cond(
-                        "Initialized",
-                        self.initialized,
-                        "ContainersNotInitialized",
-                        format!("containers with incomplete status: {}", list(&incomplete)),
-                    )
-                },
-                ready_cond("Ready"),
-                ready_cond("ContainersReady"),
-                json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null}),
-            ],
             "hostIP": host_ip,
             "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip,
             "podIPs": [{"ip": pod_ip}],
             "startTime": start_time,
-            "containerStatuses": main,
         });
+        status["conditions"] = Value::Array(conditions);
+        status["containerStatuses"] = Value::Array(main);
         if !self.init.is_empty() {
             status["initContainerStatuses"] = Value::Array(init);
         }
@@ -127,6 +130,13 @@ pub(super) fn terminated_json(t: &Terminated, uid: &str, name: &str) -> Value {
     v
 }
 
+/// `{key: value}`, the value moved in (`json!` would copy it).
+fn keyed(key: &str, value: Value) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(key.to_owned(), value);
+    Value::Object(m)
+}
+
 /// One entry of `containerStatuses` / `initContainerStatuses`.
 pub fn container_status(c: &Container, uid: &str) -> Value {
     let state = match &c.state {
@@ -135,15 +145,15 @@ pub fn container_status(c: &Container, uid: &str) -> Value {
             if let Some(m) = message {
                 w["message"] = json!(m);
             }
-            json!({"waiting": w})
+            keyed("waiting", w)
         }
         State::Running { started_at, .. } => {
             json!({"running": {"startedAt": meta::rfc3339(*started_at)}})
         }
-        State::Terminated(t) => json!({"terminated": terminated_json(t, uid, &c.name)}),
+        State::Terminated(t) => keyed("terminated", terminated_json(t, uid, &c.name)),
     };
     let last = match &c.last {
-        Some(t) => json!({"terminated": terminated_json(t, uid, &c.name)}),
+        Some(t) => keyed("terminated", terminated_json(t, uid, &c.name)),
         None => json!({}),
     };
     let mut v = json!({
@@ -153,9 +163,9 @@ pub fn container_status(c: &Container, uid: &str) -> Value {
         "ready": c.is_ready(),
         "started": c.is_started(),
         "restartCount": c.restarts,
-        "state": state,
-        "lastState": last,
     });
+    v["state"] = state;
+    v["lastState"] = last;
     if c.instance > 0 {
         v["containerID"] = json!(container_id(uid, &c.name, c.instance));
     }
