@@ -145,18 +145,30 @@ impl Drop for Slot {
     }
 }
 
+/// Whether a followed log that the API server ended cleanly really ended: answers `true` once
+/// its container has exited (or its pod is gone). See [`relay`].
+pub type EndCheck = Box<dyn FnOnce() -> futures::future::BoxFuture<'static, bool> + Send>;
+
 /// What [`relay`] keeps between chunks.
 struct Relay<S> {
     upstream: S,
     slot: Slot,
+    end_check: Option<EndCheck>,
     /// The upstream failed; its error was passed on, nothing follows it.
     broken: bool,
 }
 
 /// The client's body for the API server's `upstream`: its chunks passed on one at a time (each
 /// counted in the metrics), ending when it ends or at shutdown; a broken upstream breaks the
-/// client's answer too (an error, not a clean end, so a truncated log never looks whole).
-pub fn relay<S, E>(upstream: S, slot: Slot) -> impl Stream<Item = Result<Bytes, std::io::Error>>
+/// client's answer too (an error, not a clean end, so a truncated log never looks whole). So
+/// does a clean end that `end_check` finds premature: the API server ends a followed log
+/// cleanly when it loses the kubelet (its proxy's copy just stops), which a follower could not
+/// tell from the container's exit.
+pub fn relay<S, E>(
+    upstream: S,
+    slot: Slot,
+    end_check: Option<EndCheck>,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin + Send,
     E: std::error::Error + Send + Sync + 'static,
@@ -164,6 +176,7 @@ where
     let relay = Relay {
         upstream,
         slot,
+        end_check,
         broken: false,
     };
     futures::stream::unfold(relay, |mut relay| async move {
@@ -177,7 +190,17 @@ where
             () = closed.closed() => return None,
             next = relay.upstream.next() => next,
         };
-        match next? {
+        let Some(next) = next else {
+            let check = relay.end_check.take()?;
+            if check().await {
+                return None;
+            }
+            tracing::warn!("the API server ended a followed log while its container still runs");
+            relay.broken = true;
+            let cut = std::io::Error::other("the log ended while its container still runs");
+            return Some((Err(cut), relay));
+        };
+        match next {
             Ok(chunk) => {
                 relay.slot.metrics.log_bytes(chunk.len());
                 Some((Ok(chunk), relay))
@@ -221,7 +244,7 @@ mod tests {
         let metrics = metrics();
         let upstream = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from("line 1\n"))])
             .chain(futures::stream::pending());
-        let mut body = Box::pin(relay(upstream, streams.admit("a", &metrics).unwrap()));
+        let mut body = Box::pin(relay(upstream, streams.admit("a", &metrics).unwrap(), None));
         assert_eq!(body.next().await.unwrap().unwrap(), "line 1\n");
         streams.close_all();
         assert!(body.next().await.is_none(), "the stream ends cleanly");
@@ -236,12 +259,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_followed_log_ended_before_its_container_breaks_the_answer() {
+        let streams = LogStreams::new(2);
+        let metrics = metrics();
+        for (exited, whole) in [(true, true), (false, false)] {
+            let upstream = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from("a\n"))]);
+            let check: EndCheck = Box::new(move || Box::pin(async move { exited }));
+            let chunks: Vec<_> =
+                relay(upstream, streams.admit("a", &metrics).unwrap(), Some(check))
+                    .collect()
+                    .await;
+            assert_eq!(chunks[0].as_ref().unwrap(), "a\n");
+            assert_eq!(chunks.len(), if whole { 1 } else { 2 }, "exited: {exited}");
+            assert!(whole || chunks[1].is_err());
+        }
+    }
+
+    #[tokio::test]
     async fn a_broken_upstream_breaks_the_answer() {
         let streams = LogStreams::new(1);
         let metrics = metrics();
         let upstream =
             futures::stream::iter([Ok(Bytes::from("a\n")), Err(std::io::Error::other("reset"))]);
-        let chunks: Vec<_> = relay(upstream, streams.admit("a", &metrics).unwrap())
+        let chunks: Vec<_> = relay(upstream, streams.admit("a", &metrics).unwrap(), None)
             .collect()
             .await;
         assert!(chunks[0].is_ok());

@@ -154,10 +154,17 @@ pub async fn open(
     info!(namespace = %namespace, pod = %name, container = container.as_deref(),
         follow = query.follows(), "driver log opened");
     let upstream = response.into_body().into_data_stream();
+    let end_check = query.follows().then(|| {
+        let state = state.clone();
+        let container = container.clone();
+        Box::new(move || -> futures::future::BoxFuture<'static, bool> {
+            Box::pin(async move { ended(&state, &namespace, &name, container.as_deref()).await })
+        }) as log_streams::EndCheck
+    });
     Ok(OpenLog {
         status,
         container,
-        body: Body::from_stream(log_streams::relay(upstream, slot)),
+        body: Body::from_stream(log_streams::relay(upstream, slot, end_check)),
     })
 }
 
@@ -184,6 +191,39 @@ async fn wait_for_start(state: &AppState, pod: &Pod, driver: bool, bound: Durati
     caches
         .pod(namespace, name)
         .is_none_or(|pod| is_scheduled(&pod))
+}
+
+/// How long a followed log's clean end waits for the caches to show its container's exit: the
+/// API server ends the stream when the container exits, and the watch event of that exit
+/// follows.
+const EXIT_SEEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether `container` of the pod has exited, or the pod is gone, waiting up to
+/// [`EXIT_SEEN_WAIT`] for the caches to show it; `true` without synced caches (nothing to ask).
+async fn ended(state: &AppState, namespace: &str, name: &str, container: Option<&str>) -> bool {
+    let Some(caches) = state.synced_caches() else {
+        return true;
+    };
+    let exited = |caches: &crate::caches::WatchCaches| {
+        caches.pod(namespace, name).is_none_or(|pod| {
+            let status = pod.status.as_ref();
+            let finished = status
+                .and_then(|status| status.phase.as_deref())
+                .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+            let terminated = status
+                .and_then(|status| status.container_statuses.as_ref())
+                .is_some_and(|statuses| {
+                    statuses.iter().any(|c| {
+                        container.is_none_or(|wanted| c.name == wanted)
+                            && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
+                    })
+                });
+            finished || terminated || pod.metadata.deletion_timestamp.is_some()
+        })
+    };
+    caches
+        .wait_until(tokio::time::Instant::now() + EXIT_SEEN_WAIT, exited)
+        .await
 }
 
 /// Whether `pod` is bound to a node: only then has it a kubelet, and a log. The watch cache
