@@ -4,7 +4,6 @@
 
 mod error;
 mod grammar;
-pub(crate) mod resource;
 mod validate;
 
 pub use error::ParseArgsError;

@@ -21,10 +21,11 @@ use serde_json::Value;
 pub use error::{BuildError, ErrorCode};
 pub use version::{SPARK_VERSION_CONF, SparkLine, SparkVersion, SparkVersionError, VersionSource};
 
-use crate::argv::{self, resource::java_trim};
+use crate::argv;
 use crate::conf::{SparkConf, Submission};
 use crate::meta::labels;
 use crate::naming::{self, SubmissionId};
+use crate::resource::java_trim;
 use crate::template;
 
 /// Ours, not Spark's: the driver container's memory limit, a Kubernetes quantity at or above the
@@ -260,7 +261,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<DriverObjects, BuildError> {
     let conf = match &sub.total_executor_cores {
         Some(cores) if line == SparkLine::V3_5 && version.patch() == 0 => {
             let mut c = conf.clone();
-            c.set(crate::conf::keys::CORES_MAX, cores.as_str());
+            c.set(crate::keys::CORES_MAX, cores.as_str());
             with_cores_max = c;
             &with_cores_max
         }

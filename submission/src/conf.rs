@@ -1,20 +1,17 @@
 //! The Spark configuration a submission produces, and typed reads of it.
 
 mod app;
-pub mod keys;
-mod master;
 mod submit;
 
 use std::collections::HashMap;
 
 use thiserror::Error;
 
-use crate::argv::resource::java_trim;
+use crate::resource::java_trim;
 use crate::size::{self, ByteUnit, ParseByteStringError};
 
-pub use app::{ResourceType, Submission};
-pub use master::{KubernetesMasterError, kubernetes_master_url};
-pub(crate) use submit::is_shell;
+pub use crate::resource::ResourceType;
+pub use app::Submission;
 
 /// Key → value, iterated in insertion order so output is deterministic. Spark's own SparkConf is
 /// a hash map, so equality ignores order. Setting an existing key keeps its position.

@@ -9,7 +9,9 @@
 use k8s_openapi::api::core::v1::{Container, ContainerState as K8sContainerState, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{ContainerState, DriverPhase, PodPhase};
+use crate::api::{
+    ClientAction, ContainerState, DriverIdentity, DriverPhase, DriverStatus, PodPhase,
+};
 use crate::meta::containers::{DRIVER, DRIVER_BIND_ADDRESS_ENV};
 
 /// What a pod says about its driver.
@@ -243,6 +245,28 @@ pub fn trim_for_cache(pod: &mut Pod) {
             }),
             ..PodStatus::default()
         };
+    }
+}
+
+// Beside the rule rather than with the wire type, so that `api` stays below `driver`.
+impl DriverStatus {
+    /// Joins who the driver is with what was observed; the action follows the seed's table.
+    pub fn new(identity: DriverIdentity, observation: DriverObservation) -> DriverStatus {
+        DriverStatus {
+            submission_id: identity.submission_id,
+            namespace: identity.namespace,
+            driver_pod_name: identity.driver_pod_name,
+            driver_pod_uid: identity.driver_pod_uid,
+            spark_app_id: identity.spark_app_id,
+            phase: observation.phase,
+            pod_phase: observation.pod_phase,
+            container_state: observation.container_state,
+            exit_code: observation.exit_code,
+            reason: observation.reason().map(str::to_owned),
+            message: observation.message().map(str::to_owned),
+            finished_at: observation.finished_at.map(|at| at.to_string()),
+            action: ClientAction::for_phase(observation.phase),
+        }
     }
 }
 

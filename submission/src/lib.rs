@@ -3,8 +3,31 @@
 //! submission must do given what exists, and which state a driver pod is in. No I/O, no clock,
 //! no async: the service (`submitter`) and the operator are the shells around it.
 
+// Bottom up: a module uses only the modules declared before it.
+
 /// Byte strings (`1g`, `1500m`) as Spark reads them.
 pub mod size;
+
+/// An error and its causes on one line, for logs and error bodies.
+pub mod error_chain;
+
+/// Label, annotation and container names, spelled once, and the ownership of dependents.
+pub mod meta;
+
+/// Spark's configuration keys, spelled once (below both `argv` and `conf`).
+pub mod keys;
+
+/// Resource URIs as Spark judges them, and what the primary resource makes of the application.
+pub mod resource;
+
+/// The Kubernetes master URL rule (`k8s://…`).
+pub mod master;
+
+/// Wire types of the REST contract and the driver status table.
+pub mod api;
+
+/// Pod templates: validation and the choice of the Spark container.
+pub mod template;
 
 /// The argument vector: Spark's grammar, then what the submitter refuses.
 pub mod argv;
@@ -12,14 +35,11 @@ pub mod argv;
 /// The resulting SparkConf with Spark's precedence, and values derived from it.
 pub mod conf;
 
+/// The driver-state rule: which container is the driver, and what state it is in.
+pub mod driver;
+
 /// Spark's naming rules, with the submission id in place of Spark's randomness.
 pub mod naming;
-
-/// Pod templates: validation and the choice of the Spark container.
-pub mod template;
-
-/// Label, annotation and container names, spelled once, and the ownership of dependents.
-pub mod meta;
 
 /// From a submission to the driver's Kubernetes objects.
 pub mod builder;
@@ -29,12 +49,3 @@ pub mod render;
 
 /// What a submission must do given what already exists (observe → decide).
 pub mod plan;
-
-/// The driver-state rule: which container is the driver, and what state it is in.
-pub mod driver;
-
-/// Wire types of the REST contract and the driver status table.
-pub mod api;
-
-/// An error and its causes on one line, for logs and error bodies.
-pub mod error_chain;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::argv::resource::java_trim;
+use crate::resource::java_trim;
 
 /// Longest accepted submission id: the longest Kubernetes object name.
 pub const MAX_SUBMISSION_ID_LEN: usize = 253;

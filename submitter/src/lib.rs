@@ -8,6 +8,8 @@
 //! - [`record`]: the format of claims and the retention records they become (pure);
 //! - [`caches`]: the watch caches of our pods and ConfigMaps, their indexes and health;
 //! - [`claim`]: the I/O of claims: one id, one driver, whatever the race;
+//! - [`creation`], [`inflight`]: what creating a driver's objects ends with; the in-flight
+//!   creations that concurrent duplicates share;
 //! - [`metrics`], [`fairness`], [`log_streams`]: the Prometheus registry; the per-identity
 //!   budgets (pure arithmetic, a refusal is a value); the open log streams (per-identity limit,
 //!   shutdown, the body relaying the API server's log);
@@ -16,7 +18,7 @@
 //!   the code below it as it learns;
 //! - [`submit`]: one submission, `Result<Outcome, SubmitFailure>` (parse once, the repeat
 //!   check, build, authorise, the retention check, observe → decide → execute, in-flight
-//!   sharing);
+//!   sharing through [`inflight`]);
 //! - [`status`]: status look-ups ([`status::locate`]: a driver by submission id or
 //!   `namespace:pod`) and the retention recorder;
 //! - [`logs`], [`kill`], [`list`]: a driver's log, its kill, the caller's submissions;
@@ -45,6 +47,12 @@ pub mod caches;
 
 /// Claims of submission ids: reserved before any driver object, ended as records.
 pub mod claim;
+
+/// What creating a driver's objects ends with: the driver pod, or why not.
+pub mod creation;
+
+/// The in-flight creations of this replica, shared by concurrent duplicates.
+pub mod inflight;
 
 /// The service's Prometheus metrics.
 pub mod metrics;

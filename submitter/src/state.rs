@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use crate::caches::WatchCaches;
 use crate::fairness::Budgets;
+use crate::inflight::InFlight;
 use crate::kube_api::KubeApi;
 use crate::log_streams::LogStreams;
 use crate::metrics::Metrics;
 use crate::policy::Access;
-use crate::submit::inflight::InFlight;
 
 /// Default time one API server call may take.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);

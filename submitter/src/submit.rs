@@ -8,14 +8,12 @@
 //! namespace and every service account the driver and its executors will run as (before
 //! anything touches Kubernetes); answer from the retention record when this submission's driver
 //! already ended and its pod is gone; then observe → decide (`submission::plan`) → execute
-//! ([`execute`]) in a task shared by concurrent duplicates ([`inflight`]). A creation claims the
+//! ([`execute`]) in a task shared by concurrent duplicates ([`crate::inflight`]). A creation claims the
 //! id first ([`crate::claim`]): of racing first submissions of one id, in any namespaces, on any
 //! replicas, one driver is made.
 
 pub mod blame;
-pub mod driver_pod;
 pub mod execute;
-pub mod inflight;
 mod owned;
 pub mod repeat;
 
@@ -27,6 +25,7 @@ use thiserror::Error;
 use tracing::{Span, debug, info, warn};
 
 use crate::claim::ClaimToWrite;
+use crate::inflight::{Key, TaskFailure};
 use crate::kube_api::CallError;
 use crate::policy::PolicyError;
 use crate::record::{self, Record};
@@ -34,7 +33,6 @@ use crate::state::AppState;
 use crate::tls::PeerIdentity;
 use blame::Origin;
 use execute::{Failure, Submission, SubmitDriverError, Submitted};
-use inflight::{Key, TaskFailure};
 use submission::api::{SubmitRequest, SubmitResponse};
 use submission::builder::{
     self, BuildError, DriverNames, DriverObjects, Identity, ParsedSubmission,

@@ -27,9 +27,9 @@ use thiserror::Error;
 use tracing::{info, warn};
 
 use crate::caches::WatchCaches;
+use crate::inflight::InFlight;
 use crate::metrics::Metrics;
 use crate::record;
-use crate::submit::inflight::InFlight;
 use submission::meta::annotations;
 
 /// Default grace period before an ownerless ConfigMap without pod is removed.

@@ -7,8 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::DriverObservation;
-
 /// The driver's state as a client needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DriverPhase {
@@ -113,27 +111,6 @@ pub struct DriverStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
     pub action: ClientAction,
-}
-
-impl DriverStatus {
-    /// Joins who the driver is with what was observed; the action follows the seed's table.
-    pub fn new(identity: DriverIdentity, observation: DriverObservation) -> DriverStatus {
-        DriverStatus {
-            submission_id: identity.submission_id,
-            namespace: identity.namespace,
-            driver_pod_name: identity.driver_pod_name,
-            driver_pod_uid: identity.driver_pod_uid,
-            spark_app_id: identity.spark_app_id,
-            phase: observation.phase,
-            pod_phase: observation.pod_phase,
-            container_state: observation.container_state,
-            exit_code: observation.exit_code,
-            reason: observation.reason().map(str::to_owned),
-            message: observation.message().map(str::to_owned),
-            finished_at: observation.finished_at.map(|at| at.to_string()),
-            action: ClientAction::for_phase(observation.phase),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! ends option parsing and becomes the primary resource.
 
 use super::{ParseArgsError, SubmitArgs};
-use crate::conf::keys;
+use crate::keys;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Opt {

@@ -2,9 +2,10 @@
 //! then `SparkSubmit.prepareSubmitEnvironment`, then the Kubernetes client), so a command line
 //! with several faults is refused for the one `spark-submit` would report.
 
-use super::resource::{self, Location};
 use super::{ParseArgsError, SubmitArgs};
-use crate::conf::{KubernetesMasterError, ResourceType, keys, kubernetes_master_url};
+use crate::keys;
+use crate::master::{KubernetesMasterError, kubernetes_master_url};
+use crate::resource::{self, Location, ResourceType};
 use crate::size;
 
 pub(super) fn validate(args: &SubmitArgs) -> Result<(), ParseArgsError> {
@@ -157,7 +158,7 @@ const NOT_IN_CLUSTER_MODE_CLASSES: &[&str] = &[
 ];
 
 fn check_cluster_mode_applicable(args: &SubmitArgs) -> Result<(), ParseArgsError> {
-    if crate::conf::is_shell(&args.primary_resource) {
+    if resource::is_shell(&args.primary_resource) {
         return Err(ParseArgsError::NotApplicableInClusterMode {
             argument: "primary resource",
             value: args.primary_resource.clone(),

@@ -102,7 +102,7 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
         });
     }
     let memory = Memory::resolve(conf, sub.resource_type, plan.line)?;
-    let cores = conf.get_int(crate::conf::keys::DRIVER_CORES)?.unwrap_or(1);
+    let cores = conf.get_int(crate::keys::DRIVER_CORES)?.unwrap_or(1);
     let cpu_request = conf
         .get(conf_keys::REQUEST_CORES)
         .map_or_else(|| cores.to_string(), str::to_owned);
@@ -250,7 +250,7 @@ pub(crate) fn build(plan: &Plan<'_>, base: SparkPod) -> Result<BuiltPod, BuildEr
     // DriverServiceFeatureStep (the Service itself is built in `resources`).
     extra.extend([
         (
-            crate::conf::keys::DRIVER_HOST.to_owned(),
+            crate::keys::DRIVER_HOST.to_owned(),
             format!("{}.{}.svc", plan.service_name, plan.namespace),
         ),
         (
@@ -604,7 +604,7 @@ impl Memory {
         line: SparkLine,
     ) -> Result<Memory, BuildError> {
         let memory_mib = conf
-            .get_size_mib(crate::conf::keys::DRIVER_MEMORY)?
+            .get_size_mib(crate::keys::DRIVER_MEMORY)?
             .unwrap_or(1024);
         let k8s_factor = read_factor(conf, conf_keys::K8S_OVERHEAD_FACTOR, false)?;
         let default_factor = match (resource_type, k8s_factor) {

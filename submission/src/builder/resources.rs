@@ -4,7 +4,8 @@ use serde_json::{Map, Value, json};
 
 use super::pod::{POD_TEMPLATE_KEY, SPARK_CONF_FILE, pod_template_config_map_name};
 use super::{Plan, SparkLine, conf_keys, java};
-use crate::conf::{SparkConf, keys};
+use crate::conf::SparkConf;
+use crate::keys;
 use crate::meta::{annotations, labels};
 use crate::naming::SubmissionId;
 

@@ -1,37 +1,7 @@
-use super::{SparkConf, keys};
+use super::SparkConf;
 use crate::argv::SubmitArgs;
-
-/// The kind of application, by the primary resource's name as `SparkSubmit.isPython`/`isR` see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResourceType {
-    Java,
-    Python,
-    R,
-}
-
-impl ResourceType {
-    pub fn of(primary_resource: &str) -> ResourceType {
-        if primary_resource.ends_with(".py") || primary_resource == "pyspark-shell" {
-            ResourceType::Python
-        } else if primary_resource.ends_with(".R")
-            || primary_resource.ends_with(".r")
-            || primary_resource == "sparkr-shell"
-        {
-            ResourceType::R
-        } else {
-            ResourceType::Java
-        }
-    }
-
-    /// The value of `spark.kubernetes.resource.type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceType::Java => "java",
-            ResourceType::Python => "python",
-            ResourceType::R => "r",
-        }
-    }
-}
+use crate::keys;
+use crate::resource::ResourceType;
 
 /// What the driver builder needs from one accepted command line.
 #[derive(Debug, Clone, PartialEq, Eq)]

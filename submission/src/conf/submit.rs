@@ -5,10 +5,11 @@
 //! Left to the caller, because they need a clock or randomness: `spark.app.submitTime`,
 //! `spark.app.id` and everything `KubernetesClientApplication` adds afterwards.
 
-use super::{SparkConf, keys, kubernetes_master_url};
+use super::SparkConf;
 use crate::argv::SubmitArgs;
-use crate::argv::resource::list_entries;
-use crate::conf::ResourceType;
+use crate::keys;
+use crate::master::kubernetes_master_url;
+use crate::resource::{ResourceType, is_shell, list_entries};
 
 impl SparkConf {
     /// Total over any `SubmitArgs`; for one accepted by `argv::parse` it is exactly Spark's.
@@ -122,14 +123,6 @@ pub(crate) fn is_user_jar(primary: &str) -> bool {
     ResourceType::of(primary) == ResourceType::Java
         && !is_shell(primary)
         && primary != "spark-internal"
-}
-
-/// `SparkSubmit.isShell`.
-pub(crate) fn is_shell(primary: &str) -> bool {
-    matches!(
-        primary,
-        "spark-shell" | "pyspark-shell" | "sparkr-shell" | "connect-shell"
-    )
 }
 
 /// `new File(primaryResource).getName()`, Spark's last fallback for the app name.

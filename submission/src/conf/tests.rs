@@ -2,6 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::argv::{self, SubmitArgs};
+use crate::keys;
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

@@ -1,6 +1,7 @@
 //! Where a resource URI points, judged the way Spark judges it: `Utils.resolveURI` turns anything
 //! `java.net.URI` cannot parse, or that has no scheme, into a client file; `file:` is a client
-//! file too (`KubernetesUtils.isLocalDependency`); `local:` is inside the image.
+//! file too (`KubernetesUtils.isLocalDependency`); `local:` is inside the image. And what the
+//! primary resource's name makes of the application: Java, Python or R, or a shell.
 
 /// Java's `String.trim`: strips every char up to U+0020, which `str::trim` does not match.
 pub(crate) fn java_trim(s: &str) -> &str {
@@ -119,6 +120,46 @@ fn valid_escapes(s: &str) -> bool {
             || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
                 && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
     })
+}
+
+/// The kind of application, by the primary resource's name as `SparkSubmit.isPython`/`isR` see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceType {
+    Java,
+    Python,
+    R,
+}
+
+impl ResourceType {
+    pub fn of(primary_resource: &str) -> ResourceType {
+        if primary_resource.ends_with(".py") || primary_resource == "pyspark-shell" {
+            ResourceType::Python
+        } else if primary_resource.ends_with(".R")
+            || primary_resource.ends_with(".r")
+            || primary_resource == "sparkr-shell"
+        {
+            ResourceType::R
+        } else {
+            ResourceType::Java
+        }
+    }
+
+    /// The value of `spark.kubernetes.resource.type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceType::Java => "java",
+            ResourceType::Python => "python",
+            ResourceType::R => "r",
+        }
+    }
+}
+
+/// `SparkSubmit.isShell`.
+pub(crate) fn is_shell(primary: &str) -> bool {
+    matches!(
+        primary,
+        "spark-shell" | "pyspark-shell" | "sparkr-shell" | "connect-shell"
+    )
 }
 
 #[cfg(test)]

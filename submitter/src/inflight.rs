@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use super::execute::{Failure, SubmitDriverError, Submitted};
+use crate::creation::{Failure, SubmitDriverError, Submitted};
 
 /// What every waiter on one creation gets.
 pub type SharedOutcome = Result<Submitted, TaskFailure>;

@@ -1,6 +1,6 @@
 use thiserror::Error;
 
-use crate::argv::resource::uri_scheme;
+use crate::resource::uri_scheme;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum KubernetesMasterError {
