@@ -35,13 +35,13 @@ pub struct KubeEffects<S> {
     pub submitter: SubmitterClient,
     /// The driver pod caches with their owner indexes, one per namespace watched (or one for
     /// all); the controller's pod watches feed them.
-    pub pods: Vec<crate::controller::index::DriverCache>,
+    pub pods: Vec<crate::pod_index::DriverCache>,
     /// The executors of every application, from the executor watches.
     pub executors: Arc<ExecutorIndex>,
     /// The pods' recent Warning events, from the events watches.
-    pub warnings: crate::controller::warnings::PodWarnings,
+    pub warnings: crate::pod_warnings::PodWarnings,
     pub health: Arc<Health>,
-    pub recorder: Arc<crate::controller::events::EventRecorder>,
+    pub recorder: Arc<crate::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
     pub master: String,
     /// What a fenced restart adds to a submission; `None`: the feature is off.
@@ -564,7 +564,7 @@ pub fn event_action(reason: &str, note: &str) -> String {
 /// Publishes one of the state machine's events about `app`, logging a failure; shared with the
 /// scale benchmark's polling operator.
 pub async fn publish_event(
-    recorder: &crate::controller::events::EventRecorder,
+    recorder: &crate::events::EventRecorder,
     app: &SparkApplication,
     event_type: EventType,
     reason: &'static str,
