@@ -9,8 +9,9 @@ use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube_runtime::events::{Event, EventType as KubeEventType};
+use submission::api::ErrorCode;
 use submission::error_chain::error_chain;
-use submitter_client::SubmitterClient;
+use submitter_client::{SubmitError, SubmitterClient};
 use tracing::{info, warn};
 
 use super::{Effects, Health, ReconcileError, StatusWrite, observe};
@@ -527,6 +528,20 @@ pub async fn send_submission(
                 submission_id: response.submission_id,
                 driver_pod_name: response.driver_pod_name,
                 spark_app_id: response.spark_app_id,
+            }
+        }
+        // The answer that passes with time but not within one call: a failed attempt of its
+        // own, retried as the restart policy says.
+        Err(SubmitError::Rejected {
+            code: Some(ErrorCode::QuotaExceeded),
+            message,
+            ..
+        }) => {
+            metrics.submission(outcome::QUOTA_EXCEEDED);
+            warn!(submission_id = %submission_id, message = %message, "submission over quota");
+            SubmissionOutcome::OverQuota {
+                submission_id,
+                message,
             }
         }
         Err(error) => {
