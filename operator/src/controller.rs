@@ -7,10 +7,6 @@
 //! watcher); every watch error is logged and retried with backoff, and marks the watch down for
 //! readiness until the next event arrives.
 
-pub mod events;
-pub mod index;
-pub mod warnings;
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,8 +36,11 @@ use tracing::{info, warn};
 
 use crate::connect_controller;
 use crate::crd::SparkApplication;
+use crate::events;
 use crate::executors::ExecutorIndex;
 use crate::metrics::Metrics;
+use crate::pod_index;
+use crate::pod_warnings;
 use crate::progress_store::ProgressStore;
 use crate::progress_store::kube::KubeStore;
 use crate::progress_store::redis::{ConnectError, RedisStore};
@@ -184,7 +183,7 @@ struct Streams {
     /// Driver and executor pods: drivers are looked up in the cache, executors in the executor
     /// index this stream feeds; both wake their application.
     pods: BoxStream<'static, Result<Pod, watcher::Error>>,
-    drivers: index::DriverCache,
+    drivers: pod_index::DriverCache,
 }
 
 /// The watches of `namespace` (`None`: all), each feeding its reflector cache and `health`.
@@ -214,7 +213,7 @@ fn streams(
         .boxed();
     let (pod_reader, pod_writer) = reflector::store::<Pod>();
     let executors = executor_index.clone();
-    let owners = index::OwnerIndex::default();
+    let owners = pod_index::OwnerIndex::default();
     let indexed = owners.clone();
     let pods = watcher(
         pods_api,
@@ -242,7 +241,7 @@ fn streams(
         apps,
         app_reader,
         pods,
-        drivers: index::DriverCache {
+        drivers: pod_index::DriverCache {
             store: pod_reader,
             owners,
         },
@@ -304,7 +303,7 @@ pub async fn run(
         config.metrics.clone(),
         shutdown.clone(),
     )));
-    let warnings = warnings::PodWarnings::default();
+    let warnings = pod_warnings::PodWarnings::default();
     let _warning_watches: Vec<AbortOnDrop<()>> = namespaces
         .iter()
         .map(|ns| {
@@ -362,11 +361,11 @@ fn watch_warnings(
     namespace: Option<&str>,
     health: &Health,
     metrics: &Arc<Metrics>,
-    warnings: warnings::PodWarnings,
+    warnings: pod_warnings::PodWarnings,
 ) -> impl Future<Output = ()> + Send + 'static {
     watcher(
         scoped_api::<CoreEvent>(client, namespace),
-        watcher::Config::default().fields(warnings::SELECTOR),
+        watcher::Config::default().fields(pod_warnings::SELECTOR),
     )
     .default_backoff()
     .inspect(track(

@@ -2,17 +2,18 @@
 //!
 //! The pure core ([`crd`], [`labels`], [`names`], [`defaults`], [`unsupported`], [`sparkconf`],
 //! [`argv`], [`state_machine`], [`fence`], [`recovery`], [`batch`], [`monitoring`], [`ui`],
-//! [`dependencies`], [`schedule`], [`connect`]): the CRD types, the names and labels spelled once, the spec fields
-//! we cannot honour, the `spark-submit` argument vector and inline pod templates for the
-//! submitter, the objects a run owns besides its driver, the state machine that decides what to
-//! do next, and the fencing rules. No I/O and no clock there: the callers pass in what they
-//! observed and the time.
+//! [`dependencies`], [`schedule`], [`connect`]): the CRD types, the names and labels spelled
+//! once, the spec fields we cannot honour, the `spark-submit` argument vector and inline pod
+//! templates for the submitter, the objects a run owns besides its driver, the state machine that
+//! decides what to do next, and the fencing rules. No I/O and no clock there: the callers pass in
+//! what they observed and the time.
 //!
 //! The I/O shells: the [`reconciler`] (observe → decide → execute, its effects behind a trait),
-//! the watch plumbing (`watches`) the controllers share, [`controller`] (`operator run`: CRD,
-//! watches, kube-runtime's controller, probes) with the [`scheduled_controller`] and
-//! [`connect_controller`] it starts, [`leader`], [`metrics`], the [`progress_store`] backends
-//! (Kubernetes, Redis) and the recovery [`agent`] (`operator agent`).
+//! the watch plumbing the controllers share (`watches`, the [`pod_index`], the [`pod_warnings`]
+//! and the [`events`] recorder), [`controller`] (`operator run`: CRD, watches, kube-runtime's
+//! controller, probes) with the [`scheduled_controller`] and [`connect_controller`] it starts,
+//! [`leader`], [`metrics`], the [`progress_store`] backends (Kubernetes, Redis) and the recovery
+//! [`agent`] (`operator agent`).
 
 /// The `SparkApplication` custom resource and its CRD.
 pub mod crd;
@@ -49,6 +50,15 @@ pub mod recovery;
 
 /// The state store of fenced restarts: the trait and its Kubernetes and Redis backends.
 pub mod progress_store;
+
+/// Driver pods by owner: a watch-fed index, re-listed whole, beside the pod cache.
+pub mod pod_index;
+
+/// The pods' Warning events by pod: what holds a pending driver (`FailedMount` is only there).
+pub mod pod_warnings;
+
+/// The event recorder (`events.k8s.io/v1`), with client-go's series and bounded memory.
+pub mod events;
 
 /// The reconciler: observe → decide → execute → write status, for one SparkApplication.
 pub mod reconciler;

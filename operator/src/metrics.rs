@@ -58,6 +58,7 @@ pub mod outcome {
     pub const DUPLICATE: &str = "duplicate";
     pub const REJECTED: &str = "rejected";
     pub const UNAVAILABLE: &str = "unavailable";
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
 }
 
 /// Every metric of `operator run`.

@@ -21,7 +21,7 @@ use kube::{Client, Resource, ResourceExt};
 use kube_runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube_runtime::events::{Event, EventType};
 
-use crate::controller::events::EventRecorder;
+use crate::events::EventRecorder;
 use kube_runtime::reflector::Store;
 use submission::error_chain::error_chain;
 use thiserror::Error;

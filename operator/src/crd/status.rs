@@ -321,6 +321,9 @@ pub enum FailureReason {
     /// Ours: the API server refused an object the run needs besides its driver (a PodGroup whose
     /// CRD is not installed, an Ingress the operator may not create, a quota).
     OwnedObjectRefused,
+    /// Ours: a ResourceQuota of the namespace had no room for the driver's objects (the
+    /// submitter's 429 `QUOTA_EXCEEDED`); nothing of the submission was left behind.
+    QuotaExceeded,
 }
 
 impl FailureReason {
@@ -338,6 +341,7 @@ impl FailureReason {
                 | FailureReason::DriverLost
                 | FailureReason::HeartbeatLost
                 | FailureReason::SubmitterUnavailable
+                | FailureReason::QuotaExceeded
         )
     }
 
@@ -393,6 +397,7 @@ impl FailureReason {
             FailureReason::UnsupportedSpec => "UnsupportedSpec",
             FailureReason::RefusedSparkConf => "RefusedSparkConf",
             FailureReason::OwnedObjectRefused => "OwnedObjectRefused",
+            FailureReason::QuotaExceeded => "QuotaExceeded",
         }
     }
 }

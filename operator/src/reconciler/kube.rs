@@ -9,8 +9,9 @@ use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube_runtime::events::{Event, EventType as KubeEventType};
+use submission::api::ErrorCode;
 use submission::error_chain::error_chain;
-use submitter_client::SubmitterClient;
+use submitter_client::{SubmitError, SubmitterClient};
 use tracing::{info, warn};
 
 use super::{Effects, Health, ReconcileError, StatusWrite, observe};
@@ -35,13 +36,13 @@ pub struct KubeEffects<S> {
     pub submitter: SubmitterClient,
     /// The driver pod caches with their owner indexes, one per namespace watched (or one for
     /// all); the controller's pod watches feed them.
-    pub pods: Vec<crate::controller::index::DriverCache>,
+    pub pods: Vec<crate::pod_index::DriverCache>,
     /// The executors of every application, from the executor watches.
     pub executors: Arc<ExecutorIndex>,
     /// The pods' recent Warning events, from the events watches.
-    pub warnings: crate::controller::warnings::PodWarnings,
+    pub warnings: crate::pod_warnings::PodWarnings,
     pub health: Arc<Health>,
-    pub recorder: Arc<crate::controller::events::EventRecorder>,
+    pub recorder: Arc<crate::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
     pub master: String,
     /// What a fenced restart adds to a submission; `None`: the feature is off.
@@ -529,6 +530,20 @@ pub async fn send_submission(
                 spark_app_id: response.spark_app_id,
             }
         }
+        // The answer that passes with time but not within one call: a failed attempt of its
+        // own, retried as the restart policy says.
+        Err(SubmitError::Rejected {
+            code: Some(ErrorCode::QuotaExceeded),
+            message,
+            ..
+        }) => {
+            metrics.submission(outcome::QUOTA_EXCEEDED);
+            warn!(submission_id = %submission_id, message = %message, "submission over quota");
+            SubmissionOutcome::OverQuota {
+                submission_id,
+                message,
+            }
+        }
         Err(error) => {
             metrics.submission(if error.retryable() {
                 outcome::UNAVAILABLE
@@ -564,7 +579,7 @@ pub fn event_action(reason: &str, note: &str) -> String {
 /// Publishes one of the state machine's events about `app`, logging a failure; shared with the
 /// scale benchmark's polling operator.
 pub async fn publish_event(
-    recorder: &crate::controller::events::EventRecorder,
+    recorder: &crate::events::EventRecorder,
     app: &SparkApplication,
     event_type: EventType,
     reason: &'static str,

@@ -100,13 +100,21 @@ pub enum SubmissionOutcome {
         message: String,
         retryable: bool,
     },
+    /// 429 `QUOTA_EXCEEDED`: a ResourceQuota of the namespace has no room for the driver's
+    /// objects, and the submitter left nothing behind. `message` is the submitter's, quoting the
+    /// API server's refusal (`exceeded quota: NAME, requested: …, used: …, limited: …`).
+    OverQuota {
+        submission_id: String,
+        message: String,
+    },
 }
 
 impl SubmissionOutcome {
     pub(super) fn submission_id(&self) -> &str {
         match self {
             SubmissionOutcome::Accepted { submission_id, .. }
-            | SubmissionOutcome::Rejected { submission_id, .. } => submission_id,
+            | SubmissionOutcome::Rejected { submission_id, .. }
+            | SubmissionOutcome::OverQuota { submission_id, .. } => submission_id,
         }
     }
 }

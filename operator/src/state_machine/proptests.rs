@@ -85,7 +85,7 @@ fn step() -> impl Strategy<Value = Step> {
             ),
         ),
         any::<bool>(),
-        0..3u8,
+        0..4u8,
         prop::bool::weighted(0.04),
     )
         .prop_map(
@@ -426,6 +426,10 @@ proptest! {
                     submission_id: id,
                     driver_pod_name: "pi-driver".into(),
                     spark_app_id: "spark-1".into(),
+                },
+                3 => SubmissionOutcome::OverQuota {
+                    submission_id: id,
+                    message: "exceeded quota: compute".into(),
                 },
                 n => SubmissionOutcome::Rejected {
                     submission_id: id,

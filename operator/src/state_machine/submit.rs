@@ -191,6 +191,11 @@ impl<'a> Draft<'a> {
                 };
                 self.enter_submission_failed(reason, message.clone());
             }
+            // Counted as a failed submission, as the widely used operator counts a failed
+            // `spark-submit`: the quota may have room by the next attempt.
+            SubmissionOutcome::OverQuota { message, .. } => {
+                self.enter_submission_failed(FailureReason::QuotaExceeded, message.clone());
+            }
         }
     }
 

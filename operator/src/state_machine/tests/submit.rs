@@ -372,3 +372,75 @@ fn spark_conf_keys_that_escape_the_operator_fail_the_app_before_anything_is_subm
     let decision = decide_at(&spec, None, &synced(None), 0);
     assert_eq!(kinds(&decision.actions), ["Submit"]);
 }
+
+/// The submitter's 429 `QUOTA_EXCEEDED` for `submission_id`, quoting the API server.
+fn over_quota(submission_id: &str) -> Observed {
+    Observed {
+        submission: Some(SubmissionOutcome::OverQuota {
+            submission_id: submission_id.into(),
+            message: QUOTA_MESSAGE.into(),
+        }),
+        ..synced(None)
+    }
+}
+
+const QUOTA_MESSAGE: &str = "the namespace's resource quota has no room for the driver's pod; \
+    submit again with the same submission id once it has: pods \"pi-driver\" is forbidden: \
+    exceeded quota: compute, requested: pods=1, used: pods=1, limited: pods=1";
+
+#[test]
+fn a_quota_refusal_is_a_failed_submission_retried_until_on_submission_failure_retries_run_out() {
+    // OnInfrastructureFailure retries it too: the cluster had no room, the application did
+    // nothing wrong.
+    let spec = spec(json!({"restartPolicy": {"type": "OnInfrastructureFailure",
+        "onSubmissionFailureRetries": 1, "onSubmissionFailureRetryInterval": 10}}));
+    let mut stored: Option<SparkApplicationStatus> = None;
+    for (attempt, id, at) in [(1, "uid-1-1", 0), (2, "uid-1-2", 10)] {
+        let sent = decide_at(&spec, stored.as_ref(), &synced(None), at);
+        assert_eq!(
+            sent.actions.last(),
+            Some(&Action::Submit {
+                submission_id: id.into()
+            }),
+            "attempt {attempt}: {:?}",
+            sent.actions
+        );
+        let refused = decide_at(&spec, stored.as_ref(), &over_quota(id), at);
+        let status = &refused.status;
+        assert_eq!(status.app_state.state, State::SubmissionFailed);
+        assert_eq!(status.failure_reason, Some(FailureReason::QuotaExceeded));
+        assert_eq!(status.app_state.error_message, QUOTA_MESSAGE);
+        assert_eq!(status.submission_attempts, attempt);
+        assert_eq!(status.execution_attempts, 0, "no run was started");
+        let warned = refused.actions.iter().any(|a| {
+            matches!(a, Action::RecordEvent { event_type: EventType::Warning, reason, message }
+                if *reason == reasons::SUBMISSION_FAILED && message.contains("exceeded quota: compute"))
+        });
+        assert!(
+            warned,
+            "a Warning event naming the quota: {:?}",
+            refused.actions
+        );
+        stored = Some(refused.status);
+        if attempt == 1 {
+            // The retry waits the interval × attempts, as for a failed spark-submit.
+            let waiting = decide_at(&spec, stored.as_ref(), &synced(None), 5);
+            assert_eq!(kinds(&waiting.actions), ["Requeue(5s)"]);
+        }
+    }
+    let failed = decide_at(&spec, stored.as_ref(), &synced(None), 1000);
+    assert_eq!(failed.status.app_state.state, State::Failed);
+    assert_eq!(
+        failed.status.failure_reason,
+        Some(FailureReason::QuotaExceeded)
+    );
+    assert_eq!(failed.status.app_state.error_message, QUOTA_MESSAGE);
+    assert_eq!(
+        kinds(&failed.actions),
+        [
+            "WriteStatus",
+            "Event(SparkApplicationFailed)",
+            "Requeue(0s)"
+        ]
+    );
+}

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube_runtime::watcher::Event as WatchEvent;
 
-use crate::controller::index::{Indexed, Relisted};
+use crate::pod_index::{Indexed, Relisted};
 use crate::state_machine::PendingReason;
 
 /// The watch's field selector.
