@@ -182,3 +182,39 @@ fn uses_finds_paths_and_groups() {
     let expected: BTreeSet<String> = ["a", "b", "c", "d", "h"].map(String::from).into();
     assert_eq!(uses(code), expected);
 }
+
+/// Every `.rs` file under `folder`, recursively.
+fn rust_files(folder: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![folder.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn no_source_file_of_the_codemaps_crates_is_over_1000_lines() {
+    let mut long = Vec::new();
+    for (_, folder, _) in codemap() {
+        for sub in ["src", "tests", "benches", "examples"] {
+            for file in rust_files(&repo().join(&folder).join(sub)) {
+                let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+                if lines > 1000 {
+                    long.push(format!("{} ({lines} lines)", file.display()));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "split by concept: {long:#?}");
+}
