@@ -245,11 +245,11 @@ def triples(spec: str) -> set:
 
 
 SUBMITTER_WRITES = triples(
-    "pods: get create delete; configmaps: get create patch delete; services: get create patch delete; "
+    "pods: get create delete; pods/log: get; configmaps: get create patch delete; services: get create patch delete; "
     "persistentvolumeclaims: get create patch delete; networking.k8s.io/networkpolicies: get create patch delete; "
     "sparkoperator.k8s.io/sparkapplications/finalizers: update")
 SUBMITTER_WATCH = triples("pods: list watch; configmaps: list watch")
-SUBMITTER_RECORDS = triples("configmaps: get create delete")
+SUBMITTER_RECORDS = triples("configmaps: get create update delete")
 OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/sparkapplications: get list watch create delete; sparkoperator.k8s.io/sparkapplications/status: update; "
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
