@@ -2,7 +2,7 @@
 //! kubesim in-process, and the `operator agent` binary itself. The requests are what a driver sends
 //! (plain HTTP/1.1 with `Connection: close`), and every wait is bounded by a deadline.
 
-mod store_support;
+use crate::store_support;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

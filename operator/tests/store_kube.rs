@@ -1,6 +1,6 @@
 //! The Kubernetes backend against in-process kubesim, with injected conflicts and server errors.
 
-mod store_support;
+use crate::store_support;
 
 use kubesim::control::FaultRule;
 use kubesim::{Cluster, ClusterConfig};

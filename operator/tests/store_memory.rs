@@ -1,6 +1,6 @@
 //! The memory backend passes the same conformance suite as the real ones.
 
-mod store_support;
+use crate::store_support;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The Redis backend against a real `redis-server` (started per test on a free loopback port).
 
-mod store_support;
+use crate::store_support;
 
 use operator::progress_store::redis::{Keys, RedisStore};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! then `MOVED`). Every wait is on the cluster's own answers (`ROLE`, `CLUSTER INFO`, `CLUSTER
 //! SLOTS`, `CLIENT LIST`), bounded.
 
-mod store_support;
+use crate::store_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,7 +5,7 @@
 //! published in docs/security.md ("Bad input, counted"); the classes of the other inputs (policy
 //! file, CRD spec, agent API) are covered by the tests the document names.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::collections::BTreeSet;
 

@@ -2,9 +2,9 @@
 //! client (`logs` as a stream, `kill`, `list`) and the `submitter logs | kill | list` commands,
 //! through mTLS and the service's whole layer stack, against kubesim.
 
-mod operate_support;
-mod service_support;
-mod submit_support;
+use crate::operate_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::path::PathBuf;
 use std::process::Output;

@@ -2,7 +2,7 @@
 //! retryable codes only, honours Retry-After, treats 200 duplicates as success, waits for the
 //! service, reads status look-ups. Sleeps are recorded, not waited.
 
-mod service_support;
+use crate::service_support;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

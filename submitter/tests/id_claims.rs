@@ -4,7 +4,7 @@
 //! to it until its record expires; an id whose driver is gone without a record is freed by the
 //! sweeper.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! not seen yet makes one (the claim's create, whose `AlreadyExists` tells it). Refusals and rollbacks stay what they
 //! are without caches: a foreign object is refused and nothing is left behind.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! attempts included; and no secret of a submission in any log stream of the real
 //! `submitter serve`.
 
-mod operate_support;
-mod service_support;
-mod submit_support;
+use crate::operate_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::ffi::OsStr;
 use std::process::Stdio;

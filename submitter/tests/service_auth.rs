@@ -6,8 +6,8 @@
 //! the check a bad certificate failed), `/metrics` only behind `--anonymous-metrics`. Clients
 //! with a good certificate are served as before.
 
-mod service_support;
-mod submit_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::ffi::OsStr;
 use std::time::Duration;

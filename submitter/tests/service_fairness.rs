@@ -3,7 +3,7 @@
 //! beyond its budget get 503 `SUBMITTER_OVERLOADED` with `Retry-After` and create nothing, while
 //! a steady client is served every time.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

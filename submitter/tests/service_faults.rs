@@ -10,7 +10,7 @@
 //! held call never takes effect later and nothing has to be waited for. "Applied, then the reply
 //! was lost" is the `after` rules' case.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

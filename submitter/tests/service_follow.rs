@@ -4,9 +4,9 @@
 //! shutdown that does not wait for followers, and a hundred followers at once with the
 //! submitter's memory measured.
 
-mod operate_support;
-mod service_support;
-mod submit_support;
+use crate::operate_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //! status says it was killed, a second kill answers the same, a repeated POST of its id starts
 //! nothing, a grace period is honoured, and a driver a SparkApplication owns is refused.
 
-mod operate_support;
-mod submit_support;
+use crate::operate_support;
+use crate::submit_support;
 
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;

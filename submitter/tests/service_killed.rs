@@ -9,7 +9,7 @@
 //! process left must be able to start or be collected (by the garbage collector through the pod,
 //! or by the fresh process's sweeper once no pod needs it).
 
-mod submit_support;
+use crate::submit_support;
 
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;

@@ -2,8 +2,8 @@
 //! request), only what the identity may read, filtered by namespace and phase, and pages that
 //! add up to the whole list while submissions come and go between them.
 
-mod operate_support;
-mod submit_support;
+use crate::operate_support;
+use crate::submit_support;
 
 use std::collections::BTreeSet;
 

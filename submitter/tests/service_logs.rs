@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-mod operate_support;
-mod submit_support;
+use crate::operate_support;
+use crate::submit_support;
 
 use http::{StatusCode, header};
 use http_body_util::BodyExt;

@@ -2,7 +2,7 @@
 //! pods must pass the baseline Pod Security Standard; the policy relaxes named controls per
 //! identity. A refused submission is 403 naming what its pods asked for, and creates nothing.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::sync::Arc;
 

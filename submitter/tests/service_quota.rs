@@ -6,7 +6,7 @@
 //! (or a quota that needs resources stated) is the input's fault: 400 or 422 by the input that
 //! set the resources, not retryable.
 
-mod submit_support;
+use crate::submit_support;
 
 use http::{StatusCode, header};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};

@@ -4,8 +4,8 @@
 //! before the revocation answers its next request the same way and closes. Real sockets on 127.0.0.1,
 //! real rustls, CRLs signed by the test CA with rcgen.
 
-mod service_support;
-mod submit_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! creation order and ownership, idempotency, conflicts, concurrency, dry runs, authorisation
 //! and the envelope for bad requests.
 
-mod submit_support;
+use crate::submit_support;
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};

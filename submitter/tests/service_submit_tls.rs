@@ -2,8 +2,8 @@
 //! service's `app()` with its layers, the policy reading the client certificate's identities,
 //! and kubesim behind.
 
-mod service_support;
-mod submit_support;
+use crate::service_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

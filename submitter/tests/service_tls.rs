@@ -1,7 +1,7 @@
 //! mTLS at the service's edge: who gets through the handshake, what the handler learns about
 //! them, and certificate rotation without restart. Real sockets on 127.0.0.1, real rustls.
 
-mod service_support;
+use crate::service_support;
 
 use std::time::Duration;
 

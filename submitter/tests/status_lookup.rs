@@ -4,7 +4,7 @@
 //! retention record, unknown ids are 404, an unsynced cache is 503, and serving costs the API
 //! server no LIST.
 
-mod submit_support;
+use crate::submit_support;
 
 use std::time::Duration;
 

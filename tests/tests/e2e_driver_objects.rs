@@ -3,7 +3,7 @@
 //! driver"): the operator and a real submitter over mTLS against kubesim, which refuses what a
 //! real API server refuses (an unserved type, RBAC).
 
-mod e2e_support;
+use crate::e2e_support;
 
 use e2e_support::{Env, chart_operator_rules, install_pod_group_crd, wait_until};
 use operator::crd::{ApplicationStateType as State, FailureReason};

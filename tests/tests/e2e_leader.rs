@@ -1,7 +1,7 @@
 //! Two replicas behind leader election: only the leader reconciles, and when it dies the other
 //! takes over once the lease expires.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::time::Duration;
 

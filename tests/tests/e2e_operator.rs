@@ -1,7 +1,7 @@
 //! The operator end to end: its controller on an in-process kubesim, submitting through a real
 //! submitter over mTLS. Each test has its own cluster, submitter and operator.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::time::Duration;
 

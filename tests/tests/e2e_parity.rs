@@ -2,7 +2,7 @@
 //! through a real submitter over mTLS, for the features the widely used operator has beyond a
 //! plain SparkApplication (the Spark version, schedules, stuck drivers, executors, the UI).
 
-mod e2e_support;
+use crate::e2e_support;
 
 use e2e_support::{Env, install_pod_group_crd, wait_until};
 use k8s_openapi::api::core::v1::Pod;

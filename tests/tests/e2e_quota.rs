@@ -5,7 +5,7 @@
 //! `onSubmissionFailureRetries`, with the API server's message in the status and an event, and
 //! the same application runs once the quota has room.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use e2e_support::{Env, wait_until};
 use k8s_openapi::api::core::v1::ResourceQuota;

@@ -4,7 +4,7 @@
 //! published exactly once even with a zombie driver still running, and the events say what
 //! happened.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::time::Duration;
 

@@ -19,7 +19,7 @@
 //! memory (512m driver, one 512m executor) and time; each prints its wall time and the peak
 //! memory of the processes it ran.
 
-mod real_spark_support;
+use crate::real_spark_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -16,7 +16,7 @@
 //! One real run at a time (the `real-spark` nextest test group): three JVMs (the server with
 //! Spark's default 1g heap, as the example leaves it, and two 512m executors).
 
-mod real_spark_support;
+use crate::real_spark_support;
 
 use std::time::{Duration, Instant};
 

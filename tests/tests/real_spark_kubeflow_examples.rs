@@ -33,10 +33,10 @@
 //! joins them when its tick comes, and the schedule is deleted once that run is checked. The test prints each example's wall time, the total and the
 //! peak memory of the pods' processes.
 
-mod e2e_support;
+use crate::e2e_support;
 #[path = "../data/kubeflow/manifests.rs"]
 mod manifests;
-mod real_spark_support;
+use crate::real_spark_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@
 //! the jar reached both class paths. The driver logs through the ConfigMap's log4j2 pattern,
 //! which it reads because `SPARK_CONF_DIR` names the ConfigMap's mount, `/etc/spark/conf`.
 
-mod real_spark_support;
+use crate::real_spark_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

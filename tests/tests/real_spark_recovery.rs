@@ -5,7 +5,7 @@
 //! driver restores the last marker, skips the committed stages and ends with the same results as
 //! a clean run.
 
-mod real_spark_support;
+use crate::real_spark_support;
 
 use std::time::{Duration, Instant};
 
