@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::action::{Action, EventType};
 use super::draft::Draft;
-use super::observed::SubmissionOutcome;
+use super::observed::{ObservedDriver, SubmissionOutcome};
 use super::owned_objects::Dependencies;
 use super::policy::should_retry_submission;
 use super::reasons;
@@ -158,29 +158,25 @@ impl<'a> Draft<'a> {
 
     pub(super) fn apply_outcome(&mut self, outcome: &SubmissionOutcome) {
         self.status.submission_pending = false;
+        // The submitter's answer was lost on the way back (a replica killed after it made the
+        // driver), but the driver it made is in the cache: the submission happened.
+        if matches!(
+            outcome,
+            SubmissionOutcome::Rejected {
+                retryable: true,
+                ..
+            }
+        ) && let Some(driver) = self.submitted_driver()
+        {
+            self.enter_submitted(&driver.name, driver.spark_app_id.as_deref().unwrap_or(""));
+            return;
+        }
         match outcome {
             SubmissionOutcome::Accepted {
                 driver_pod_name,
                 spark_app_id,
                 ..
-            } => {
-                self.status.app_state.state = State::Submitted;
-                self.status.app_state.error_message.clear();
-                self.status.failure_reason = None;
-                self.status.termination_time = None;
-                self.status.execution_attempts = self.status.execution_attempts.saturating_add(1);
-                if !driver_pod_name.is_empty() {
-                    self.status.driver_info.pod_name = driver_pod_name.clone();
-                }
-                self.status.spark_application_id = spark_app_id.clone();
-                let message = format!(
-                    "SparkApplication {} was submitted successfully",
-                    self.name()
-                );
-                self.event(EventType::Normal, reasons::SUBMITTED, message);
-                // The driver may not be in the cache yet; the grace period starts now.
-                self.requeue(self.app.settings.driver_creation_grace);
-            }
+            } => self.enter_submitted(driver_pod_name, spark_app_id),
             SubmissionOutcome::Rejected {
                 message, retryable, ..
             } => {
@@ -197,6 +193,36 @@ impl<'a> Draft<'a> {
                 self.enter_submission_failed(FailureReason::QuotaExceeded, message.clone());
             }
         }
+    }
+
+    /// SUBMITTED: the submitter made the driver `driver_pod_name` (empty: not named in the
+    /// answer) of the Spark application `spark_app_id`.
+    fn enter_submitted(&mut self, driver_pod_name: &str, spark_app_id: &str) {
+        self.status.app_state.state = State::Submitted;
+        self.status.app_state.error_message.clear();
+        self.status.failure_reason = None;
+        self.status.termination_time = None;
+        self.status.execution_attempts = self.status.execution_attempts.saturating_add(1);
+        if !driver_pod_name.is_empty() {
+            self.status.driver_info.pod_name = driver_pod_name.to_owned();
+        }
+        self.status.spark_application_id = spark_app_id.to_owned();
+        let message = format!(
+            "SparkApplication {} was submitted successfully",
+            self.name()
+        );
+        self.event(EventType::Normal, reasons::SUBMITTED, message);
+        // The driver may not be in the cache yet; the grace period starts now.
+        self.requeue(self.app.settings.driver_creation_grace);
+    }
+
+    /// The application's own driver pod, not being deleted, that carries the current
+    /// submission id: proof that the submission was made, whatever its answer said.
+    fn submitted_driver(&self) -> Option<&'a ObservedDriver> {
+        let id = self.status.submission_id.as_str();
+        self.observed.driver.as_ref().filter(|d| {
+            !id.is_empty() && d.owned && !d.terminating && d.submission_id.as_deref() == Some(id)
+        })
     }
 
     /// The submission failed for `reason`: SUBMISSION_FAILED, retried as the restart policy
@@ -238,6 +264,16 @@ impl<'a> Draft<'a> {
     }
 
     pub(super) fn submission_failed(&mut self, hash: &str) {
+        // A submission whose answer was lost (the submitter unavailable while it answered) may
+        // have made its driver: once the cache shows it, the application follows that driver.
+        // Retrying would reach the same driver (one id, one driver), and failing would leave
+        // it running under a FAILED application.
+        if self.status.failure_reason == Some(FailureReason::SubmitterUnavailable)
+            && let Some(driver) = self.submitted_driver()
+        {
+            self.enter_submitted(&driver.name, driver.spark_app_id.as_deref().unwrap_or(""));
+            return;
+        }
         if !should_retry_submission(self.policy_type(), &self.spec, &self.status) {
             let message = self.status.app_state.error_message.clone();
             self.status.termination_time.get_or_insert(Time(self.now));

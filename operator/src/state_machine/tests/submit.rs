@@ -444,3 +444,100 @@ fn a_quota_refusal_is_a_failed_submission_retried_until_on_submission_failure_re
         ]
     );
 }
+
+/// A retryable refusal of `uid-1-1` (the submitter unavailable while it answered), after the
+/// client's own retries.
+fn lost_answer(driver: Option<ObservedDriver>) -> Observed {
+    Observed {
+        submission: Some(SubmissionOutcome::Rejected {
+            submission_id: "uid-1-1".into(),
+            message: "SUBMITTER_UNAVAILABLE: connection reset".into(),
+            retryable: true,
+        }),
+        ..synced(driver)
+    }
+}
+
+#[test]
+fn a_lost_answer_whose_driver_is_already_cached_is_submitted_not_failed() {
+    let spec = spec(json!({}));
+    let running = driver(running(true));
+    let decision = decide_at(&spec, None, &lost_answer(Some(running)), 1);
+    assert_eq!(decision.status.app_state.state, State::Submitted);
+    assert_eq!(decision.status.failure_reason, None);
+    assert_eq!(decision.status.driver_info.pod_name, "pi-driver");
+    assert_eq!(decision.status.spark_application_id, "spark-abc");
+    assert_eq!(decision.status.execution_attempts, 1);
+    assert_eq!(
+        kinds(&decision.actions),
+        [
+            "WriteStatus",
+            "Event(SparkApplicationSubmitted)",
+            "Requeue(10s)"
+        ]
+    );
+
+    // Without the driver in the cache, the attempt failed as before.
+    let decision = decide_at(&spec, None, &lost_answer(None), 1);
+    assert_eq!(decision.status.app_state.state, State::SubmissionFailed);
+    assert_eq!(
+        decision.status.failure_reason,
+        Some(FailureReason::SubmitterUnavailable)
+    );
+}
+
+#[test]
+fn a_submission_failed_for_an_unavailable_submitter_follows_its_driver_once_cached_instead_of_retrying()
+ {
+    let spec = spec(json!({
+        "restartPolicy": {"type": "OnFailure", "onSubmissionFailureRetries": 3,
+                          "onSubmissionFailureRetryInterval": 5}
+    }));
+    let failed = decide_at(&spec, None, &lost_answer(None), 1).status;
+    assert_eq!(failed.app_state.state, State::SubmissionFailed);
+
+    // Before the retry is due, and after it: the driver of the lost answer is followed, not
+    // replaced by a second submission (which would delete it first).
+    for now in [2, 100] {
+        let running = driver(running(true));
+        let decision = decide_at(&spec, Some(&failed), &synced(Some(running)), now);
+        assert_eq!(
+            decision.status.app_state.state,
+            State::Submitted,
+            "at {now}"
+        );
+        assert_eq!(decision.status.submission_id, "uid-1-1");
+        assert!(
+            !decision
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Submit { .. } | Action::DeleteDriver { .. })),
+            "{:?}",
+            decision.actions
+        );
+    }
+
+    // A driver of another submission, or one being deleted, is no proof: the retry goes on.
+    for other in [
+        ObservedDriver {
+            submission_id: Some("uid-1-0".into()),
+            ..driver(running(true))
+        },
+        ObservedDriver {
+            terminating: true,
+            ..driver(running(true))
+        },
+    ] {
+        let decision = decide_at(&spec, Some(&failed), &synced(Some(other)), 2);
+        assert_eq!(decision.status.app_state.state, State::SubmissionFailed);
+    }
+
+    // A refusal (bad arguments) made no driver whatever the cache holds.
+    let refused = SparkApplicationStatus {
+        failure_reason: Some(FailureReason::SubmissionRejected),
+        ..failed.clone()
+    };
+    let running = driver(running(true));
+    let decision = decide_at(&spec, Some(&refused), &synced(Some(running)), 2);
+    assert_eq!(decision.status.app_state.state, State::SubmissionFailed);
+}
