@@ -12,7 +12,9 @@ The image every case names is `apache/spark:<version>`, as a user of that Spark 
 the builder takes the version from the image tag as it would for them. Each case runs in its own
 namespace; the service accounts a case names are created first (kubesim, like a cluster, refuses
 pods whose service account does not exist). Templates are given to Spark as files
-(`--conf spark.kubernetes.{driver,executor}.podTemplateFile=...`); the Rust test gives the same
+(`--conf spark.kubernetes.{driver,executor}.podTemplateFile=tests/corpus/templates/...`, relative
+to the repository root, where spark-submit runs, so no golden holds a path of the machine that
+made it); the Rust test gives the same
 YAML, parsed, to the builder. A golden holds the argv Spark got, its exit code, the mutating
 requests kubesim journaled (method, path, content type, body), and for failures the exception line.
 """
@@ -113,6 +115,13 @@ def exception_line(stderr: str) -> str | None:
     return None
 
 
+def template_arg(template: str) -> str:
+    """A template file as Spark is given it: relative to the repository root, where spark-submit
+    runs, so that neither the argv nor the conf Spark sends (its driver ConfigMap keeps the
+    driver's podTemplateFile) holds a path of the machine the goldens were made on."""
+    return str((CORPUS / template).relative_to(ROOT))
+
+
 def spark_argv(case: dict, url: str, namespace: str, version: str) -> list[str]:
     """The argv Spark gets: the common head, the case's options, templates as files, then the app."""
     argv = ["--master", f"k8s://{url}", "--deploy-mode", "cluster"]
@@ -123,7 +132,7 @@ def spark_argv(case: dict, url: str, namespace: str, version: str) -> list[str]:
     for key, conf in (("driver_template", "spark.kubernetes.driver.podTemplateFile"),
                       ("executor_template", "spark.kubernetes.executor.podTemplateFile")):
         if case.get(key):
-            argv += ["--conf", f"{conf}={CORPUS / case[key]}"]
+            argv += ["--conf", f"{conf}={template_arg(case[key])}"]
     argv += [str(a).replace("{version}", version).replace("{maven_repo}", MAVEN_REPO.as_uri()) for a in case["args"]]
     return argv
 
@@ -153,7 +162,8 @@ def run_case(sim: Kubesim, case: dict, spark_submit: str, version: str) -> dict:
         env.pop(var, None)
     started = time.monotonic()
     proc = subprocess.run(
-        [spark_submit, *argv], env=env, capture_output=True, text=True, timeout=SPARK_TIMEOUT_S, stdin=subprocess.DEVNULL
+        [spark_submit, *argv], env=env, capture_output=True, text=True, timeout=SPARK_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        cwd=ROOT,
     )
     elapsed = time.monotonic() - started
     golden = {

@@ -169,6 +169,12 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 500 with no reason (`StatusReasonUnknown`, omitted from the body): what the API server
+    /// answers for a failure no storage layer classified, such as a kubelet it cannot dial.
+    pub fn unclassified(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// An injected failure with any code, reason picked as Kubernetes would.
     pub fn injected(code: u16, message: Option<String>) -> Self {
         let reason = reason_for(code);
@@ -200,6 +206,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // Go's `omitempty`: an unknown reason is not sent.
+            if let Some(o) = status.as_object_mut() {
+                o.remove("reason");
+            }
+        }
         let mut details = serde_json::Map::new();
         if let Some((name, group, kind)) = self.details.as_deref() {
             // Empty fields are omitted, as Go's `omitempty` does.

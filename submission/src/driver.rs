@@ -133,11 +133,21 @@ fn marks_driver(container: &Container) -> bool {
 /// 3. the pod phase is Unknown (node lost) → Unknown;
 /// 4. the container runs → Running; it waits or has no status yet → Pending.
 pub fn observe_driver(pod: &Pod) -> DriverObservation {
+    observe(pod, driver_container_name(pod))
+}
+
+/// Reads the pod as [`observe_driver`] does, but with `container` taken for the driver: what a
+/// reader of that container's log needs to know (has it ended?), whichever container it named.
+/// A name the pod does not report is `Absent`, and only the pod phase can end it.
+pub fn observe_container(pod: &Pod, container: &str) -> DriverObservation {
+    observe(pod, Some(container))
+}
+
+fn observe(pod: &Pod, container: Option<&str>) -> DriverObservation {
     let status = pod.status.as_ref();
     let pod_phase = status
         .and_then(|s| s.phase.as_deref())
         .and_then(PodPhase::parse);
-    let container = driver_container_name(pod);
     let state: Option<&K8sContainerState> = container.and_then(|name| {
         status
             .and_then(|s| s.container_statuses.as_deref())
@@ -539,5 +549,25 @@ mod tests {
             o.started_at.map(|t| t.to_string()).as_deref(),
             Some("2026-01-01T00:00:00Z")
         );
+    }
+
+    /// A named container is read instead of the driver: a sidecar that ended while the driver
+    /// runs reads ended, the driver still running reads running, and a name the pod does not
+    /// report waits on the pod phase alone.
+    #[test]
+    fn a_named_container_is_observed_instead_of_the_driver() {
+        let pod = with_sidecar("Running", Some(running()), Some(terminated(1)));
+        let sidecar = observe_container(&pod, "istio-proxy");
+        assert_eq!(sidecar.container.as_deref(), Some("istio-proxy"));
+        assert_eq!(sidecar.container_state, ContainerState::Terminated);
+        assert_eq!(sidecar.phase, P::Failed);
+        assert_eq!(sidecar.exit_code, Some(1));
+        assert_eq!(observe_container(&pod, DRIVER), observe_driver(&pod));
+        assert_eq!(observe_container(&pod, DRIVER).phase, P::Running);
+        let unknown = observe_container(&pod, "nope");
+        assert_eq!(unknown.container_state, ContainerState::Absent);
+        assert_eq!(unknown.phase, P::Pending);
+        let finished = with_sidecar("Succeeded", None, None);
+        assert_eq!(observe_container(&finished, "nope").phase, P::Succeeded);
     }
 }

@@ -553,6 +553,43 @@ fn each_supported_spark_line_has_a_corpus() {
     }
 }
 
+/// Goldens name their template files as Spark was given them by scripts/corpus.py: relative
+/// to the repository root, in the argv and in the conf Spark sent, and naming the case's file.
+/// A path of the machine a golden was made on would differ from one regeneration to the next.
+#[test]
+fn goldens_name_template_files_relative_to_the_repository() {
+    const DRIVER: &str = "spark.kubernetes.driver.podTemplateFile=";
+    const EXECUTOR: &str = "spark.kubernetes.executor.podTemplateFile=";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for release in golden_releases() {
+        let dir = corpus_dir().join("golden").join(&release);
+        for entry in std::fs::read_dir(&dir).expect("a release's goldens") {
+            let path = entry.expect("a directory entry").path();
+            let text = std::fs::read_to_string(&path).expect("a golden");
+            let golden: Golden = serde_json::from_str(&text).expect("golden parses");
+            // The conf Spark sends keeps the driver's file as given; the executor's it points
+            // at the copy it mounts in the driver pod.
+            let sent = golden
+                .requests
+                .iter()
+                .filter_map(|r| properties_of(&r.body))
+                .flat_map(str::lines)
+                .filter_map(|l| l.strip_prefix(DRIVER));
+            let given = golden
+                .argv
+                .iter()
+                .filter_map(|a| a.strip_prefix(DRIVER).or_else(|| a.strip_prefix(EXECUTOR)));
+            for file in given.chain(sent) {
+                if !file.starts_with("tests/corpus/templates/") || !root.join(file).is_file() {
+                    wrong.push(format!("{}: {file}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// Older patch releases of a line, captured for the cases where patch releases differ.
 #[test]
 fn builder_matches_real_spark_patch_releases() {

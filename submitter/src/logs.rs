@@ -35,8 +35,8 @@ use crate::log_streams::{self, Refusal};
 use crate::state::AppState;
 use crate::status::{Located, LookupError, locate};
 use crate::tls::PeerIdentity;
-use submission::api::{ContainerState, DriverStatus, LogQuery, QueryError, Target};
-use submission::driver::{driver_container_name, observe_driver};
+use submission::api::{ContainerState, DriverPhase, DriverStatus, LogQuery, QueryError, Target};
+use submission::driver::{driver_container_name, observe_container, observe_driver};
 
 /// Why a log could not be opened.
 #[derive(Debug, Error)]
@@ -198,7 +198,8 @@ async fn wait_for_start(state: &AppState, pod: &Pod, driver: bool, bound: Durati
 /// follows.
 const EXIT_SEEN_WAIT: Duration = Duration::from_secs(5);
 
-/// Whether `container` of the pod has exited, or the pod is gone, waiting up to
+/// Whether `container` of the pod has exited (by the driver-state rule, read for that
+/// container: it terminated, or the pod finished), or the pod is gone or going, waiting up to
 /// [`EXIT_SEEN_WAIT`] for the caches to show it; `true` without synced caches (nothing to ask).
 async fn ended(state: &AppState, namespace: &str, name: &str, container: Option<&str>) -> bool {
     let Some(caches) = state.synced_caches() else {
@@ -206,19 +207,12 @@ async fn ended(state: &AppState, namespace: &str, name: &str, container: Option<
     };
     let exited = |caches: &crate::caches::WatchCaches| {
         caches.pod(namespace, name).is_none_or(|pod| {
-            let status = pod.status.as_ref();
-            let finished = status
-                .and_then(|status| status.phase.as_deref())
-                .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
-            let terminated = status
-                .and_then(|status| status.container_statuses.as_ref())
-                .is_some_and(|statuses| {
-                    statuses.iter().any(|c| {
-                        container.is_none_or(|wanted| c.name == wanted)
-                            && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
-                    })
-                });
-            finished || terminated || pod.metadata.deletion_timestamp.is_some()
+            let observed = match container {
+                Some(container) => observe_container(&pod, container),
+                None => observe_driver(&pod),
+            };
+            matches!(observed.phase, DriverPhase::Succeeded | DriverPhase::Failed)
+                || pod.metadata.deletion_timestamp.is_some()
         })
     };
     caches

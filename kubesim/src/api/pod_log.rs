@@ -6,6 +6,11 @@
 //! log; then the kubelet's refusals (`is waiting to start`, `previous terminated container ...
 //! not found`) come back as 400 `BadRequest` with its text, and its answer is streamed as it is
 //! read, chunked, for as long as a followed container runs.
+//!
+//! A partitioned node's kubelet cannot be dialled: a new request fails as the API server's
+//! `LocationStreamer` fails (500, no reason, Go's `Get "URL": dial tcp ...: i/o timeout`), and
+//! an open follow ends when the partition begins (the kubelet's reader stops; see
+//! `kubelet::logs`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,13 +43,21 @@ pub(super) fn pod_log(
         r.extensions_mut().insert(Streaming);
         r
     };
-    let scheduled = pod
+    let Some(node) = pod
         .at("/spec/nodeName")
         .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    if !scheduled {
+        .filter(|n| !n.is_empty())
+    else {
         // The API server has no kubelet to ask: an empty log.
         return Ok(answer(Body::empty()));
+    };
+    if state.kubelet.is_partitioned(node) {
+        let host = pod
+            .at("/status/hostIP")
+            .and_then(Value::as_str)
+            .filter(|h| !h.is_empty())
+            .unwrap_or(node);
+        return Err(kubelet_unreachable(host, ns, name, &container, q));
     }
     let req = LogRequest {
         container,
@@ -61,6 +74,41 @@ pub(super) fn pod_log(
         })?;
     Ok(answer(Body::from_stream(log.into_stream())))
 }
+
+/// What the API server answers when it cannot dial the kubelet for a log: its
+/// `LocationStreamer`'s transport error, which no layer classifies (500, no reason). The URL is
+/// the one `LogLocation` builds: the kubelet's port, `/containerLogs/NS/POD/CONTAINER`, the
+/// options in Go's `url.Values` order (by key).
+fn kubelet_unreachable(host: &str, ns: &str, pod: &str, container: &str, q: &Query) -> ApiError {
+    let query: Vec<String> = [
+        "follow",
+        "limitBytes",
+        "previous",
+        "sinceSeconds",
+        "sinceTime",
+        "tailLines",
+        "timestamps",
+    ]
+    .iter()
+    .filter_map(|key| match *key {
+        "follow" | "previous" | "timestamps" => q.flag(key).then(|| format!("{key}=true")),
+        // `url.Values.Encode` escapes a time's colons and offset sign.
+        _ => q
+            .get(key)
+            .map(|v| format!("{key}={}", v.replace(':', "%3A").replace('+', "%2B"))),
+    })
+    .collect();
+    let mut url = format!("https://{host}:{KUBELET_PORT}/containerLogs/{ns}/{pod}/{container}");
+    if !query.is_empty() {
+        url = format!("{url}?{}", query.join("&"));
+    }
+    ApiError::unclassified(format!(
+        "Get {url:?}: dial tcp {host}:{KUBELET_PORT}: i/o timeout"
+    ))
+}
+
+/// The kubelet's API port, where the API server sends log requests.
+const KUBELET_PORT: u16 = 10250;
 
 /// `PodLogOptions` from the query, validated as the API server validates them.
 fn options(name: &str, q: &Query, now: SystemTime) -> Result<(bool, bool, ReadOptions), ApiError> {

@@ -6,7 +6,10 @@
 //! a log is never held whole, however long it is or however long a follower stays. A follower
 //! wakes when the pod's bell rings (a line written, a status change) and at least once a
 //! second, as the kubelet rechecks its container; it ends once the instance it follows has
-//! stopped and every line written before the stop has been sent.
+//! stopped and every line written before the stop has been sent, or as soon as its node is
+//! partitioned: the API server's connection to that kubelet is lost, its copy of the stream
+//! fails, and it ends the response it was relaying (`StreamObject` ignores the copy's error,
+//! so the client sees the chunked body end, not an aborted connection).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
@@ -112,6 +115,8 @@ enum Source {
 /// How a follower learns about its instance.
 struct Follow {
     kubelet: Weak<Kubelet>,
+    /// The pod's node: a partition there ends the follow.
+    node: String,
     uid: String,
     container: String,
     instance: u64,
@@ -124,6 +129,13 @@ impl Follow {
             Some(k) => k.instance_now(&self.uid, &self.container, self.instance),
             None => InstanceNow::Ended(None),
         }
+    }
+
+    /// Whether the API server has lost this kubelet (its node is partitioned).
+    fn cut_off(&self) -> bool {
+        self.kubelet
+            .upgrade()
+            .is_some_and(|k| k.is_partitioned(&self.node))
     }
 }
 
@@ -222,6 +234,9 @@ impl ContainerLog {
         // Set once the followed instance was seen stopped: what remains is read, then it ends.
         let mut stopped = self.follow.is_none();
         loop {
+            if self.follow.as_ref().is_some_and(Follow::cut_off) {
+                return;
+            }
             let bell = self.follow.as_ref().map(|f| f.bell.clone());
             let rung = bell.as_ref().map(|b| b.notified());
             tokio::pin!(rung);
@@ -349,6 +364,7 @@ impl Kubelet {
         };
         let follow = (req.follow && ended.is_none()).then(|| Follow {
             kubelet: Arc::downgrade(self),
+            node: e.node.clone(),
             uid: e.uid.clone(),
             container: name.to_string(),
             instance,

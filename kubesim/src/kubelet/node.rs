@@ -53,6 +53,10 @@ impl Kubelet {
                 return true;
             }
             n.partitioned.store(partitioned, Ordering::Release);
+            // Log followers of the node's pods learn that the API server lost them.
+            for e in st.pods.values().filter(|e| e.node == node) {
+                e.bell.notify_waiters();
+            }
             if !partitioned {
                 // The node hears of the pods removed while it was cut off and stops them.
                 let (gone, kept) = std::mem::take(&mut st.orphans)

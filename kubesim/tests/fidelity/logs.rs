@@ -274,3 +274,88 @@ async fn log_requests_are_refused_with_the_api_servers_messages() {
         assert_eq!(got, (code, message.to_string()), "case {i}");
     }
 }
+
+/// Starts a pod whose scripted container runs until killed and returns its node.
+async fn running_forever(sim: &Sim, name: &str) -> (Api<Pod>, String) {
+    let spec = json!({"restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox:1"}]});
+    let api = create(sim, name, json!({"kubesim.io/run-seconds": "-1"}), spec).await;
+    running(&api, name, "main").await;
+    let node = api
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.node_name)
+        .expect("a running pod is bound");
+    (api, node)
+}
+
+#[tokio::test]
+async fn a_log_request_for_a_partitioned_nodes_pod_fails_as_an_undialled_kubelet() {
+    let sim = start().await;
+    let (api, node) = running_forever(&sim, "cut").await;
+    let host = api
+        .get("cut")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.host_ip)
+        .expect("a running pod has its node's address");
+    sim.control("POST", &format!("/nodes/{node}/partition"), "")
+        .await;
+    let params = LogParams {
+        follow: true,
+        tail_lines: Some(5),
+        ..LogParams::default()
+    };
+    match api.logs("cut", &params).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 500);
+            assert_eq!(
+                s.reason, "",
+                "the API server does not classify a dial error"
+            );
+            assert_eq!(
+                s.message,
+                format!(
+                    "Get \"https://{host}:10250/containerLogs/default/cut/main?follow=true&tailLines=5\": \
+                     dial tcp {host}:10250: i/o timeout"
+                )
+            );
+        }
+        other => panic!("expected the API server's 500, got {other:?}"),
+    }
+    sim.control("POST", &format!("/nodes/{node}/heal"), "")
+        .await;
+    let log = api.logs("cut", &LogParams::default()).await.unwrap();
+    assert!(
+        log.starts_with("kubesim: container main started"),
+        "served again after the heal: {log:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_followed_log_ends_when_its_node_is_partitioned() {
+    let sim = start().await;
+    let (api, node) = running_forever(&sim, "followed").await;
+    let params = LogParams {
+        follow: true,
+        ..LogParams::default()
+    };
+    let mut lines = api.log_stream("followed", &params).await.unwrap().lines();
+    let first = lines.next().await.unwrap().unwrap();
+    assert_eq!(first, "kubesim: container main started");
+    sim.control("POST", &format!("/nodes/{node}/partition"), "")
+        .await;
+    // The stream ends cleanly (the API server finishes the body it was relaying) while the
+    // container still runs: no exit line comes.
+    let mut rest = Vec::new();
+    while let Some(line) = lines.next().await {
+        rest.push(line.expect("a clean end, not a broken connection"));
+    }
+    assert!(
+        rest.iter().all(|l| !l.contains("exited")),
+        "the container did not stop: {rest:?}"
+    );
+}

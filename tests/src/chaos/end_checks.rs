@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams};
 
 use super::faults::Stack;
 use super::invariants::{self, Objects, Tally};
@@ -52,20 +52,9 @@ pub fn answers(tally: &Tally, ledger: &Ledger) {
 
 /// Every driver still there has the ConfigMaps it mounts and its Service.
 pub async fn driver_objects(sandbox: &Sandbox, tally: &Tally) {
-    let lp = ListParams::default();
     let listed = async {
-        let configmaps = Api::<ConfigMap>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let services = Api::<Service>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let pods = Api::<Pod>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items;
+        let pods = monitor::all_pods(sandbox).await?;
+        let (configmaps, services) = monitor::configmaps_and_services(sandbox).await?;
         Ok::<_, kube::Error>((configmaps, services, pods))
     };
     match listed.await {
@@ -134,22 +123,15 @@ pub async fn log_streams(stack: &Stack<'_>, tally: &Tally) {
 const SWEEP_WINDOW: Duration =
     Duration::from_secs(stack::SWEEP_GRACE.as_secs() + 3 * stack::SWEEP_INTERVAL.as_secs() + 5);
 
+/// What the orphan check reads: the monitor's listing, and the applications.
 async fn objects(sandbox: &Sandbox) -> Result<Objects, kube::Error> {
-    let lp = ListParams::default();
+    let pods = monitor::all_pods(sandbox).await?;
+    let (configmaps, services) = monitor::configmaps_and_services(sandbox).await?;
     Ok(Objects {
-        pods: Api::<Pod>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items,
-        configmaps: Api::<ConfigMap>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items,
-        services: Api::<Service>::all(sandbox.client.clone())
-            .list(&lp)
-            .await?
-            .items,
-        apps: apps_api(sandbox).list(&lp).await?.items,
+        pods,
+        configmaps,
+        services,
+        apps: apps_api(sandbox).list(&ListParams::default()).await?.items,
     })
 }
 

@@ -19,6 +19,7 @@ use super::log_follow::{self, Expected, Follow};
 use super::schedule::{Fault, FaultKind, QuotaResource};
 use super::stack::{Balancer, OperatorReplica, SubmitterInstance};
 use super::workload::applications::apps_api;
+use super::workload::retries::with_retries;
 use super::workload::submissions::Users;
 use super::workload::{ATTEMPTS, JOB_NAMESPACES, RETRY_PAUSE, error_name};
 use crate::redis::RedisServer;
@@ -508,40 +509,22 @@ async fn kill(users: &Users, pod: &Pod) -> bool {
     };
     let (tally, ledger) = (&users.tally, &users.ledger);
     let target = Target::Submission(id.clone());
-    for _ in 0..ATTEMPTS {
-        match users.client.kill(&target, &KillQuery::default()).await {
-            Ok(status) => {
-                tally.check(invariants::REST_CONTRACT, None);
-                // The kill names the id's one driver, as every submit answer does.
-                ledger.answered(&id, &status.driver_pod_uid);
-                if status.reason.as_deref() == Some(submitter::record::KILLED_REASON) {
-                    ledger.killed(&id, &status.driver_pod_uid);
-                    tally.operation("kill_api_killed");
-                    return true;
-                }
-                tally.operation("kill_api_found_finished");
-                return false;
-            }
-            Err(error) => {
-                tally.check(
-                    invariants::REST_CONTRACT,
-                    invariants::rest_answer(&error).map(|d| format!("kill {id}: {d}")),
-                );
-                tally.operation(&format!("kill_api_error_{}", error_name(&error)));
-                if !error.retryable() {
-                    return false;
-                }
-                tokio::time::sleep(
-                    error
-                        .retry_after()
-                        .unwrap_or(RETRY_PAUSE)
-                        .min(RETRY_PAUSE * 5),
-                )
-                .await;
-            }
-        }
+    let query = KillQuery::default();
+    let Some(status) = with_retries(users, "kill_api", &format!("kill {id}"), || {
+        users.client.kill(&target, &query)
+    })
+    .await
+    else {
+        return false;
+    };
+    // The kill names the id's one driver, as every submit answer does.
+    ledger.answered(&id, &status.driver_pod_uid);
+    if status.reason.as_deref() == Some(submitter::record::KILLED_REASON) {
+        ledger.killed(&id, &status.driver_pod_uid);
+        tally.operation("kill_api_killed");
+        return true;
     }
-    tally.operation("kill_api_gave_up");
+    tally.operation("kill_api_found_finished");
     false
 }
 

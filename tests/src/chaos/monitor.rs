@@ -49,7 +49,7 @@ struct Seen {
 }
 
 /// Every pod in every namespace.
-async fn all_pods(sandbox: &Sandbox) -> Result<Vec<Pod>, kube::Error> {
+pub async fn all_pods(sandbox: &Sandbox) -> Result<Vec<Pod>, kube::Error> {
     Ok(Api::<Pod>::all(sandbox.client.clone())
         .list(&ListParams::default())
         .await?
@@ -57,7 +57,7 @@ async fn all_pods(sandbox: &Sandbox) -> Result<Vec<Pod>, kube::Error> {
 }
 
 /// ConfigMaps and Services in every namespace.
-async fn configmaps_and_services(
+pub async fn configmaps_and_services(
     sandbox: &Sandbox,
 ) -> Result<(Vec<ConfigMap>, Vec<Service>), kube::Error> {
     let lp = ListParams::default();

@@ -1,11 +1,12 @@
 //! The workload, what users of the stack do while the faults come: SparkApplications of every
 //! restart policy (`applications`), and direct REST submissions with repeats, look-ups and
-//! followed logs (`submissions`). Both clean up after themselves as users do, so a soak of an
+//! followed logs (`submissions`), each REST call retried by one rule (`retries`). Both clean up after themselves as users do, so a soak of an
 //! hour keeps a cluster of the same size throughout.
 
 use std::time::Duration;
 
 pub mod applications;
+pub mod retries;
 pub mod submissions;
 
 /// The job namespaces: the sandbox's, where the applications run, and a second one REST

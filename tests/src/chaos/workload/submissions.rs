@@ -14,7 +14,8 @@ use submission::api::{DriverPhase, SubmitRequest, SubmitResponse, Target};
 use submitter_client::{ClientConfig, SubmitterClient};
 use tokio::sync::watch;
 
-use super::{ATTEMPTS, JOB_NAMESPACES, RETIRE_AFTER, RETRY_PAUSE, error_name};
+use super::retries::with_retries;
+use super::{JOB_NAMESPACES, RETIRE_AFTER};
 use crate::Sandbox;
 use crate::chaos::invariants::{self, Tally};
 use crate::chaos::ledger::Ledger;
@@ -89,91 +90,60 @@ pub struct Users {
     pub ledger: Arc<Ledger>,
 }
 
-/// Submits `request` with retries, checking every answer; returns the last answer.
+/// Submits `request` with retries, checking every answer; returns the answer.
 async fn submit(users: &Users, request: &SubmitRequest) -> Option<SubmitResponse> {
     let (tally, id) = (&users.tally, &request.submission_id);
-    for _ in 0..ATTEMPTS {
-        let killed_before = users.ledger.killed_driver(id);
-        match users.client.submit(request).await {
-            Ok(answer) => {
-                tally.check(invariants::REST_CONTRACT, None);
-                tally.operation(if answer.duplicate_submission {
-                    "submit_duplicate"
-                } else {
-                    "submit_created"
-                });
-                users.ledger.answered(id, &answer.driver_pod_uid);
-                if killed_before.is_some() {
-                    tally.check(
-                        invariants::KILLED_STAYS_KILLED,
-                        (!answer.duplicate_submission).then(|| {
-                            format!("submission {id} was killed and a repeat created a driver")
-                        }),
-                    );
-                }
-                return Some(answer);
-            }
-            Err(error) => {
-                tally.check(
-                    invariants::REST_CONTRACT,
-                    invariants::rest_answer(&error).map(|d| format!("submit {id}: {d}")),
-                );
-                tally.operation(&format!("submit_error_{}", error_name(&error)));
-                tracing::debug!(%error, %id, "submission failed");
-                if !error.retryable() {
-                    return None;
-                }
-                tokio::time::sleep(
-                    error
-                        .retry_after()
-                        .unwrap_or(RETRY_PAUSE)
-                        .min(RETRY_PAUSE * 5),
-                )
-                .await;
-            }
-        }
+    let (killed_before, answer) =
+        with_retries(users, "submit", &format!("submit {id}"), || async {
+            // Read before each attempt: a kill between two attempts is what the repeat meets.
+            let killed_before = users.ledger.killed_driver(id);
+            let answer = users.client.submit(request).await?;
+            Ok((killed_before, answer))
+        })
+        .await?;
+    tally.operation(if answer.duplicate_submission {
+        "submit_duplicate"
+    } else {
+        "submit_created"
+    });
+    users.ledger.answered(id, &answer.driver_pod_uid);
+    if killed_before.is_some() {
+        tally.check(
+            invariants::KILLED_STAYS_KILLED,
+            (!answer.duplicate_submission)
+                .then(|| format!("submission {id} was killed and a repeat created a driver")),
+        );
     }
-    tally.operation("submit_gave_up");
-    None
+    Some(answer)
 }
 
 /// Looks `id` up with retries; a killed submission must read killed.
 async fn look_up(users: &Users, id: &str) {
     let tally = &users.tally;
-    for _ in 0..ATTEMPTS {
-        let killed_before = users.ledger.killed_driver(id);
-        match users.client.submission_status(id).await {
-            Ok(status) => {
-                tally.check(invariants::REST_CONTRACT, None);
-                tally.operation("status_lookup");
-                if let Some(uid) = killed_before {
-                    let killed = status.phase == DriverPhase::Failed
-                        && status.reason.as_deref() == Some(submitter::record::KILLED_REASON)
-                        && status.driver_pod_uid == uid;
-                    tally.check(
-                        invariants::KILLED_STAYS_KILLED,
-                        (!killed).then(|| {
-                            format!(
-                                "submission {id} was killed (driver uid {uid}) and reads {:?} {:?} uid {}",
-                                status.phase, status.reason, status.driver_pod_uid
-                            )
-                        }),
-                    );
-                }
-                return;
-            }
-            Err(error) => {
-                tally.check(
-                    invariants::REST_CONTRACT,
-                    invariants::rest_answer(&error).map(|d| format!("status {id}: {d}")),
-                );
-                tally.operation(&format!("status_error_{}", error_name(&error)));
-                if !error.retryable() {
-                    return;
-                }
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
+    let Some((killed_before, status)) =
+        with_retries(users, "status", &format!("status {id}"), || async {
+            let killed_before = users.ledger.killed_driver(id);
+            let status = users.client.submission_status(id).await?;
+            Ok((killed_before, status))
+        })
+        .await
+    else {
+        return;
+    };
+    tally.operation("status_lookup");
+    if let Some(uid) = killed_before {
+        let killed = status.phase == DriverPhase::Failed
+            && status.reason.as_deref() == Some(submitter::record::KILLED_REASON)
+            && status.driver_pod_uid == uid;
+        tally.check(
+            invariants::KILLED_STAYS_KILLED,
+            (!killed).then(|| {
+                format!(
+                    "submission {id} was killed (driver uid {uid}) and reads {:?} {:?} uid {}",
+                    status.phase, status.reason, status.driver_pod_uid
+                )
+            }),
+        );
     }
 }
 
