@@ -58,7 +58,9 @@ use crate::unsupported::unsupported_fields;
 use draft::Draft;
 
 pub use action::{Action, Decision, EventType};
-pub use driver::{DRIVER_PENDING_CONDITION, DRIVER_STUCK_AFTER, DRIVER_STUCK_RECHECK};
+pub use driver::{
+    DRIVER_PENDING_CONDITION, DRIVER_STUCK_AFTER, DRIVER_STUCK_RECHECK, RUNNING_SETTLE,
+};
 pub use executor_state::MAX_TRACKED_EXECUTORS;
 pub use fencing::FIRST_RUN;
 pub use observed::{

@@ -339,7 +339,7 @@ async fn dropped_and_compacted_watches_still_complete() {
     let operator = env.operator().await;
     env.create_app(
         "resilient",
-        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "4"}}}),
     )
     .await;
     env.wait_for_state("resilient", State::Running).await;
@@ -373,7 +373,7 @@ async fn steady_state_makes_no_list_calls() {
     for name in ["steady-a", "steady-b"] {
         env.create_app(
             name,
-            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
+            json!({"driver": {"annotations": {"kubesim.io/run-seconds": "4"}}}),
         )
         .await;
     }
@@ -452,7 +452,7 @@ async fn readiness_drops_while_a_watch_is_down_and_returns_after() {
     let operator = env.operator().await;
     env.create_app(
         "waiting",
-        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "2"}}}),
+        json!({"driver": {"annotations": {"kubesim.io/run-seconds": "4"}}}),
     )
     .await;
     env.wait_for_state("waiting", State::Running).await;

@@ -9,6 +9,8 @@ use crate::{Counts, Variant, mib};
 const VERBS: [&str; 7] = [
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
+/// The most common state paths printed per run.
+const MAX_PATHS: usize = 6;
 const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 /// Everything measured in one run (one variant, one app count).
@@ -184,6 +186,19 @@ pub fn print_one(f: &Figures) {
         "operator CPU in the idle window: {:.0}% of a core",
         f.idle_cpu_share() * 100.0
     );
+    let mut paths: Vec<_> = d.paths.iter().collect();
+    paths.sort_by(|a, b| b.1.cmp(a.1));
+    for (path, n) in paths.iter().take(MAX_PATHS) {
+        println!("  state path x{n}: {path}");
+    }
+    for ((verb, resource), n) in &f.by_operator {
+        if WRITES.contains(&verb.as_str()) {
+            println!(
+                "  operator writes: {verb} {resource} {:.2}/app",
+                f.per_app(*n)
+            );
+        }
+    }
     for (reason, n) in &d.failures {
         println!("  failed x{n}: {reason}");
     }

@@ -32,6 +32,9 @@ struct AppTimes {
     done: Option<(bool, Duration)>,
     /// A transition of this app was read after the follower had lost events.
     late: bool,
+    /// The state after each change of the app, in order (a change that kept the state shows it
+    /// again): which writes each app got.
+    path: Vec<String>,
 }
 
 /// Outcome of a drain.
@@ -52,6 +55,8 @@ pub struct Drained {
     /// MODIFIED events of apps: the writes to them that took effect (a write that lost a race,
     /// 409, makes none).
     pub app_changes: u64,
+    /// The apps' state paths (see `AppTimes::path`), counted.
+    pub paths: BTreeMap<String, usize>,
 }
 
 pub struct Tracker {
@@ -104,6 +109,9 @@ impl Tracker {
         let state = event.object["status"]["applicationState"]["state"]
             .as_str()
             .unwrap_or("");
+        times
+            .path
+            .push(if state.is_empty() { "-" } else { state }.to_owned());
         let (submitted, terminal) = match state {
             "SUBMITTED" | "RUNNING" | "SUCCEEDING" | "FAILING" => (true, None),
             "COMPLETED" => (true, Some(true)),
@@ -211,6 +219,7 @@ impl Tracker {
                 }
             }
             out.late_apps += usize::from(times.late);
+            *out.paths.entry(times.path.join(" > ")).or_default() += 1;
         }
         out.to_submitted.sort();
         out.to_done.sort();

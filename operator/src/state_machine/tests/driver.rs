@@ -1,5 +1,7 @@
 //! Following the driver: timeouts, a failed driver's message, what holds a pending driver.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
 use super::*;
 
 #[test]
@@ -192,4 +194,94 @@ fn a_driver_pending_without_a_reason_on_the_pod_has_its_events_read_after_a_whil
     observed.driver_warning = Some(None);
     let none = decide_at(&spec, Some(&status), &observed, 6);
     assert_eq!(kinds(&none.actions), ["Requeue(15s)"]);
+}
+
+/// SUBMITTED as the submitter's answer writes it: with the Spark application id the driver
+/// carries.
+fn submitted_with_app_id(spec: &SparkApplicationSpec) -> SparkApplicationStatus {
+    let mut status = run_status(spec, State::Submitted);
+    status.spark_application_id = "spark-abc".into();
+    status
+}
+
+#[test]
+fn a_driver_that_just_started_is_written_running_once_it_has_run_a_while() {
+    let spec = spec(json!({}));
+    let status = submitted_with_app_id(&spec);
+    let started = synced(Some(driver(running(true))));
+    // Started at t=5: nothing is written for RUNNING_SETTLE, and the app is looked at again
+    // when it has passed.
+    let early = decide_at(&spec, Some(&status), &started, 6);
+    assert_eq!(early.status.app_state.state, State::Submitted);
+    assert_eq!(kinds(&early.actions), ["Requeue(1s)"]);
+    let settled = decide_at(&spec, Some(&status), &started, 7);
+    assert_eq!(settled.status.app_state.state, State::Running);
+    assert_eq!(
+        kinds(&settled.actions),
+        ["WriteStatus", "Event(SparkDriverRunning)"]
+    );
+}
+
+#[test]
+fn a_driver_that_ends_while_settling_is_one_write_from_submitted_to_completed() {
+    let spec = spec(json!({}));
+    let status = submitted_with_app_id(&spec);
+    let early = decide_at(
+        &spec,
+        Some(&status),
+        &synced(Some(driver(running(true)))),
+        5,
+    );
+    assert!(!kinds(&early.actions).contains(&"WriteStatus".to_owned()));
+    let ended = decide_at(
+        &spec,
+        Some(&status),
+        &synced(Some(driver(DriverPhase::Succeeded))),
+        6,
+    );
+    assert_eq!(ended.status.app_state.state, State::Completed);
+    assert_eq!(
+        kinds(&ended.actions),
+        [
+            "WriteStatus",
+            "Event(SparkDriverCompleted)",
+            "Event(SparkApplicationCompleted)",
+            "Requeue(0s)"
+        ]
+    );
+}
+
+#[test]
+fn running_is_written_at_once_without_a_start_time_or_with_a_pending_condition_to_clear() {
+    let spec = spec(json!({}));
+    let status = run_status(&spec, State::Submitted);
+    let no_start = synced(Some(driver(DriverPhase::Running {
+        ready: true,
+        started_at: None,
+    })));
+    let decision = decide_at(&spec, Some(&status), &no_start, 5);
+    assert_eq!(decision.status.app_state.state, State::Running);
+
+    let mut held = status.clone();
+    held.conditions.push(Condition {
+        type_: DRIVER_PENDING_CONDITION.to_owned(),
+        status: "True".to_owned(),
+        reason: "Unschedulable".to_owned(),
+        message: "0/1 nodes are available".to_owned(),
+        last_transition_time: Time(at(1)),
+        observed_generation: None,
+    });
+    let decision = decide_at(&spec, Some(&held), &synced(Some(driver(running(true)))), 5);
+    assert_eq!(decision.status.app_state.state, State::Running);
+    assert!(decision.status.conditions.is_empty(), "the condition goes");
+
+    // A run already RUNNING (or UNKNOWN) follows its driver at once.
+    let unknown = run_status(&spec, State::Unknown);
+    let decision = decide_at(
+        &spec,
+        Some(&unknown),
+        &synced(Some(driver(running(true)))),
+        5,
+    );
+    assert_eq!(decision.status.app_state.state, State::Running);
 }

@@ -283,7 +283,8 @@ fn non_blocking_unsupported_field_is_reported_once_and_the_app_runs() {
         &spec,
         Some(&submitted.status),
         &synced(Some(driver(running(true)))),
-        2,
+        // Started at 5: RUNNING is written once it has run for RUNNING_SETTLE.
+        7,
     );
     assert_eq!(
         kinds(&later.actions),

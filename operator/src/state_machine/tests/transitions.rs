@@ -25,12 +25,13 @@ fn terminated_at_0(s: &mut SparkApplicationStatus) {
 fn transitions_of_the_state_diagram() {
     let cases = vec![
         Case {
-            name: "SUBMITTED → RUNNING when the driver runs",
+            name: "SUBMITTED → RUNNING when the driver has run for RUNNING_SETTLE",
             spec: json!({}),
             state: State::Submitted,
             tweak: none,
+            // Started at 5.
             observed: synced(Some(driver(running(true)))),
-            now: 1,
+            now: 7,
             expect_state: State::Running,
             expect_actions: &["WriteStatus", "Event(SparkDriverRunning)"],
         },
