@@ -148,9 +148,9 @@ fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
             Some(_) => None,
             None => Some(
                 v.as_str()
-                    .map(crate::quantity::Quantity::parse)
+                    .map(submission::quantity::Quantity::parse)
                     .and_then(Result::err)
-                    .unwrap_or(crate::quantity::ParseQuantityError::Format),
+                    .unwrap_or(submission::quantity::ParseQuantityError::Format),
             ),
         });
     match bad {

@@ -7,9 +7,6 @@
 //!
 //! Modules are declared from the bottom up: each uses only those above it.
 
-/// Resource quantities (`500m`, `1.5Gi`) held exactly, written back canonically (pure).
-pub mod quantity;
-
 /// Standard base64, as Kubernetes encodes `[]byte` fields in JSON (pure).
 pub mod base64;
 

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use crate::meta::At;
-use crate::quantity::Quantity;
 use crate::resource_quota::{ResourceList, containers, pod_resources, resource_list};
+use submission::quantity::Quantity;
 
 /// The annotation saying what the plugin set.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";

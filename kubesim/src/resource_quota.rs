@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use crate::meta::At;
-use crate::quantity::Quantity;
+use submission::quantity::Quantity;
 
 /// Resource names and quantities (`requests.cpu: 500m`).
 pub type ResourceList = BTreeMap<String, Quantity>;

@@ -18,7 +18,7 @@ use axum::routing::get;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use http::StatusCode;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod, ResourceQuota};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -26,7 +26,7 @@ use kube_runtime::WatchStreamExt;
 use kube_runtime::controller::Config as ControllerConfig;
 use kube_runtime::controller::Controller;
 use kube_runtime::events::Reporter;
-use kube_runtime::reflector;
+use kube_runtime::reflector::{self, ObjectRef};
 use kube_runtime::watcher::{self};
 use submitter_client::{ClientConfig, NewClientError, SubmitterClient};
 use thiserror::Error;
@@ -35,8 +35,10 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use crate::connect_controller;
-use crate::crd::SparkApplication;
+use crate::crd::{ApplicationStateType, SparkApplication};
+use crate::defaults::with_defaults;
 use crate::events;
+use crate::executor_quota;
 use crate::executors::ExecutorIndex;
 use crate::metrics::Metrics;
 use crate::pod_index;
@@ -184,6 +186,9 @@ struct Streams {
     /// index this stream feeds; both wake their application.
     pods: BoxStream<'static, Result<Pod, watcher::Error>>,
     drivers: pod_index::DriverCache,
+    /// The namespaces' ResourceQuotas: each change wakes the applications short of executors.
+    quotas: BoxStream<'static, Result<ResourceQuota, watcher::Error>>,
+    quota_reader: reflector::Store<ResourceQuota>,
 }
 
 /// The watches of `namespace` (`None`: all), each feeding its reflector cache and `health`.
@@ -234,7 +239,23 @@ fn streams(
             indexed.apply(event);
         }
     })
-    .inspect(track(&health.pods, metrics.clone(), "pods", owned))
+    .inspect(track(&health.pods, metrics.clone(), "pods", owned.clone()))
+    .touched_objects()
+    .boxed();
+    let (quota_reader, quota_writer) = reflector::store::<ResourceQuota>();
+    let quotas = watcher(
+        scoped_api::<ResourceQuota>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|q: &mut ResourceQuota| q.metadata.managed_fields = None)
+    .reflect(quota_writer)
+    .inspect(track(
+        &health.quotas,
+        metrics.clone(),
+        "resourcequotas",
+        owned,
+    ))
     .touched_objects()
     .boxed();
     Streams {
@@ -245,6 +266,8 @@ fn streams(
             store: pod_reader,
             owners,
         },
+        quotas,
+        quota_reader,
     }
 }
 
@@ -317,6 +340,7 @@ pub async fn run(
         pods: all_streams.iter().map(|s| s.drivers.clone()).collect(),
         executors: executor_index,
         warnings,
+        quotas: all_streams.iter().map(|s| s.quota_reader.clone()).collect(),
         health,
         recorder: Arc::new(events::EventRecorder::new(client.clone(), reporter)),
         master: config.master.clone(),
@@ -383,6 +407,45 @@ fn watch_warnings(
 }
 
 /// A task that ends with its owner: a dropped `run` (an aborted operator) stops its schedules.
+/// The quota watch's mapper: a quota's change concerns the running applications of its
+/// namespace that are short of executors or show the quota condition, not every application
+/// there (a quota's `used` moves with every pod of the namespace).
+fn short_of_executors(
+    apps: reflector::Store<SparkApplication>,
+    executors: Arc<ExecutorIndex>,
+) -> impl Fn(ResourceQuota) -> Vec<ObjectRef<SparkApplication>> + Send + Sync + 'static {
+    move |quota| {
+        let Some(namespace) = quota.metadata.namespace.as_deref() else {
+            return Vec::new();
+        };
+        apps.state()
+            .iter()
+            .filter(|app| app.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|app| {
+                let Some(status) = app.status.as_ref() else {
+                    return false;
+                };
+                if status.app_state.state != ApplicationStateType::Running {
+                    return false;
+                }
+                let shown = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == executor_quota::CONDITION_TYPE);
+                let live = executors
+                    .executors(namespace, &app.name_any())
+                    .iter()
+                    .filter(|e| e.submission_id.as_deref() == Some(status.submission_id.as_str()))
+                    .filter(|e| executor_quota::is_live(e.state))
+                    .count();
+                let expected = executor_quota::expected_executors(&with_defaults(&app.spec));
+                shown || u32::try_from(live).unwrap_or(u32::MAX) < expected
+            })
+            .map(|app| ObjectRef::from_obj(app.as_ref()))
+            .collect()
+    }
+}
+
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
@@ -401,6 +464,7 @@ async fn control<S>(
 ) where
     S: ProgressStore + 'static,
 {
+    let executors = effects.executors.clone();
     let ctx = Arc::new(Reconciler::new(
         effects,
         config.settings.clone(),
@@ -411,9 +475,11 @@ async fn control<S>(
     info!(namespaces = ?config.namespaces, "starting the controller");
     let controllers = all_streams.into_iter().map(|streams| {
         let permits = permits.clone();
+        let wake = short_of_executors(streams.app_reader.clone(), executors.clone());
         Controller::for_stream(streams.apps, streams.app_reader)
             .with_config(ControllerConfig::default().concurrency(MAX_CONCURRENT_RECONCILES))
             .watches_stream(streams.pods, observe::application_of)
+            .watches_stream(streams.quotas, wake)
             .graceful_shutdown_on(shutdown.clone())
             .run(
                 move |app, ctx| {

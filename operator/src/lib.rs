@@ -1,7 +1,7 @@
 //! The SparkApplication operator, in two layers.
 //!
 //! The pure core ([`crd`], [`labels`], [`names`], [`defaults`], [`unsupported`], [`sparkconf`],
-//! [`argv`], [`state_machine`], [`fence`], [`recovery`], [`batch`], [`monitoring`], [`ui`],
+//! [`argv`], [`executor_quota`], [`state_machine`], [`fence`], [`recovery`], [`batch`], [`monitoring`], [`ui`],
 //! [`dependencies`], [`schedule`], [`connect`]): the CRD types, the names and labels spelled
 //! once, the spec fields we cannot honour, the `spark-submit` argument vector and inline pod
 //! templates for the submitter, the objects a run owns besides its driver, the state machine that
@@ -35,6 +35,9 @@ pub mod sparkconf;
 
 /// From a SparkApplication to the submitter's request: argv plus inline pod templates.
 pub mod argv;
+
+/// Executors a ResourceQuota keeps out: the condition's decision from the quotas' status (pure).
+pub mod executor_quota;
 
 /// The application's state machine: `decide(app, observed, now)`.
 pub mod state_machine;

@@ -149,6 +149,9 @@ pub struct Health {
     pub connect_pods: WatchHealth,
     /// The pods' Warning events (stuck drivers): logged and counted, not a readiness condition.
     pub warnings: WatchHealth,
+    /// The ResourceQuotas (executors a quota keeps out): logged and counted, not a readiness
+    /// condition.
+    pub quotas: WatchHealth,
 }
 
 impl Health {
@@ -197,6 +200,12 @@ pub trait Effects: Send + Sync {
 
     /// The app's executor pods from the executor index.
     fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor>;
+
+    /// The ResourceQuotas of the app's namespace, from the quota cache (none without one).
+    fn cached_quotas(&self, app: &SparkApplication) -> Vec<crate::executor_quota::QuotaRoom> {
+        let _ = app;
+        Vec::new()
+    }
 
     /// The application read from the API server, not the cache; `None`: it is gone.
     fn read_live(
@@ -512,6 +521,7 @@ impl<E: Effects> Reconciler<E> {
             other_drivers,
             heartbeat: self.read_heartbeat(&app).await,
             executors: self.effects.cached_executors(&app),
+            quotas: self.effects.cached_quotas(&app),
             ..Observed::default()
         };
         for _ in 0..MAX_ROUNDS {
@@ -672,6 +682,7 @@ impl<E: Effects> Reconciler<E> {
             observed.cache_synced = self.effects.cache_synced();
             (observed.driver, observed.other_drivers) = self.effects.cached_drivers(&app);
             observed.executors = self.effects.cached_executors(&app);
+            observed.quotas = self.effects.cached_quotas(&app);
         }
         debug!("decision rounds exhausted; continuing in the next reconcile");
         Ok(ControllerAction::requeue(ROUNDS_EXHAUSTED_REQUEUE))

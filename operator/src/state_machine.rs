@@ -43,6 +43,7 @@ mod driver;
 mod executor_state;
 mod fencing;
 mod owned_objects;
+mod quota_condition;
 mod run_end;
 mod submit;
 mod suspend;
@@ -157,6 +158,7 @@ pub fn decide(app: &AppView<'_>, observed: &Observed, now: Timestamp) -> Decisio
         }
     }
     d.track_executors();
+    d.update_quota_condition();
     d.finish(&original)
 }
 

@@ -8,6 +8,9 @@
 /// Byte strings (`1g`, `1500m`) as Spark reads them.
 pub mod size;
 
+/// Kubernetes resource quantities (`500m`, `1.5Gi`) held exactly, written back canonically.
+pub mod quantity;
+
 /// An error and its causes on one line, for logs and error bodies.
 pub mod error_chain;
 

@@ -255,7 +255,8 @@ OPERATOR_RULES = triples(
     "sparkoperator.k8s.io/scheduledsparkapplications: get list watch; "
     "sparkoperator.k8s.io/scheduledsparkapplications/status: update; "
     "sparkoperator.k8s.io/sparkconnects: list watch; sparkoperator.k8s.io/sparkconnects/status: update; "
-    "pods: get list watch create delete; events.k8s.io/events: create patch; events: list watch; services: get create; "
+    "pods: get list watch create delete; events.k8s.io/events: create patch; events: list watch; resourcequotas: list watch; "
+    "services: get create; "
     "networking.k8s.io/ingresses: create; configmaps: get create update patch") | {
     ("policy", "poddisruptionbudgets", "create"),
     ("scheduling.volcano.sh", "podgroups", "create"), ("scheduling.x-k8s.io", "podgroups", "create")}

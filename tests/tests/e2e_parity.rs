@@ -4,8 +4,7 @@
 
 use crate::e2e_support;
 
-use e2e_support::{Env, install_pod_group_crd, wait_until};
-use k8s_openapi::api::core::v1::Pod;
+use e2e_support::{Env, executor_pod, install_pod_group_crd, wait_until};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::jiff::Timestamp;
@@ -333,35 +332,6 @@ async fn a_driver_held_pending_shows_why_on_the_application() {
             .sum()
     };
     assert_eq!(events(false), events(true), "{counts:?}");
-}
-
-/// An executor pod as a Spark driver of `app` creates it: Spark's role label, the operator's
-/// labels from the executor confs, owned by the driver pod.
-fn executor_pod(app: &SparkApplication, driver: &Pod, name: &str, annotations: Value) -> Pod {
-    let status = app.status.as_ref().unwrap();
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": annotations,
-            "labels": {
-                "spark-role": "executor",
-                "spark-app-selector": status.spark_application_id,
-                "sparkoperator.k8s.io/app-name": app.metadata.name,
-                "sparkoperator.k8s.io/launched-by-spark-operator": "true",
-                "sparkoperator.k8s.io/submission-id": status.submission_id,
-            },
-            // As Spark makes them from the operator's executor template: the driver as
-            // controller, the application as a plain owner.
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true},
-                {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-                "name": app.metadata.name, "uid": app.metadata.uid}],
-        },
-        "spec": {"restartPolicy": "Never",
-                 "containers": [{"name": "spark-kubernetes-executor", "image": "apache/spark:4.0.4"}]},
-    }))
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

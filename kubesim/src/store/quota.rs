@@ -184,7 +184,7 @@ impl Inner {
         let hard = rq::resource_list(quota.at("/spec/hard"));
         let mut used: ResourceList = hard
             .keys()
-            .map(|k| (k.clone(), crate::quantity::Quantity::ZERO))
+            .map(|k| (k.clone(), submission::quantity::Quantity::ZERO))
             .collect();
         if rq::is_scope_free(quota) {
             let types: BTreeSet<(String, String)> = hard.keys().map(|k| counted_type(k)).collect();

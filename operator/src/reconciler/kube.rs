@@ -41,6 +41,8 @@ pub struct KubeEffects<S> {
     pub executors: Arc<ExecutorIndex>,
     /// The pods' recent Warning events, from the events watches.
     pub warnings: crate::pod_warnings::PodWarnings,
+    /// The ResourceQuotas, one cache per namespace watched (or one for all).
+    pub quotas: Vec<kube_runtime::reflector::Store<k8s_openapi::api::core::v1::ResourceQuota>>,
     pub health: Arc<Health>,
     pub recorder: Arc<crate::events::EventRecorder>,
     /// `--master` given to the submitter in the argv.
@@ -131,6 +133,7 @@ impl<S> KubeEffects<S> {
             pods: self.pods,
             executors: self.executors,
             warnings: self.warnings,
+            quotas: self.quotas,
             health: self.health,
             recorder: self.recorder,
             master: self.master,
@@ -200,6 +203,16 @@ impl<S: ProgressStore> Effects for KubeEffects<S> {
 
     fn cached_executors(&self, app: &SparkApplication) -> Vec<ObservedExecutor> {
         self.executors.executors(&namespace(app), &app.name_any())
+    }
+
+    fn cached_quotas(&self, app: &SparkApplication) -> Vec<crate::executor_quota::QuotaRoom> {
+        let namespace = namespace(app);
+        self.quotas
+            .iter()
+            .flat_map(kube_runtime::reflector::Store::state)
+            .filter(|q| q.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .filter_map(|q| crate::executor_quota::QuotaRoom::of(&q))
+            .collect()
     }
 
     async fn read_live(

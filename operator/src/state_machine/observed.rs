@@ -5,6 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{ExecutorState, FailureReason};
+use crate::executor_quota::QuotaRoom;
 use crate::fence::Heartbeat;
 
 /// What the driver container is doing, as the reconciler read it from the pod (the driver
@@ -143,6 +144,8 @@ pub struct Observed {
     pub driver_warning: Option<Option<PendingReason>>,
     /// The application's executor pods from the executor index (any run's).
     pub executors: Vec<ObservedExecutor>,
+    /// The ResourceQuotas of the application's namespace, from the quota cache.
+    pub quotas: Vec<QuotaRoom>,
     /// The answer to [`Action::EnsureDependencies`](super::Action::EnsureDependencies): all made, or the first the API server
     /// refused.
     pub dependencies: Option<Result<(), RefusedObject>>,

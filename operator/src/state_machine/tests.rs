@@ -200,6 +200,7 @@ fn nothing_is_decided_before_the_cache_has_synced() {
 }
 
 mod driver;
+mod executor_quota;
 mod executor_state;
 mod owned_objects;
 mod recovery;

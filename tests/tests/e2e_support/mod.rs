@@ -350,6 +350,37 @@ impl Env {
     }
 }
 
+/// An executor pod as a Spark driver of `app` creates it: Spark's role label, the operator's
+/// labels from the executor confs, owned by the driver pod; its `spark-exec-id` is the number
+/// that ends `name`.
+pub fn executor_pod(app: &SparkApplication, driver: &Pod, name: &str, annotations: Value) -> Pod {
+    let status = app.status.as_ref().unwrap();
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": annotations,
+            "labels": {
+                "spark-role": "executor",
+                "spark-exec-id": name.rsplit('-').next(),
+                "spark-app-selector": status.spark_application_id,
+                "sparkoperator.k8s.io/app-name": app.metadata.name,
+                "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+                "sparkoperator.k8s.io/submission-id": status.submission_id,
+            },
+            // As Spark makes them from the operator's executor template: the driver as
+            // controller, the application as a plain owner.
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                "name": driver.metadata.name, "uid": driver.metadata.uid, "controller": true},
+                {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                "name": app.metadata.name, "uid": app.metadata.uid}],
+        },
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "spark-kubernetes-executor", "image": "apache/spark:4.0.4"}]},
+    }))
+    .unwrap()
+}
+
 /// The operator's rules in a namespace as the chart grants them (`ss.operator.rules` in
 /// charts/spark-submitter/templates/_helpers.tpl), without a recovery store.
 pub fn chart_operator_rules() -> Value {
@@ -370,6 +401,7 @@ pub fn chart_operator_rules() -> Value {
          "verbs": ["get", "list", "watch", "create", "delete"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},
         {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
