@@ -5,7 +5,7 @@
 //! `ExecutorsPendingQuota` naming the quota and the executors missing, and loses it once the
 //! quota has room and the executors are there.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use e2e_support::{Env, WAIT, executor_pod};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};

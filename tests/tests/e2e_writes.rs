@@ -4,7 +4,7 @@
 //! COMPLETED and their events), counted by the user the operator acts as in kubesim's
 //! authorization journal.
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::collections::BTreeMap;
 
