@@ -218,3 +218,46 @@ fn no_source_file_of_the_codemaps_crates_is_over_1000_lines() {
     }
     assert!(long.is_empty(), "split by concept: {long:#?}");
 }
+
+/// A package whose `Cargo.toml` turns off test discovery (`autotests = false`) links its
+/// integration tests into one binary, `tests/integration.rs`, which declares each file of its
+/// `tests/` folder as a module: a file left out of that list would never be built or run.
+#[test]
+fn every_test_file_is_a_module_of_its_packages_one_test_binary() {
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let members = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("members = ["))
+        .expect("the workspace lists its members on one line");
+    let mut missing = Vec::new();
+    let mut binaries = 0;
+    for member in members.trim_end_matches(']').split(',') {
+        let folder = repo().join(member.trim().trim_matches('"'));
+        let cargo = std::fs::read_to_string(folder.join("Cargo.toml")).unwrap();
+        if !cargo.lines().any(|l| l.trim() == "autotests = false") {
+            continue;
+        }
+        binaries += 1;
+        let declared = std::fs::read_to_string(folder.join("tests/integration.rs"))
+            .expect("a package without test discovery has tests/integration.rs");
+        let modules = self::declared(&declared);
+        for entry in std::fs::read_dir(folder.join("tests")).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            let is_test_file = path.extension().is_some_and(|e| e == "rs") && stem != "integration";
+            if is_test_file && !modules.contains(stem) {
+                missing.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        binaries >= 4,
+        "the packages with one test binary: {binaries}"
+    );
+    assert!(
+        missing.is_empty(),
+        "declare them in their tests/integration.rs: {missing:#?}"
+    );
+}
