@@ -1,6 +1,7 @@
 //! The chaos soak in CI: a short fault window from a fixed seed and from a random one (printed),
 //! run at once on one machine; every invariant must hold, every invariant must have been
-//! checked, and every kind of fault must have been applied at least once. A failure prints the
+//! checked, and every kind of fault must have been applied at least once (by the random schedule:
+//! applied, or tried while it had no target). A failure prints the
 //! seed and the replay command: `sandbox chaos --seed N --duration 75s --mean-gap 1500ms`.
 
 use std::time::Duration;
@@ -31,7 +32,11 @@ async fn soak(seed: u64) -> Report {
     report
 }
 
-fn assert_held(report: &Report) {
+/// `every_kind`: each kind of fault was applied. The random schedule's soak asks only that each
+/// kind was drawn and tried: a kill of a driver drawn while none runs (3 applications at most
+/// live at once) is tried for 5 s, then passed over as `kill_driver_skipped`, and a random
+/// schedule may draw it only then. The fixed schedule is held to every kind applied.
+fn assert_held(report: &Report, every_kind: bool) {
     let violations = report.violations();
     assert!(
         violations.is_empty(),
@@ -51,9 +56,13 @@ fn assert_held(report: &Report) {
         redis: report.redis,
         ..ChaosConfig::new("sandbox".into(), report.seed, WINDOW).shape(3)
     };
+    let faults = report.faults();
     for kind in FaultKind::all_for(&shape) {
+        let tried = faults
+            .get(&format!("{}_skipped", kind.name()))
+            .is_some_and(|n| *n > 0);
         assert!(
-            report.tally.applied(kind) > 0,
+            report.tally.applied(kind) > 0 || (!every_kind && tried),
             "seed {}: no {} fault was applied (replay: {}): {:?}",
             report.seed,
             kind.name(),
@@ -75,6 +84,6 @@ async fn every_invariant_holds_and_every_fault_kind_comes_under_a_fixed_and_a_ra
     let random = fastrand::u64(..);
     eprintln!("chaos seeds: fixed {FIXED_SEED}, random {random}");
     let (fixed, random) = tokio::join!(soak(FIXED_SEED), soak(random));
-    assert_held(&fixed);
-    assert_held(&random);
+    assert_held(&fixed, true);
+    assert_held(&random, false);
 }
