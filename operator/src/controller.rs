@@ -406,7 +406,6 @@ fn watch_warnings(
     })
 }
 
-/// A task that ends with its owner: a dropped `run` (an aborted operator) stops its schedules.
 /// The quota watch's mapper: a quota's change concerns the running applications of its
 /// namespace that are short of executors or show the quota condition, not every application
 /// there (a quota's `used` moves with every pod of the namespace).
@@ -432,20 +431,19 @@ fn short_of_executors(
                     .conditions
                     .iter()
                     .any(|c| c.type_ == executor_quota::CONDITION_TYPE);
-                let live = executors
-                    .executors(namespace, &app.name_any())
-                    .iter()
-                    .filter(|e| e.submission_id.as_deref() == Some(status.submission_id.as_str()))
-                    .filter(|e| executor_quota::is_live(e.state))
-                    .count();
-                let expected = executor_quota::expected_executors(&with_defaults(&app.spec));
-                shown || u32::try_from(live).unwrap_or(u32::MAX) < expected
+                let of_app = executors.executors(namespace, &app.name_any());
+                let live = executor_quota::live_executors(
+                    of_app.iter().map(|e| (e.submission_id.as_deref(), e.state)),
+                    &status.submission_id,
+                );
+                shown || live < executor_quota::expected_executors(&with_defaults(&app.spec))
             })
             .map(|app| ObjectRef::from_obj(app.as_ref()))
             .collect()
     }
 }
 
+/// A task that ends with its owner: a dropped `run` (an aborted operator) stops its schedules.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {

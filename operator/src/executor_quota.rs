@@ -169,13 +169,24 @@ impl Shortfall {
     }
 }
 
-/// Whether an executor in `state` holds its place (and its share of a quota): pending or
-/// running; a pod that finished no longer counts against a quota, and Spark replaces it.
-pub fn is_live(state: ExecutorState) -> bool {
-    matches!(
-        state,
-        ExecutorState::Pending | ExecutorState::Running | ExecutorState::Unknown
-    )
+/// How many of `executors` (each its submission id and state) belong to the run
+/// `submission_id` and hold their place (and their share of a quota): pending, running or
+/// unknown; a pod that finished no longer counts against a quota, and Spark replaces it.
+pub fn live_executors<'a>(
+    executors: impl IntoIterator<Item = (Option<&'a str>, ExecutorState)>,
+    submission_id: &str,
+) -> u32 {
+    let live = executors
+        .into_iter()
+        .filter(|(id, state)| {
+            *id == Some(submission_id)
+                && matches!(
+                    state,
+                    ExecutorState::Pending | ExecutorState::Running | ExecutorState::Unknown
+                )
+        })
+        .count();
+    u32::try_from(live).unwrap_or(u32::MAX)
 }
 
 /// How many executors the application should have while its driver runs: `executor.instances`

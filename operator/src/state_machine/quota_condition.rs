@@ -18,16 +18,13 @@ impl Draft<'_> {
         let shortfall =
             (driver_running && !self.delete_app && self.status.app_state.state == State::Running)
                 .then(|| {
-                    let live = self
-                        .observed
-                        .executors
-                        .iter()
-                        .filter(|e| e.submission_id.as_deref() == Some(current))
-                        .filter(|e| executor_quota::is_live(e.state))
-                        .count();
+                    let executors = self.observed.executors.iter();
                     executor_quota::decide(
                         executor_quota::expected_executors(&self.spec),
-                        u32::try_from(live).unwrap_or(u32::MAX),
+                        executor_quota::live_executors(
+                            executors.map(|e| (e.submission_id.as_deref(), e.state)),
+                            current,
+                        ),
                         &ExecutorDemand::of(&self.spec),
                         &self.observed.quotas,
                     )
