@@ -172,6 +172,38 @@ async fn a_fence_and_a_commit_count_only_once_a_replica_holds_them() {
     assert_eq!((m.epoch, m.seq, m.payload.as_str()), (e + 1, 2, "two"));
 }
 
+/// While no replica acknowledges, every confirmed write's `WAIT` holds the shared connection for
+/// its whole timeout, so concurrent writes queue behind each other on the node. Each must still
+/// get its own answer (not confirmed), not a client timeout whose retry lengthens the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_no_replica_confirms_each_answer_unreplicated_not_timed_out() {
+    let (cluster, s) = store().await;
+    let a = app("queued");
+    let e = first_fence(&s, &a).await;
+    let (_, master, replica) = placement(&cluster, &a);
+    cluster.pause(replica).unwrap();
+    let writes: Vec<_> = (1..=4)
+        .map(|seq| {
+            let (s, a) = (s.clone(), a.clone());
+            tokio::spawn(async move { s.commit(&a, e, seq, "queued", seq).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for w in writes {
+        answers.push(
+            w.await
+                .unwrap()
+                .map_err(|e| (unreplicated(&e), format!("{e:?}"))),
+        );
+    }
+    cluster.resume(replica).unwrap();
+    blocking(|| cluster.wait_replica(replica, master)).unwrap();
+    assert!(
+        answers.iter().all(|r| matches!(r, Err((Some(0), _)))),
+        "every write answered as not confirmed by a replica: {answers:?}"
+    );
+}
+
 /// Commits under `epoch` with growing seqs from `first` until `stop`, at most `bound` attempts;
 /// every answer's kind (`ok` for an accepted write).
 async fn keep_committing(

@@ -282,8 +282,12 @@ impl RedisStore {
         let url: RedisUrl = url
             .parse()
             .map_err(|e: ParseRedisUrlError| ConnectError::Url(e.into()))?;
-        // A WAIT must never be cut short by the client's own bound on an answer.
-        let response_timeout = url.durability.timeout + Duration::from_secs(1);
+        // An answer is awaited as long as a whole call may take. While no replica acknowledges,
+        // every confirmed write's WAIT holds the shared connection for its whole timeout, so
+        // concurrent writes queue behind each other on the node: a shorter bound times out the
+        // queued ones, and the client's retry of each only lengthens the queue (every call then
+        // timed out until the writers stopped).
+        let response_timeout = CLUSTER_CALL_BOUND + url.durability.timeout;
         let conn = match url.topology {
             Topology::Server { url: server } => {
                 let client =
@@ -303,7 +307,7 @@ impl RedisStore {
                     .min_retry_wait(10)
                     .max_retry_wait(500)
                     .response_timeout(response_timeout)
-                    .overall_response_timeout(Some(CLUSTER_CALL_BOUND + url.durability.timeout))
+                    .overall_response_timeout(Some(response_timeout))
                     .build()
                     .map_err(|e| ConnectError::Url(e.into()))?;
                 let conn = client
