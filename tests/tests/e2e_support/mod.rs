@@ -184,7 +184,7 @@ impl Env {
             .unwrap()
     }
 
-    /// Waits until the app reaches `state`, failing if it reaches another terminal state.
+    /// Waits until the app reaches `state`.
     pub async fn wait_for_state(
         &self,
         name: &str,
@@ -201,13 +201,8 @@ impl Env {
         state: ApplicationStateType,
     ) -> SparkApplication {
         let apps: Api<SparkApplication> = Api::namespaced(self.client.clone(), namespace);
-        wait_until(&format!("{name} to reach {state:?}"), || {
-            let apps = apps.clone();
-            async move {
-                let app = apps.get(name).await.ok()?;
-                let current = app.status.as_ref()?.app_state.state;
-                (current == state).then_some(app)
-            }
+        watch_app(apps, name, &format!("{name} to reach {state:?}"), |app| {
+            app.status.as_ref().map(|s| s.app_state.state) == Some(state)
         })
         .await
     }
@@ -219,16 +214,7 @@ impl Env {
         what: &str,
         probe: impl Fn(&SparkApplication) -> bool,
     ) -> SparkApplication {
-        let apps = self.apps();
-        let probe = &probe;
-        wait_until(what, || {
-            let apps = apps.clone();
-            async move {
-                let app = apps.get(name).await.ok()?;
-                probe(&app).then_some(app)
-            }
-        })
-        .await
+        watch_app(self.apps(), name, what, probe).await
     }
 
     /// The driver pods of `app` (by the operator's app-name label).
@@ -427,6 +413,52 @@ fn merge(base: &mut Value, extra: &Value) {
         }
         (base, extra) => *base = extra.clone(),
     }
+}
+
+/// Waits until `probe` holds for the app `name`, for at most [`WAIT`]: reads it (a GET), then
+/// watches it from that version (its name as the field selector), reading it again when the
+/// watch ends (at the latest after 10 s). No LIST, so tests that count the operator's LIST calls
+/// can wait with it too.
+async fn watch_app(
+    apps: Api<SparkApplication>,
+    name: &str,
+    what: &str,
+    probe: impl Fn(&SparkApplication) -> bool,
+) -> SparkApplication {
+    use futures::TryStreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let follow = async {
+        loop {
+            // An app not made yet (a schedule's next run) is watched from now, and read again
+            // within a second in case it was made between the read and the watch.
+            let (version, seconds) = match apps.get_opt(name).await.ok().flatten() {
+                Some(app) if probe(&app) => return app,
+                Some(app) => (app.metadata.resource_version.unwrap_or_default(), 10),
+                None => (String::new(), 1),
+            };
+            let params = WatchParams::default()
+                .fields(&format!("metadata.name={name}"))
+                .timeout(seconds);
+            let Ok(events) = apps.watch(&params, &version).await else {
+                continue;
+            };
+            let mut events = std::pin::pin!(events);
+            while let Ok(Some(event)) = events.try_next().await {
+                match event {
+                    WatchEvent::Added(app) | WatchEvent::Modified(app) if probe(&app) => {
+                        return app;
+                    }
+                    WatchEvent::Deleted(_) => panic!("{what}: the app was deleted"),
+                    // An expired version (410) ends this watch: read the app again.
+                    WatchEvent::Error(_) => break,
+                    _ => {}
+                }
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, follow)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
 }
 
 /// Polls `probe` every 50 ms until it answers, for at most [`WAIT`].
