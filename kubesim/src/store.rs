@@ -834,16 +834,10 @@ impl Inner {
         if rt.status_subresource {
             match part {
                 Part::Status => {
-                    // Everything but the status is the current object's: copied field by
-                    // field, so the status being replaced is not copied first.
+                    // Everything but the status is the current object's (the status being
+                    // replaced is not copied first).
                     let status = proposed.as_object_mut().and_then(|o| o.remove("status"));
-                    let mut merged: serde_json::Map<String, Value> = current
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter(|(k, _)| k.as_str() != "status")
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
+                    let mut merged = meta::fields_except(current, &["status"]);
                     if let Some(s) = status {
                         merged.insert("status".into(), s);
                     }
