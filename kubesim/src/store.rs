@@ -106,8 +106,8 @@ pub struct ListOpts {
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct ListPage {
-    /// Matching objects, ordered by namespace then name.
-    pub items: Vec<Value>,
+    /// Matching objects, ordered by namespace then name (the stored versions, shared).
+    pub items: Vec<Arc<Value>>,
     /// The store's resourceVersion at the time of the list.
     pub resource_version: u64,
     /// Token for the next page, if any.
@@ -313,7 +313,7 @@ impl Store {
                 continue;
             }
             last_key = Some(k.clone());
-            items.push(as_viewed(view, Value::clone(v)));
+            items.push(shared_as_viewed(view, Arc::clone(v)));
         }
         let continue_token = (remaining > 0)
             .then(|| last_key.map(|k| encode_continue(inner.rv, &k)))
