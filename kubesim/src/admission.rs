@@ -579,11 +579,10 @@ pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .at("/spec/containers")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[][..], Vec::as_slice);
     let mut any = false;
     let mut guaranteed = true;
-    for c in &containers {
+    for c in containers {
         let req = c.at("/resources/requests").and_then(Value::as_object);
         let lim = c.at("/resources/limits").and_then(Value::as_object);
         if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
