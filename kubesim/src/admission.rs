@@ -19,7 +19,7 @@ pub fn admit_create(
     obj: &mut Value,
     exists: Exists<'_>,
 ) -> Result<(), ApiError> {
-    prune_unknown_fields(rt, obj);
+    prune_unknown_fields(rt, obj, None);
     decode_quantities(rt, obj)?;
     let name = meta::name(obj).to_string();
     let mut causes = Vec::new();
@@ -61,7 +61,7 @@ pub fn admit_create(
 /// Validates and defaults a replacement of `current`.
 pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Result<(), ApiError> {
     decode_quantities(rt, obj)?;
-    prune_unknown_fields(rt, obj);
+    prune_unknown_fields(rt, obj, Some(current));
     let name = meta::name(current).to_string();
     let mut causes = Vec::new();
     validate_common(obj, &mut causes);
@@ -101,8 +101,6 @@ pub fn admit_update(rt: &ResourceType, obj: &mut Value, current: &Value) -> Resu
     Ok(())
 }
 
-/// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
-/// server never stores them (custom resources are stored as they come).
 /// Quantities of built-in types are decoded into Go's `resource.Quantity`: one that is not a
 /// quantity fails the decoding, as a 400, before anything else is looked at.
 fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
@@ -163,13 +161,21 @@ fn decode_quantities(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
     }
 }
 
-fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value) {
+/// Drops the fields a built-in type does not have, as decoding into the Go type does: the API
+/// server never stores them (custom resources are stored as they come). Of a replacement, only
+/// what differs from `current` is walked (stored, so pruned already).
+fn prune_unknown_fields(rt: &ResourceType, obj: &mut Value, current: Option<&Value>) {
     if rt.custom || !obj.is_object() {
         return;
     }
     obj["apiVersion"] = json!(rt.api_version());
     obj["kind"] = json!(rt.kind);
-    crate::protobuf::unknown_fields(obj, true);
+    match current {
+        Some(stored) => crate::protobuf::prune_changed(obj, stored),
+        None => {
+            crate::protobuf::unknown_fields(obj, true);
+        }
+    }
 }
 
 fn is_core(rt: &ResourceType, plural: &str) -> bool {
@@ -573,11 +579,10 @@ pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .at("/spec/containers")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[][..], Vec::as_slice);
     let mut any = false;
     let mut guaranteed = true;
-    for c in &containers {
+    for c in containers {
         let req = c.at("/resources/requests").and_then(Value::as_object);
         let lim = c.at("/resources/limits").and_then(Value::as_object);
         if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {

@@ -606,14 +606,14 @@ async fn execute(
                 metadata["continue"] = json!(c);
                 metadata["remainingItemCount"] = json!(page.remaining);
             }
-            Ok(json_response(
+            Ok(serialized_response(
                 StatusCode::OK,
-                &json!({
-                    "kind": format!("{}List", rt.kind),
-                    "apiVersion": rt.api_version(),
-                    "metadata": metadata,
-                    "items": page.items,
-                }),
+                &ListAnswer {
+                    api_version: rt.api_version(),
+                    items: page.items.iter().map(|o| o.as_ref()).collect(),
+                    kind: format!("{}List", rt.kind),
+                    metadata,
+                },
             ))
         }
         Verb::Watch => {
@@ -891,6 +891,17 @@ fn delete_opts(q: &Query, body: &Bytes) -> Result<DeleteOpts, ApiError> {
         )));
     }
     Ok(opts)
+}
+
+/// A list answer, its items serialised from the store's shared versions (`json!` would copy
+/// each of them, twice); fields in the order `json!` writes them.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListAnswer<'a> {
+    api_version: String,
+    items: Vec<&'a Value>,
+    kind: String,
+    metadata: Value,
 }
 
 /// A JSON answer.

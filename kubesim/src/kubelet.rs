@@ -286,49 +286,63 @@ fn core_type(store: &Store, plural: &str, kind: &str, namespaced: bool) -> Arc<R
 /// conditions replace same-typed ones (keeping `lastTransitionTime` when the status did not
 /// change) and every other field and condition is kept.
 fn merge_status(current: Option<&Value>, ours: &Value, now: &str) -> Value {
-    let mut status = current
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut conditions = status
+    let empty = serde_json::Map::new();
+    let current = current.and_then(Value::as_object).unwrap_or(&empty);
+    let ours = ours.as_object().unwrap_or(&empty);
+    let our_conditions: &[Value] = ours
         .get("conditions")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(o) = ours.as_object() {
-        for (k, v) in o {
-            if k != "conditions" {
-                status.insert(k.clone(), v.clone());
-            }
-        }
+        .map_or(&[], Vec::as_slice);
+    fn kind(c: &Value) -> Option<&Value> {
+        c.get("type")
     }
-    for c in ours
+    // Built from the current status field by field and condition by condition, so what the
+    // kubelet replaces (its fields and conditions, most of a pod's status) is never copied.
+    let mut conditions: Vec<Value> = current
         .get("conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-    {
-        let mut c = c.clone();
-        let kind = c.get("type").cloned();
-        match conditions
-            .iter_mut()
-            .find(|e| e.get("type") == kind.as_ref())
-        {
-            Some(existing) => {
-                let same = existing.get("status") == c.get("status");
-                c["lastTransitionTime"] = match existing.get("lastTransitionTime") {
-                    Some(t) if same => t.clone(),
-                    _ => json!(now),
-                };
-                *existing = c;
-            }
-            None => {
-                c["lastTransitionTime"] = json!(now);
-                conditions.push(c);
-            }
+        .map(
+            |existing| match our_conditions.iter().find(|c| kind(c) == kind(existing)) {
+                Some(c) => {
+                    let same = existing.get("status") == c.get("status");
+                    let mut c = c.clone();
+                    c["lastTransitionTime"] = match existing.get("lastTransitionTime") {
+                        Some(t) if same => t.clone(),
+                        _ => json!(now),
+                    };
+                    c
+                }
+                None => existing.clone(),
+            },
+        )
+        .collect();
+    for c in our_conditions {
+        if !conditions.iter().any(|e| kind(e) == kind(c)) {
+            let mut c = c.clone();
+            c["lastTransitionTime"] = json!(now);
+            conditions.push(c);
         }
     }
-    status.insert("conditions".into(), Value::Array(conditions));
+    let mut status = serde_json::Map::new();
+    let mut conditions = Some(Value::Array(conditions));
+    for (k, v) in current {
+        let v = match (k.as_str(), ours.get(k)) {
+            ("conditions", _) => conditions.take().unwrap_or_default(),
+            (_, Some(o)) => o.clone(),
+            (_, None) => v.clone(),
+        };
+        status.insert(k.clone(), v);
+    }
+    for (k, v) in ours {
+        if k != "conditions" && !current.contains_key(k) {
+            status.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(c) = conditions {
+        status.insert("conditions".into(), c);
+    }
     Value::Object(status)
 }
 

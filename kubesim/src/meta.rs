@@ -4,6 +4,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
+/// A copy of an object's fields but `skip`, taken one by one: a write that replaces some
+/// top-level fields (a status write, a controller's upsert) copies only what it keeps.
+pub fn fields_except(obj: &Value, skip: &[&str]) -> Map<String, Value> {
+    obj.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Current time as Kubernetes writes it (RFC 3339, whole seconds, UTC).
 pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())

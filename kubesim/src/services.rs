@@ -742,17 +742,14 @@ impl Controller {
                     let Some(cur) = cur else {
                         return Ok(obj.clone());
                     };
-                    let mut next = cur.clone();
+                    // The addresses (most of these objects) are replaced, not copied first.
+                    let mut next = crate::meta::fields_except(cur, fields);
                     for f in fields {
-                        match obj.get(*f) {
-                            Some(v) => next[*f] = v.clone(),
-                            None => {
-                                if let Some(o) = next.as_object_mut() {
-                                    o.remove(*f);
-                                }
-                            }
+                        if let Some(v) = obj.get(*f) {
+                            next.insert((*f).to_string(), v.clone());
                         }
                     }
+                    let mut next = Value::Object(next);
                     if let Some(labels) = obj.at("/metadata/labels") {
                         next["metadata"]["labels"] = labels.clone();
                     }

@@ -106,8 +106,8 @@ pub struct ListOpts {
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct ListPage {
-    /// Matching objects, ordered by namespace then name.
-    pub items: Vec<Value>,
+    /// Matching objects, ordered by namespace then name (the stored versions, shared).
+    pub items: Vec<Arc<Value>>,
     /// The store's resourceVersion at the time of the list.
     pub resource_version: u64,
     /// Token for the next page, if any.
@@ -313,7 +313,7 @@ impl Store {
                 continue;
             }
             last_key = Some(k.clone());
-            items.push(as_viewed(view, Value::clone(v)));
+            items.push(shared_as_viewed(view, Arc::clone(v)));
         }
         let continue_token = (remaining > 0)
             .then(|| last_key.map(|k| encode_continue(inner.rv, &k)))
@@ -834,16 +834,10 @@ impl Inner {
         if rt.status_subresource {
             match part {
                 Part::Status => {
-                    // Everything but the status is the current object's: copied field by
-                    // field, so the status being replaced is not copied first.
+                    // Everything but the status is the current object's (the status being
+                    // replaced is not copied first).
                     let status = proposed.as_object_mut().and_then(|o| o.remove("status"));
-                    let mut merged: serde_json::Map<String, Value> = current
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter(|(k, _)| k.as_str() != "status")
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
+                    let mut merged = meta::fields_except(current, &["status"]);
                     if let Some(s) = status {
                         merged.insert("status".into(), s);
                     }

@@ -661,3 +661,33 @@ fn pod_tokens_are_renewed_at_four_fifths_of_their_life_and_at_least_daily() {
         );
     }
 }
+
+#[test]
+fn the_kubelets_status_replaces_its_own_fields_and_conditions_and_keeps_the_rest() {
+    let current = json!({"phase": "Pending", "nominatedNodeName": "n1", "hostIP": "10.0.0.1",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "t0"},
+            {"type": "Ready", "status": "False", "lastTransitionTime": "t0"},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": "t0"},
+            {"type": "example.com/gate", "status": "False", "lastTransitionTime": "t0"}]});
+    let ours = json!({"phase": "Running", "podIP": "10.1.0.5",
+        "conditions": [
+            {"type": "Initialized", "status": "True"},
+            {"type": "Ready", "status": "True"},
+            {"type": "ContainersReady", "status": "True"}]});
+    let merged = super::merge_status(Some(&current), &ours, "t1");
+    assert_eq!(
+        merged,
+        json!({"phase": "Running", "nominatedNodeName": "n1", "hostIP": "10.0.0.1", "podIP": "10.1.0.5",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "t0"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "t1"},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "t0"},
+                {"type": "example.com/gate", "status": "False", "lastTransitionTime": "t0"},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "t1"}]})
+    );
+    let first = super::merge_status(None, &ours, "t1");
+    assert_eq!(first["conditions"].as_array().map(Vec::len), Some(3));
+    assert_eq!(first["conditions"][0]["lastTransitionTime"], "t1");
+    assert_eq!(first["phase"], "Running");
+}

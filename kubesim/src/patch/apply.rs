@@ -85,7 +85,10 @@ fn write_entries_into(list: &mut Vec<Value>, entries: Vec<Entry>) {
                     && let Some(m) = e.raw.as_object_mut()
                 {
                     m.insert("fieldsType".into(), json!("FieldsV1"));
-                    m.insert("fieldsV1".into(), e.set.to_fields_v1());
+                    m.insert(
+                        "fieldsV1".into(),
+                        std::mem::take(&mut e.set).into_fields_v1(),
+                    );
                 }
                 e.raw
             }),

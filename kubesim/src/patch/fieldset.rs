@@ -62,14 +62,14 @@ impl FieldSet {
         }
     }
 
-    /// Encodes the set as a `fieldsV1` object.
-    pub(super) fn to_fields_v1(&self) -> Value {
+    /// Encodes the set as a `fieldsV1` object (its keys moved, not copied).
+    pub(super) fn into_fields_v1(self) -> Value {
         let mut m = Map::new();
         if self.dot && !self.children.is_empty() {
             m.insert(".".into(), Value::Object(Map::new()));
         }
-        for (k, c) in &self.children {
-            m.insert(k.clone(), c.to_fields_v1());
+        for (k, c) in self.children {
+            m.insert(k, c.into_fields_v1());
         }
         Value::Object(m)
     }
@@ -90,7 +90,7 @@ impl FieldSet {
                         if mv.is_null() || UNOWNED_METADATA.contains(&mk.as_str()) {
                             continue;
                         }
-                        collect(mv, mk, node.children.entry(format!("f:{mk}")).or_default());
+                        collect(mv, mk, node.children.entry(field_key(mk)).or_default());
                     }
                     // Metadata holding only identity fields contributes nothing.
                     if !node.children.is_empty() {
@@ -98,7 +98,7 @@ impl FieldSet {
                     }
                     continue;
                 }
-                collect(v, k, set.children.entry(format!("f:{k}")).or_default());
+                collect(v, k, set.children.entry(field_key(k)).or_default());
             }
         }
         set
@@ -228,12 +228,21 @@ impl FieldSet {
     }
 }
 
+/// The encoded path element of a field (`f:name`), built without the formatting machinery:
+/// a create's managedFields make one per field of the object.
+fn field_key(name: &str) -> String {
+    let mut key = String::with_capacity(name.len() + 2);
+    key.push_str("f:");
+    key.push_str(name);
+    key
+}
+
 fn collect(v: &Value, field: &str, node: &mut FieldSet) {
     match v {
         Value::Object(m) => {
             for (k, cv) in m {
                 if !cv.is_null() {
-                    collect(cv, k, node.children.entry(format!("f:{k}")).or_default());
+                    collect(cv, k, node.children.entry(field_key(k)).or_default());
                 }
             }
         }
@@ -246,11 +255,7 @@ fn collect(v: &Value, field: &str, node: &mut FieldSet) {
                         if let Value::Object(m) = item {
                             for (k, cv) in m {
                                 if !cv.is_null() {
-                                    collect(
-                                        cv,
-                                        k,
-                                        child.children.entry(format!("f:{k}")).or_default(),
-                                    );
+                                    collect(cv, k, child.children.entry(field_key(k)).or_default());
                                 }
                             }
                         }

@@ -214,3 +214,30 @@ fn unknown_fields_are_named_as_strict_decoding_names_them_and_pruned() {
     let mut cr = json!({"apiVersion": "ex.io/v1", "kind": "Thing", "spec": {"anything": 1}});
     assert_eq!(unknown_fields(&mut cr, true), None);
 }
+
+#[test]
+fn a_replacement_loses_the_unknown_fields_of_every_part_that_differs_from_the_stored_object() {
+    let mut stored = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}});
+    unknown_fields(&mut stored, true);
+    let mut next = stored.clone();
+    next["metadata"]["bogus"] = json!(1);
+    next["spec"]["containers"][0]["imagePullPolicyy"] = json!("Always");
+    next["status"]["phase"] = json!("Running");
+    next["status"]["conditions"][0]["oops"] = json!(true);
+    next["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(json!({"type": "PodScheduled", "status": "True", "extra": 1}));
+    next["status"]["containerStatuses"] = json!([{"name": "c", "ready": true, "nope": 2}]);
+    prune_changed(&mut next, &stored);
+    assert_eq!(unknown_fields(&mut next.clone(), false), Some(vec![]));
+    assert_eq!(next["status"]["phase"], "Running");
+    assert_eq!(
+        next["status"]["conditions"],
+        json!([{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}])
+    );
+    assert_eq!(next["spec"], stored["spec"]);
+}
