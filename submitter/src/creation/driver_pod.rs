@@ -56,12 +56,12 @@ impl DriverPod {
         let Head {
             uid,
             creation_timestamp,
-            mut labels,
+            spark_app_id,
         } = head;
         DriverPod {
             uid,
             created_at: creation_timestamp.map(|text| normalised_time(&text)),
-            spark_app_id: labels.remove(submission::meta::labels::SPARK_APP_ID),
+            spark_app_id,
         }
     }
 
