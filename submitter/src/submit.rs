@@ -530,7 +530,7 @@ async fn create(
         let caches = state.synced_caches().cloned();
         let catch_up = state.cache_catch_up;
         let claim = claim_of(state, parsed, &built);
-        async move {
+        Box::pin(async move {
             let outcome = Submission {
                 api: &kube,
                 objects: &built.objects,
@@ -549,7 +549,7 @@ async fn create(
                 metrics.rollback();
             }
             outcome
-        }
+        })
     };
     let (outcome, leader) = state.in_flight.join_or_start(key, work);
     match outcome.await {
