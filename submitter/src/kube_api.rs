@@ -15,6 +15,7 @@ use kube::api::{
 };
 use kube::core::Request;
 use serde_json::Value;
+use submission::pointer::text;
 use thiserror::Error;
 
 /// The largest error answer of a log request read (a `Status` is a few hundred bytes).
@@ -113,13 +114,6 @@ impl std::fmt::Debug for KubeApi {
             .field("call_timeout", &self.call_timeout)
             .finish_non_exhaustive()
     }
-}
-
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
 }
 
 impl KubeApi {

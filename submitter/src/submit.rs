@@ -444,7 +444,7 @@ fn rejected_input(
     let (kind, name) = error.object()?;
     let object = built.objects.iter().find(|object| {
         object.get("kind").and_then(Value::as_str) == Some(kind)
-            && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            && submission::pointer::text(object, "/metadata/name") == name
     })?;
     let status = call.status()?;
     if status.code == 403 && blame::forbidden(&status.message) == blame::Forbidden::Resources {
