@@ -40,6 +40,12 @@ struct Cli {
     /// Fresh submissions per client count.
     #[arg(long)]
     per_level: Option<usize>,
+    /// Cached duplicates submitted after the levels (default: as many as `--per-level`).
+    #[arg(long)]
+    duplicates: Option<usize>,
+    /// Concurrent connections of the connection-memory run (default: 1,024; 0 skips it).
+    #[arg(long)]
+    connections: Option<usize>,
     /// Application counts of the operator's runs (default: 100, 1,000, 10,000; quick: 100).
     #[arg(long, value_delimiter = ',')]
     apps: Vec<usize>,
@@ -124,6 +130,12 @@ fn main() -> anyhow::Result<()> {
     if let Some(n) = cli.per_level {
         config.per_level = n;
         config.duplicates = n;
+    }
+    if let Some(n) = cli.duplicates {
+        config.duplicates = n;
+    }
+    if let Some(n) = cli.connections {
+        config.connections = n;
     }
     if cli.skip.iter().any(|s| s == "spark") {
         config.spark_runs = 0;

@@ -14,6 +14,9 @@ pub mod quantity;
 /// An error and its causes on one line, for logs and error bodies.
 pub mod error_chain;
 
+/// JSON pointer look-ups that do not copy the pointer's tokens.
+pub mod pointer;
+
 /// Label, annotation and container names, spelled once, and the ownership of dependents.
 pub mod meta;
 

@@ -7,7 +7,9 @@
 //! dashless random UUID. Ours keep those shapes, and only those digits differ from Spark's.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 use thiserror::Error;
@@ -21,8 +23,27 @@ pub const MAX_SUBMISSION_ID_LEN: usize = 253;
 pub const MAX_DNS_LABEL_LEN: usize = 63;
 
 /// A client-chosen submission id: non-empty, at most 253 characters, no control characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SubmissionId(String);
+/// Equal and hashed by the id alone.
+#[derive(Debug, Clone)]
+pub struct SubmissionId {
+    id: String,
+    /// [`SubmissionId::label_value`], digested once: every object of a submission carries it.
+    label: OnceLock<String>,
+}
+
+impl PartialEq for SubmissionId {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for SubmissionId {}
+
+impl Hash for SubmissionId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+    }
+}
 
 /// Why a submission id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -60,26 +81,31 @@ impl FromStr for SubmissionId {
         if s.chars().any(char::is_control) {
             return Err(SubmissionIdError::NotPrintable);
         }
-        Ok(SubmissionId(s.to_owned()))
+        Ok(SubmissionId {
+            id: s.to_owned(),
+            label: OnceLock::new(),
+        })
     }
 }
 
 impl SubmissionId {
     /// The id as the client sent it.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.id
     }
 
     /// A label-safe digest of the id (label values allow 63 of `[A-Za-z0-9-_.]`, ids do not),
     /// for selecting every object of one submission.
     pub fn label_value(&self) -> String {
-        hex(&self.digest("label")[..20])
+        self.label
+            .get_or_init(|| hex(&self.digest("label")[..20]))
+            .clone()
     }
 
     fn digest(&self, purpose: &str) -> [u8; 32] {
         let mut hasher = Sha256::new();
         // The NUL keeps ("ab", "c") and ("a", "bc") apart; ids cannot contain control characters.
-        hasher.update(self.0.as_bytes());
+        hasher.update(self.id.as_bytes());
         hasher.update([0]);
         hasher.update(purpose.as_bytes());
         hasher.finalize().into()
@@ -118,16 +144,18 @@ impl SubmissionId {
 
 impl fmt::Display for SubmissionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.id)
     }
 }
 
+/// Lowercase hex, two digits a byte; by table, not `write!` per byte (a fresh submission
+/// writes some 160 bytes this way).
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
@@ -192,6 +220,11 @@ mod tests {
 
     fn id(s: &str) -> SubmissionId {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn hex_writes_two_lowercase_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
     }
 
     #[test]

@@ -155,8 +155,7 @@ fn driver_pod_of(object: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .and_then(driver_pod_in);
     named.or_else(|| {
-        object
-            .pointer("/metadata/ownerReferences")?
+        crate::pointer::at(object, "/metadata/ownerReferences")?
             .as_array()?
             .iter()
             .find(|owner| owner.get("kind").and_then(Value::as_str) == Some("Pod"))?

@@ -240,20 +240,22 @@ pub async fn record(request: Request, next: Next) -> Response {
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let details = details.lock().unwrap_or_else(PoisonError::into_inner);
     let status = response.status().as_u16();
+    // Strings as `&str`, not `%` (Display): the JSON formatter writes a `&str` as it is, but
+    // formats a Display value into a new `String` first.
     tracing::info!(
         target: TARGET,
         action = action.as_str(),
-        identity = %identity,
-        namespace = %details.namespace,
-        submission_id = %details.submission_id,
-        pod = %details.pod,
-        uid = %details.uid,
+        identity = identity.as_str(),
+        namespace = details.namespace.as_str(),
+        submission_id = details.submission_id.as_str(),
+        pod = details.pod.as_str(),
+        uid = details.uid.as_str(),
         duplicate = details.duplicate,
         dry_run = details.dry_run,
         status,
         outcome = details.outcome.unwrap_or(if response.status().is_success() { "OK" } else { "UNKNOWN" }),
         latency_ms,
-        request_id = %request_id,
+        request_id = request_id.as_str(),
         "audit"
     );
     response

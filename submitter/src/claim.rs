@@ -57,11 +57,7 @@ pub async fn reserve(
         .create_config_map(&to_write.home, &to_write.object)
         .await
     {
-        Ok(created) => {
-            return Ok(Reserved::Created {
-                uid: created.metadata.uid.unwrap_or_default(),
-            });
-        }
+        Ok(created) => return Ok(Reserved::Created { uid: created.uid }),
         Err(error) => error,
     };
     let id = &to_write.claim.submission_id;
@@ -181,13 +177,13 @@ pub async fn end(
                 let Some(update) = record::over_claim(cm, record) else {
                     return Ok(Ended::Other);
                 };
-                api.replace_config_map(home, &name, &update).await
+                api.replace_config_map(home, &name, &update).await.map(drop)
             }
             None => {
                 let Some(create) = record::build(record, home) else {
                     return Ok(Ended::Other);
                 };
-                api.create_config_map(home, &create).await
+                api.create_config_map(home, &create).await.map(drop)
             }
         };
         match written {

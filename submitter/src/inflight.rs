@@ -44,15 +44,15 @@ pub struct InFlight {
 
 impl InFlight {
     /// Joins the creation of `key` if one is running, else spawns `work` as that creation.
-    /// Returns the shared outcome and whether this caller started it.
-    pub fn join_or_start<F>(
+    /// Returns the shared outcome and whether this caller started it. `work` comes boxed: a
+    /// creation's future is kilobytes (every API call's state inside), and unboxed it was
+    /// copied whole at each move (into this call, into the task, and the task's stages),
+    /// a tenth of a fresh submission's instructions.
+    pub fn join_or_start(
         &self,
         key: Key,
-        work: F,
-    ) -> (Shared<BoxFuture<'static, SharedOutcome>>, bool)
-    where
-        F: Future<Output = Result<Submitted, Failure>> + Send + 'static,
-    {
+        work: BoxFuture<'static, Result<Submitted, Failure>>,
+    ) -> (Shared<BoxFuture<'static, SharedOutcome>>, bool) {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(running) = map.get(&key) {
             return (running.clone(), false);

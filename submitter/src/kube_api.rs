@@ -14,7 +14,8 @@ use kube::api::{
     Preconditions, PropagationPolicy,
 };
 use kube::core::Request;
-use serde_json::{Value, json};
+use serde_json::Value;
+use submission::pointer::text;
 use thiserror::Error;
 
 /// The largest error answer of a log request read (a `Status` is a few hundred bytes).
@@ -113,13 +114,6 @@ impl std::fmt::Debug for KubeApi {
             .field("call_timeout", &self.call_timeout)
             .finish_non_exhaustive()
     }
-}
-
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
 }
 
 impl KubeApi {
@@ -227,7 +221,11 @@ impl KubeApi {
         name: &str,
         owner: &Value,
     ) -> Result<(), CallError> {
-        let patch = json!({"metadata": {"ownerReferences": owner}});
+        let patch = OwnerPatch {
+            metadata: OwnerMeta {
+                owner_references: owner,
+            },
+        };
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -309,14 +307,15 @@ impl KubeApi {
         }
     }
 
-    /// Creates `cm` in `namespace`; the API server's answer.
+    /// Creates `cm` in `namespace`; of the answer only what is read ([`Head`]), not a typed
+    /// ConfigMap with its managedFields.
     pub async fn create_config_map(
         &self,
         namespace: &str,
         cm: &ConfigMap,
-    ) -> Result<ConfigMap, CallError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        self.call(api.create(&post_params(false), cm)).await
+    ) -> Result<Head, CallError> {
+        let api = Request::new(format!("/api/v1/namespaces/{namespace}/configmaps"));
+        self.create_head(&api, cm).await
     }
 
     /// Replaces the ConfigMap `name` with `cm`, whose resourceVersion is the precondition.
@@ -405,26 +404,141 @@ fn post_params(dry_run: bool) -> PostParams {
     }
 }
 
+/// What a request body starts with room for: a driver pod's JSON is a few KiB, so the buffer
+/// is not grown (and copied) five times on its way there.
+const BODY_CAPACITY: usize = 4096;
+
 fn to_vec(object: &impl serde::Serialize) -> Result<Vec<u8>, CallError> {
-    serde_json::to_vec(object).map_err(|source| CallError::Request {
+    let mut body = Vec::with_capacity(BODY_CAPACITY);
+    serde_json::to_writer(&mut body, object).map_err(|source| CallError::Request {
         source: kube::Error::SerdeError(source),
-    })
+    })?;
+    Ok(body)
+}
+
+/// A merge patch of `metadata.ownerReferences`, written from the references without a copy.
+#[derive(serde::Serialize)]
+struct OwnerPatch<'a> {
+    metadata: OwnerMeta<'a>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerMeta<'a> {
+    owner_references: &'a Value,
 }
 
 /// What a submission reads of an object the API server answered with: its uid, and for the
-/// driver pod its creation time and Spark app id label.
+/// driver pod its creation time and Spark app id label. The rest of the answer is skipped
+/// unread.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Head {
     #[serde(default)]
     pub uid: String,
     pub creation_timestamp: Option<String>,
-    #[serde(default)]
-    pub labels: std::collections::BTreeMap<String, String>,
+    /// The `spark-app-selector` label; the other labels are not kept.
+    #[serde(default, rename = "labels", deserialize_with = "spark_app_id_label")]
+    pub spark_app_id: Option<String>,
+}
+
+/// Of a `labels` map, the Spark app id's value only.
+fn spark_app_id_label<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    struct SparkAppId;
+    impl<'de> serde::de::Visitor<'de> for SparkAppId {
+        type Value = Option<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of labels")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Option<String>, A::Error> {
+            let mut found = None;
+            while let Some(IsSparkAppId(wanted)) = map.next_key()? {
+                if wanted {
+                    found = Some(map.next_value::<String>()?);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    deserializer.deserialize_any(SparkAppId)
+}
+
+/// Whether a label key is the Spark app id's, told without copying the key.
+struct IsSparkAppId(bool);
+
+impl<'de> serde::Deserialize<'de> for IsSparkAppId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = IsSparkAppId;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a label key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<IsSparkAppId, E> {
+                Ok(IsSparkAppId(key == submission::meta::labels::SPARK_APP_ID))
+            }
+        }
+        deserializer.deserialize_str(Key)
+    }
 }
 
 #[derive(serde::Deserialize)]
 struct HeadOf {
     #[serde(default)]
     metadata: Head,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_head_keeps_uid_creation_time_and_the_spark_app_id_label_only() {
+        let answer = br#"{"kind":"Pod","metadata":{"name":"d","uid":"u-1",
+            "creationTimestamp":"2026-12-04T10:00:00Z","managedFields":[{"manager":"x"}],
+            "labels":{"a":"1","spark-app-selector":"spark-42","z":"2"}},"spec":{}}"#;
+        let head: HeadOf = serde_json::from_slice(answer).expect("a pod answer");
+        assert_eq!(
+            head.metadata,
+            Head {
+                uid: "u-1".into(),
+                creation_timestamp: Some("2026-12-04T10:00:00Z".into()),
+                spark_app_id: Some("spark-42".into()),
+            }
+        );
+        let unlabelled: HeadOf =
+            serde_json::from_slice(br#"{"metadata":{"uid":"u-2","labels":null}}"#)
+                .expect("an answer without labels");
+        assert_eq!(unlabelled.metadata.spark_app_id, None);
+    }
+
+    #[test]
+    fn the_owner_patch_sets_the_owner_references_and_nothing_else() {
+        let owner = serde_json::json!([{"kind": "Pod", "name": "d", "uid": "u-1"}]);
+        let patch = OwnerPatch {
+            metadata: OwnerMeta {
+                owner_references: &owner,
+            },
+        };
+        let body = to_vec(&patch).expect("a patch serializes");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).expect("JSON"),
+            serde_json::json!({"metadata": {"ownerReferences": owner}})
+        );
+    }
 }

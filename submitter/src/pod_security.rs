@@ -16,6 +16,7 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde_json::Value;
+use submission::pointer;
 
 /// A control of the baseline level, by the name a policy file uses to relax it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -217,9 +218,7 @@ pub fn check_pod(what: &str, pod: &Value, exceptions: &Exceptions) -> Vec<Violat
         exceptions,
         found: Vec::new(),
     };
-    if let Some(annotations) = pod
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
+    if let Some(annotations) = pointer::at(pod, "/metadata/annotations").and_then(Value::as_object)
     {
         for (key, value) in annotations {
             if key.starts_with("container.apparmor.security.beta.kubernetes.io/")
@@ -351,9 +350,7 @@ impl Checker<'_> {
     /// The fields a pod's and a container's security contexts share (`container`: the ones only
     /// a container has as well).
     fn security_context(&mut self, at: &str, context: &Value, container: bool) {
-        if context
-            .pointer("/windowsOptions/hostProcess")
-            .and_then(Value::as_bool)
+        if pointer::at(context, "/windowsOptions/hostProcess").and_then(Value::as_bool)
             == Some(true)
         {
             self.flag(
@@ -361,16 +358,12 @@ impl Checker<'_> {
                 format!("{at}.windowsOptions.hostProcess"),
             );
         }
-        if context
-            .pointer("/seccompProfile/type")
-            .and_then(Value::as_str)
+        if pointer::at(context, "/seccompProfile/type").and_then(Value::as_str)
             == Some("Unconfined")
         {
             self.flag(Control::Seccomp, format!("{at}.seccompProfile.type"));
         }
-        if context
-            .pointer("/appArmorProfile/type")
-            .and_then(Value::as_str)
+        if pointer::at(context, "/appArmorProfile/type").and_then(Value::as_str)
             == Some("Unconfined")
         {
             self.flag(Control::AppArmor, format!("{at}.appArmorProfile.type"));
@@ -392,9 +385,7 @@ impl Checker<'_> {
         if context.get("privileged").and_then(Value::as_bool) == Some(true) {
             self.flag(Control::Privileged, format!("{at}.privileged"));
         }
-        let added = context
-            .pointer("/capabilities/add")
-            .and_then(Value::as_array);
+        let added = pointer::at(context, "/capabilities/add").and_then(Value::as_array);
         for (index, capability) in added.into_iter().flatten().enumerate() {
             let name = capability.as_str().unwrap_or("");
             if !self.exceptions.allows_capability(name) {
@@ -408,20 +399,23 @@ impl Checker<'_> {
 
     /// Probes and lifecycle hooks that would make the kubelet connect to another host.
     fn host_handlers(&mut self, at: &str, container: &Value) {
+        // (name, pointer): pointers spelled out, not formatted for every container.
         let handlers = [
-            "livenessProbe",
-            "readinessProbe",
-            "startupProbe",
-            "lifecycle/postStart",
-            "lifecycle/preStop",
+            ("livenessProbe", "/livenessProbe"),
+            ("readinessProbe", "/readinessProbe"),
+            ("startupProbe", "/startupProbe"),
+            ("lifecycle/postStart", "/lifecycle/postStart"),
+            ("lifecycle/preStop", "/lifecycle/preStop"),
         ];
-        for handler in handlers {
-            let Some(value) = container.pointer(&format!("/{handler}")) else {
+        for (handler, handler_pointer) in handlers {
+            let Some(value) = pointer::at(container, handler_pointer) else {
                 continue;
             };
-            for kind in ["httpGet", "tcpSocket"] {
-                if value
-                    .pointer(&format!("/{kind}/host"))
+            for (kind, host) in [
+                ("httpGet", "/httpGet/host"),
+                ("tcpSocket", "/tcpSocket/host"),
+            ] {
+                if pointer::at(value, host)
                     .and_then(Value::as_str)
                     .is_some_and(|host| !host.is_empty())
                 {

@@ -331,10 +331,11 @@ pub async fn submit(
     let conf = &parsed.submission.conf;
     // Shared with the creation task, not copied into it.
     let built = Arc::new(built);
-    let span = Span::current();
-    span.record("namespace", built.identity.namespace.as_str());
-    span.record("pod", built.identity.driver_pod_name.as_str());
-    span.record("dry_run", dry_run);
+    record_target(
+        &built.identity.namespace,
+        &built.identity.driver_pod_name,
+        dry_run,
+    );
     crate::audit::note_target(
         &built.identity.namespace,
         &built.identity.driver_pod_name,
@@ -443,7 +444,7 @@ fn rejected_input(
     let (kind, name) = error.object()?;
     let object = built.objects.iter().find(|object| {
         object.get("kind").and_then(Value::as_str) == Some(kind)
-            && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            && submission::pointer::text(object, "/metadata/name") == name
     })?;
     let status = call.status()?;
     if status.code == 403 && blame::forbidden(&status.message) == blame::Forbidden::Resources {
@@ -471,13 +472,17 @@ fn rejected_input(
     ))
 }
 
+/// The driver a submission targets, on the request's span. In one call: the JSON log formatter
+/// parses and writes a span's fields again on every record.
+fn record_target(namespace: &str, pod: &str, dry_run: bool) {
+    let span = Span::current();
+    tracing::record_all!(span, namespace = namespace, pod = pod, dry_run = dry_run);
+}
+
 /// The 200 for a repeat whose complete driver the caches show ([`repeat::find`]).
 fn answer_repeat(state: &AppState, id: &str, found: &repeat::Repeat) -> Outcome {
     let names = &found.names;
-    let span = Span::current();
-    span.record("namespace", names.namespace.as_str());
-    span.record("pod", names.pod_name.as_str());
-    span.record("dry_run", false);
+    record_target(&names.namespace, &names.pod_name, false);
     crate::audit::note_target(&names.namespace, &names.pod_name, false);
     state.metrics.duplicate();
     // DEBUG: the audit line records the answer (DUPLICATE, pod, uid) at INFO already.
@@ -525,7 +530,7 @@ async fn create(
         let caches = state.synced_caches().cloned();
         let catch_up = state.cache_catch_up;
         let claim = claim_of(state, parsed, &built);
-        async move {
+        Box::pin(async move {
             let outcome = Submission {
                 api: &kube,
                 objects: &built.objects,
@@ -544,7 +549,7 @@ async fn create(
                 metrics.rollback();
             }
             outcome
-        }
+        })
     };
     let (outcome, leader) = state.in_flight.join_or_start(key, work);
     match outcome.await {

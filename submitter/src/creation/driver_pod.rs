@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
+use submission::pointer::{at, text};
 
 use crate::kube_api::Head;
 
@@ -32,19 +33,13 @@ fn normalised_time(text: &str) -> String {
 impl DriverPod {
     /// From the pod as JSON (an API server's answer).
     pub fn of_value(pod: &Value) -> DriverPod {
-        let created_at = pod
-            .pointer("/metadata/creationTimestamp")
+        let created_at = at(pod, "/metadata/creationTimestamp")
             .and_then(Value::as_str)
             .map(normalised_time);
         DriverPod {
-            uid: pod
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            uid: text(pod, "/metadata/uid").to_owned(),
             created_at,
-            spark_app_id: pod
-                .pointer("/metadata/labels")
+            spark_app_id: at(pod, "/metadata/labels")
                 .and_then(|labels| labels.get(submission::meta::labels::SPARK_APP_ID))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
@@ -56,12 +51,12 @@ impl DriverPod {
         let Head {
             uid,
             creation_timestamp,
-            mut labels,
+            spark_app_id,
         } = head;
         DriverPod {
             uid,
             created_at: creation_timestamp.map(|text| normalised_time(&text)),
-            spark_app_id: labels.remove(submission::meta::labels::SPARK_APP_ID),
+            spark_app_id,
         }
     }
 

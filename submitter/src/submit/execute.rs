@@ -36,6 +36,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use kube::core::Request;
 use serde_json::{Value, json};
+use submission::pointer::{at, text};
 use tracing::{debug, info, warn};
 
 use super::owned::Owned;
@@ -52,13 +53,6 @@ use submission::plan::{
 /// cluster that keeps changing. A replica racing another on the same submission can lose one
 /// round per object it finds created under it, so the bound grows with the objects.
 const EXTRA_ROUNDS: usize = 2;
-
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
 
 fn kind_of(object: &Value) -> &str {
     text(object, "/kind")
@@ -574,7 +568,7 @@ impl Submission<'_> {
     async fn attach_owner(&self, index: usize, owner: &Value) -> Result<(), Stop> {
         let api = self.api_of(index).map_err(Stop::Failed)?;
         let name = name_of(&self.objects[index]);
-        let wanted = owner.pointer("/0/uid").and_then(Value::as_str);
+        let wanted = at(owner, "/0/uid").and_then(Value::as_str);
         match self.api.patch_owner(&api, name, owner).await {
             Ok(_) => Ok(()),
             // Gone since observed (swept, or deleted by hand): the next round creates it owned.
