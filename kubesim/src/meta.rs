@@ -175,10 +175,9 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// JSON pointer look-ups without allocation: `Value::pointer` unescapes every token of the
-/// path into a new `String`, a few thousand instructions a look-up, and every write and
-/// controller step makes dozens. Paths are looked up as written when they hold no escape
-/// (`~0`, `~1`), else as `Value::pointer` does.
+/// JSON pointer look-ups without allocation (`submission::pointer`): `Value::pointer` unescapes
+/// every token of the path into a new `String`, a few thousand instructions a look-up, and every
+/// write and controller step makes dozens.
 pub trait At {
     /// The value at the JSON pointer `path`, as [`Value::pointer`] finds it.
     fn at(&self, path: &str) -> Option<&Value>;
@@ -186,28 +185,8 @@ pub trait At {
 
 impl At for Value {
     fn at(&self, path: &str) -> Option<&Value> {
-        if path.contains('~') {
-            return self.pointer(path);
-        }
-        if path.is_empty() {
-            return Some(self);
-        }
-        path.strip_prefix('/')?
-            .split('/')
-            .try_fold(self, |v, token| match v {
-                Value::Object(m) => m.get(token),
-                Value::Array(a) => array_index(token).and_then(|i| a.get(i)),
-                _ => None,
-            })
+        submission::pointer::at(self, path)
     }
-}
-
-/// A JSON pointer token as an array index (no sign, no leading zero), as serde_json reads it.
-fn array_index(token: &str) -> Option<usize> {
-    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
-        return None;
-    }
-    token.parse().ok()
 }
 
 /// `metadata.name`.
