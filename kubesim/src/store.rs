@@ -144,6 +144,63 @@ pub type Scope<'a> = &'a dyn Fn(&str, &str, &str) -> bool;
 type TypeKey = (String, String);
 type ObjKey = (String, String);
 
+/// A pair of strings, the shape of both keys above, so that a look-up borrows its strings
+/// instead of building two `String`s (four allocations per object read otherwise).
+trait StrPair {
+    fn strs(&self) -> (&str, &str);
+}
+
+impl StrPair for (String, String) {
+    fn strs(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl StrPair for (&str, &str) {
+    fn strs(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn StrPair + 'a> for (String, String) {
+    fn borrow(&self) -> &(dyn StrPair + 'a) {
+        self
+    }
+}
+
+// Ordered and hashed as the tuple of its strings, as `(String, String)` is: the borrowed and
+// the owned form of a key must agree for the maps to find it.
+impl PartialEq for dyn StrPair + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.strs() == other.strs()
+    }
+}
+
+impl Eq for dyn StrPair + '_ {}
+
+impl PartialOrd for dyn StrPair + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn StrPair + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.strs().cmp(&other.strs())
+    }
+}
+
+impl std::hash::Hash for dyn StrPair + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.strs().hash(state)
+    }
+}
+
+/// A borrowed key for `objects` and its maps.
+fn key<'a>(pair: &'a (&'a str, &'a str)) -> &'a (dyn StrPair + 'a) {
+    pair
+}
+
 struct Inner {
     rv: u64,
     // Objects are shared with the event log: history costs a pointer per event, not a copy.
@@ -231,8 +288,8 @@ impl Store {
         let inner = self.lock();
         inner
             .objects
-            .get(&(group.to_string(), plural.to_string()))
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .get(key(&(group, plural)))
+            .and_then(|m| m.get(key(&(ns, name))))
             .map(|o| Value::clone(o))
     }
 
@@ -248,15 +305,15 @@ impl Store {
         let inner = self.lock();
         inner
             .objects
-            .get(&(group.to_string(), plural.to_string()))
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .get(key(&(group, plural)))
+            .and_then(|m| m.get(key(&(ns, name))))
             .cloned()
     }
 
     /// Shared handles to the objects of a type, in namespace `ns` or all, without copying them.
     pub fn objects(&self, group: &str, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
         let inner = self.lock();
-        let Some(m) = inner.objects.get(&(group.to_string(), plural.to_string())) else {
+        let Some(m) = inner.objects.get(key(&(group, plural))) else {
             return Vec::new();
         };
         match ns {
@@ -293,7 +350,10 @@ impl Store {
         };
         let (stored, view) = inner.storage(rt)?;
         let empty = BTreeMap::new();
-        let all = inner.objects.get(&type_key(&stored)).unwrap_or(&empty);
+        let all = inner
+            .objects
+            .get(key(&(stored.group.as_str(), stored.plural.as_str())))
+            .unwrap_or(&empty);
         let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<Value>)>> = match &start {
             Some(k) => Box::new(all.range::<ObjKey, _>((
                 std::ops::Bound::Excluded(k.clone()),
@@ -331,7 +391,7 @@ impl Store {
         let inner = self.lock();
         inner
             .objects
-            .get(&(group.to_string(), plural.to_string()))
+            .get(key(&(group, plural)))
             .map(|m| m.values().map(|o| Value::clone(o)).collect())
             .unwrap_or_default()
     }
@@ -671,16 +731,16 @@ impl Inner {
     fn shared(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<Arc<Value>> {
         let ns = if rt.namespaced { ns } else { "" };
         self.objects
-            .get(&type_key(rt))
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .get(key(&(rt.group.as_str(), rt.plural.as_str())))
+            .and_then(|m| m.get(key(&(ns, name))))
             .cloned()
     }
 
     fn object(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Value> {
         let ns = if rt.namespaced { ns } else { "" };
         self.objects
-            .get(&type_key(rt))
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .get(key(&(rt.group.as_str(), rt.plural.as_str())))
+            .and_then(|m| m.get(key(&(ns, name))))
             .map(|o| &**o)
     }
 
@@ -721,16 +781,15 @@ impl Inner {
 
     fn exists(&self, group: &str, plural: &str, ns: &str, name: &str) -> bool {
         self.objects
-            .get(&(group.to_string(), plural.to_string()))
-            .is_some_and(|m| m.contains_key(&(ns.to_string(), name.to_string())))
+            .get(key(&(group, plural)))
+            .is_some_and(|m| m.contains_key(key(&(ns, name))))
     }
 
     fn check_namespace_open(&self, ns: &str) -> Result<(), ApiError> {
-        let key = (String::new(), "namespaces".to_string());
         match self
             .objects
-            .get(&key)
-            .and_then(|m| m.get(&(String::new(), ns.to_string())))
+            .get(key(&("", "namespaces")))
+            .and_then(|m| m.get(key(&("", ns))))
         {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(n) if meta::is_deleting(n) => Err(ApiError::forbidden(format!(

@@ -392,3 +392,26 @@ fn a_cluster_ip_is_taken_while_its_service_exists_and_free_once_it_is_gone() {
         .unwrap();
     assert_eq!(ip_of(&again), hashed);
 }
+
+proptest::proptest! {
+    /// A key looked up with borrowed strings finds exactly what the owned key finds, in the
+    /// hashed map of types and in the ordered map of objects (whose order lists and continue
+    /// tokens follow): borrowed and owned keys hash and order alike.
+    #[test]
+    fn borrowed_keys_find_what_owned_keys_find(
+        stored in proptest::collection::vec(("[a-c]{0,3}", "[a-c-]{0,4}"), 0..12),
+        probe in ("[a-c]{0,3}", "[a-c-]{0,4}"),
+    ) {
+        let hashed: HashMap<(String, String), usize> =
+            stored.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect();
+        let ordered: BTreeMap<(String, String), usize> =
+            stored.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect();
+        let borrowed = (probe.0.as_str(), probe.1.as_str());
+        proptest::prop_assert_eq!(hashed.get(key(&borrowed)), hashed.get(&probe));
+        proptest::prop_assert_eq!(ordered.get(key(&borrowed)), ordered.get(&probe));
+        proptest::prop_assert_eq!(
+            ordered.contains_key(key(&borrowed)),
+            stored.contains(&probe)
+        );
+    }
+}
