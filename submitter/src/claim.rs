@@ -85,6 +85,19 @@ pub async fn reserve(
     }
 }
 
+/// The id's claim read live and judged for `to_write`'s driver: whether a round that found
+/// the claim rather than made it (perhaps in a cache still behind a kill) may keep the pod it
+/// has just created.
+pub async fn confirm(api: &KubeApi, to_write: &ClaimToWrite) -> Result<Reserved, CallError> {
+    let found = api
+        .get_config_map(
+            &to_write.home,
+            &record::claim_name(&to_write.claim.submission_id),
+        )
+        .await?;
+    Ok(judge(found.as_ref(), &to_write.claim))
+}
+
 /// What a found claim means for `ours`.
 fn judge(found: Option<&ConfigMap>, ours: &Claim) -> Reserved {
     let Some(cm) = found else {

@@ -203,3 +203,81 @@ async fn a_driver_a_spark_application_owns_is_refused_naming_the_application() {
     );
     assert_eq!(pods_of_ours(&s).await.len(), 1, "the driver still runs");
 }
+
+/// The race a chaos run found: a retry that read its id's claim before a kill ended it (from
+/// a cache behind the kill) and found the driver gone creates the driver again; its pod POST
+/// lands after the claim has ended. The new pod must not stay: the retry answers the killed
+/// driver, as a repost after the kill does, and no driver is left.
+#[tokio::test]
+async fn a_retry_whose_pod_post_lands_after_a_kill_ended_the_claim_leaves_no_driver() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::{DeleteParams, PostParams};
+    use submitter::record;
+
+    let s = Operated::start().await;
+    let submitted = s.submit_image("race-1", TICKER_IMAGE, &[]).await;
+    s.wait_for_phase(&submitted, DriverPhase::Running).await;
+    let (namespace, pod_name) = driver_of(&submitted);
+    let client = s.cluster.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let driver = pods.get(&pod_name).await.unwrap();
+    // The driver goes first, its claim still open: what a retry sees when its cache shows the
+    // kill's delete but not yet the kill's end of the claim. The retry creates it again.
+    pods.delete(&pod_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    s.wait_gone(&submitted).await;
+    s.cluster.control.clear_journal();
+    s.cluster
+        .control
+        .add_latency(kubesim::control::LatencyRule {
+            verb: Some("create".into()),
+            resource: Some("pods".into()),
+            millis: 1000,
+        });
+    let repost = operate_support::request("race-1", TICKER_IMAGE, &[]);
+    let retry = s.submit(&repost);
+    let end_claim = async {
+        // Once the retry's pod POST is held at the API server, the claim ends as a kill ends it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !s.cluster.control.journal().iter().any(|entry| {
+            let path = entry.path.split('?').next().unwrap_or_default();
+            entry.method == "POST" && path.ends_with(&format!("/namespaces/{namespace}/pods"))
+        }) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the retry never POSTed its pod"
+            );
+            tokio::task::yield_now().await;
+        }
+        let claims: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let name = record::claim_name("race-1");
+        let claim = claims.get(&name).await.unwrap();
+        let killed = record::for_kill(
+            &driver,
+            Timestamp::now(),
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+        let ended = record::over_claim(&claim, &killed).unwrap();
+        claims
+            .replace(&name, &PostParams::default(), &ended)
+            .await
+            .unwrap();
+    };
+    let (answer, ()) = tokio::join!(retry, end_claim);
+    s.cluster.control.clear_latency();
+
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["duplicate_submission"], true, "{}", answer.body);
+    assert!(
+        answer.body["message"].as_str().unwrap().contains("killed"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        pods_of_ours(&s).await.is_empty(),
+        "a driver outlived the kill that ended its claim"
+    );
+}

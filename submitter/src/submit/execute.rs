@@ -416,7 +416,9 @@ impl Submission<'_> {
                 for step in before {
                     self.prepare(step, ledger).await?;
                 }
-                (self.create_pod(ledger).await?, after)
+                let pod = self.create_pod(ledger).await?;
+                self.confirm_claim(ledger).await?;
+                (pod, after)
             }
             // A repair is only decided for a pod that was observed.
             (Plan::Repair { .. }, None) => return Err(Stop::Stale(None)),
@@ -460,6 +462,30 @@ impl Submission<'_> {
         }
         ledger.claimed = true;
         Ok(())
+    }
+
+    /// After the pod's POST, under a claim this call found rather than made: reads the claim
+    /// live, and stops (the rollback removes the new pod) if it has ended or names another
+    /// driver. The claim may have been read from a cache still behind a kill that ended it
+    /// and deleted the pod; a kill writes the end before the delete, and this POST of the same
+    /// name succeeded only once that pod was gone, so the live read sees the end.
+    async fn confirm_claim(&self, ledger: &Ledger) -> Result<(), Stop> {
+        let Some(to_write) = self.claim.filter(|_| ledger.claim.is_none()) else {
+            return Ok(());
+        };
+        let confirmed = claim::confirm(self.api, to_write)
+            .await
+            .map_err(|source| Stop::Failed(SubmitDriverError::ClaimId { source }))?;
+        match confirmed {
+            Reserved::Ended(record) => Err(Stop::Failed(SubmitDriverError::Ended { record })),
+            Reserved::Bound { namespace, pod } => {
+                Err(Stop::Failed(SubmitDriverError::BoundToAnotherDriver {
+                    namespace,
+                    pod,
+                }))
+            }
+            Reserved::Ours | Reserved::Created { .. } | Reserved::Vanished => Ok(()),
+        }
     }
 
     /// POSTs the driver pod; records it (or an ambiguous failure) for the rollback.
