@@ -89,12 +89,8 @@ pub async fn reserve(
 /// the claim rather than made it (perhaps in a cache still behind a kill) may keep the pod it
 /// has just created.
 pub async fn confirm(api: &KubeApi, to_write: &ClaimToWrite) -> Result<Reserved, CallError> {
-    let found = api
-        .get_config_map(
-            &to_write.home,
-            &record::claim_name(&to_write.claim.submission_id),
-        )
-        .await?;
+    let id = &to_write.claim.submission_id;
+    let found = find(api, None, Duration::ZERO, &to_write.home, id).await?;
     Ok(judge(found.as_ref(), &to_write.claim))
 }
 
