@@ -14,6 +14,7 @@
 
 pub mod blame;
 pub mod execute;
+mod fence;
 mod owned;
 pub mod repeat;
 

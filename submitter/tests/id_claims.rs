@@ -339,3 +339,94 @@ async fn a_succeeded_id_stays_bound_to_its_driver_through_its_record() {
     assert_eq!(elsewhere.status, StatusCode::CONFLICT, "{}", elsewhere.body);
     recorder.abort();
 }
+
+/// The race a chaos soak found: a first attempt fails after its pod (an owner patch refused) and
+/// rolls back, while a duplicate on the other replica completes that very pod and answers it.
+/// The rollback must not take away a driver a duplicate has answered: the id keeps one driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_keeps_a_driver_that_a_duplicate_on_another_replica_completed_and_answered() {
+    let r = Replicas::start().await;
+    let body = request("rolled-1", "default");
+    let control = &r.cluster.control;
+    control.add_fault(
+        serde_json::from_value(json!({"verb": "patch", "resource": "configmaps",
+            "namespace": "default", "code": 500}))
+        .unwrap(),
+    );
+    // The first attempt's rollback delete of its pod is held at the API server, and the
+    // duplicate arrives meanwhile.
+    control.add_latency(kubesim::control::LatencyRule {
+        verb: Some("delete".into()),
+        resource: Some("pods".into()),
+        millis: 3000,
+    });
+    let first = r.submit(0, &body);
+    let duplicate = async {
+        control
+            .counted(|counts| {
+                counts
+                    .iter()
+                    .any(|c| c.verb == "delete" && c.resource == "pods" && c.count > 0)
+            })
+            .await;
+        r.submit(1, &body).await
+    };
+    let (first, duplicate) = tokio::join!(first, duplicate);
+    control.clear_latency();
+    assert_eq!(
+        first.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        first.body
+    );
+    let again = r.submit(0, &body).await;
+    assert!(again.status.is_success(), "{}", again.body);
+    if duplicate.status.is_success() {
+        // Answered while the rollback was under way: that driver stays the id's.
+        assert_eq!(
+            again.body["driver_pod_uid"], duplicate.body["driver_pod_uid"],
+            "the id was answered with two drivers: {} then {}",
+            duplicate.body, again.body
+        );
+    }
+    let drivers = r.drivers("rolled-1").await;
+    assert_eq!(drivers.len(), 1, "{drivers:#?}");
+    assert_eq!(
+        drivers[0].metadata.uid.as_deref(),
+        again.body["driver_pod_uid"].as_str()
+    );
+}
+
+/// An owner patch answered 500 whose effect cannot be read back may have completed the driver,
+/// and a duplicate may have answered it from its caches: the attempt answers a retryable error
+/// and leaves the driver, and the retry answers that same driver.
+#[tokio::test]
+async fn an_attempt_that_cannot_read_whether_its_last_owner_patch_landed_leaves_the_driver() {
+    let r = Replicas::start().await;
+    let body = request("unread-1", "default");
+    for rule in [
+        json!({"verb": "patch", "resource": "configmaps", "namespace": "default",
+            "code": 500, "when": "after"}),
+        json!({"verb": "get", "resource": "configmaps", "namespace": "default", "code": 500}),
+    ] {
+        r.cluster
+            .control
+            .add_fault(serde_json::from_value(rule).unwrap());
+    }
+    let first = r.submit(0, &body).await;
+    assert_eq!(
+        first.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        first.body
+    );
+    let again = r.submit(1, &body).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body["duplicate_submission"], true, "{}", again.body);
+    let drivers = r.drivers("unread-1").await;
+    assert_eq!(drivers.len(), 1, "{drivers:#?}");
+    assert_eq!(
+        drivers[0].metadata.uid.as_deref(),
+        again.body["driver_pod_uid"].as_str()
+    );
+}

@@ -5,7 +5,8 @@
 //! step before it is then in the store), and kills the process. Then a fresh process either gets
 //! the client's retry with the same `submission_id`, which must converge on one complete driver
 //! (every ConfigMap it mounts exists, every dependent is owned by the pod, the answer names the
-//! same pod, a second retry is a plain duplicate), or gets no retry at all, and whatever the dead
+//! same pod unless the dead process's rollback had decided its end, a second retry is a plain
+//! duplicate), or gets no retry at all, and whatever the dead
 //! process left must be able to start or be collected (by the garbage collector through the pod,
 //! or by the fresh process's sweeper once no pod needs it).
 
@@ -164,6 +165,9 @@ struct Case {
     held: fn(&JournalEntry) -> bool,
     /// Whether the driver pod exists when the process dies.
     pod_created: bool,
+    /// Whether the dead process had decided to delete its pod (its rollback held the pod's
+    /// fence): nobody answered that pod, and the retry deletes it and makes the driver anew.
+    rolled_back: bool,
 }
 
 fn hold(verb: &str, resource: &str) -> Value {
@@ -182,6 +186,7 @@ fn cases() -> Vec<Case> {
             faults: vec![hold("create", "pods")],
             held: |e| is_post(e, "pods"),
             pod_created: false,
+            rolled_back: false,
         },
         Case {
             // The pod exists; its Service and NetworkPolicy do not; the ConfigMaps have no owner.
@@ -189,6 +194,7 @@ fn cases() -> Vec<Case> {
             faults: vec![hold("create", "services")],
             held: |e| is_post(e, "services"),
             pod_created: true,
+            rolled_back: false,
         },
         Case {
             // Everything exists, the Service and NetworkPolicy owned by the pod; the ConfigMaps'
@@ -197,6 +203,7 @@ fn cases() -> Vec<Case> {
             faults: vec![hold("patch", "configmaps")],
             held: |e| e.method == "PATCH" && e.path.contains("/configmaps/"),
             pod_created: true,
+            rolled_back: false,
         },
         Case {
             // The Service POST fails, the rollback's pod DELETE is held: the pod stays, with
@@ -208,6 +215,7 @@ fn cases() -> Vec<Case> {
             ],
             held: |e| e.method == "DELETE" && e.path.contains("/pods/"),
             pod_created: true,
+            rolled_back: true,
         },
     ]
 }
@@ -376,7 +384,7 @@ async fn wait_gone(t: &TestApp, name: &str) {
 }
 
 /// Killed mid-request, then the client retries with the same id on a fresh process: one
-/// complete driver, the same pod, leftovers reused, and a second retry is a duplicate that
+/// complete driver, the same pod (unless the dead process's rollback had decided its end), leftovers reused, and a second retry is a duplicate that
 /// writes nothing.
 async fn killed_then_retried(case: &Case) {
     let f = fixture().await;
@@ -391,6 +399,10 @@ async fn killed_then_retried(case: &Case) {
     let uid = f.t.assert_complete(&built).await;
     match &before.pod_uid {
         None => assert_eq!(status, 201, "{}: {answer}", case.name),
+        Some(pod_uid) if case.rolled_back => {
+            assert_eq!(status, 201, "{}: {answer}", case.name);
+            assert_ne!(&uid, pod_uid, "{}: the rolled-back pod is gone", case.name);
+        }
         Some(pod_uid) => {
             assert_eq!(status, 200, "{}: {answer}", case.name);
             assert_eq!(answer["duplicate_submission"], true, "{}", case.name);

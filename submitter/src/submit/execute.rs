@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use submission::pointer::{at, text};
 use tracing::{debug, info, warn};
 
+use super::fence::{self, Holder, Taken};
 use super::owned::Owned;
 use crate::caches::{PROPERTIES_KEY, WatchCaches};
 use crate::claim::{self, ClaimToWrite, Reserved};
@@ -138,6 +139,9 @@ struct Ledger {
     claimed: bool,
     /// Uid of the claim this attempt created, for the rollback.
     claim: Option<String>,
+    /// A step after the pod failed and whether it took effect could not be read: the driver
+    /// may be complete, and a duplicate may have answered it.
+    outcome_unknown: bool,
 }
 
 /// Why a round stopped.
@@ -146,6 +150,8 @@ enum Stop {
     /// object whose create answered `AlreadyExists`, if that was how it showed.
     Stale(Option<usize>),
     Failed(SubmitDriverError),
+    /// Failed, and whether the failed step took effect could not be read.
+    Uncertain(SubmitDriverError),
 }
 
 /// Where a round's observation comes from.
@@ -340,6 +346,11 @@ impl Submission<'_> {
                     let rolled_back = self.rollback(&ledger).await;
                     return Err(Failure { error, rolled_back });
                 }
+                Err(Stop::Uncertain(error)) => {
+                    ledger.outcome_unknown = true;
+                    let rolled_back = self.rollback(&ledger).await;
+                    return Err(Failure { error, rolled_back });
+                }
             }
         }
         let rolled_back = self.rollback(&ledger).await;
@@ -408,6 +419,9 @@ impl Submission<'_> {
             (Plan::Repair { pod_uid, effects }, Some(pod)) => {
                 if ledger.pod.as_deref() != Some(pod_uid.as_str()) {
                     ledger.pod_not_ours_to_remove = true;
+                    if !effects.is_empty() {
+                        self.fence_repair(&pod_uid).await?;
+                    }
                 }
                 (pod, effects)
             }
@@ -429,6 +443,109 @@ impl Submission<'_> {
         }
         let created = ledger.pod.as_deref() == Some(pod.uid.as_str());
         Ok(Submitted { created, pod })
+    }
+
+    /// Before completing a pod another attempt created: takes its fence ([`fence`]), so that
+    /// attempt's rollback no longer deletes the pod this one will answer, then checks the pod is
+    /// still there (a fence taken after its pod was deleted proves nothing).
+    async fn fence_repair(&self, pod_uid: &str) -> Result<(), Stop> {
+        let pod_name = self.pod_name();
+        let taken = fence::take(
+            self.api,
+            self.namespace,
+            self.submission_id,
+            pod_name,
+            pod_uid,
+            Holder::Repair,
+        )
+        .await
+        .map_err(|source| {
+            Stop::Failed(SubmitDriverError::CreateObject {
+                kind: "ConfigMap".into(),
+                name: fence::name(pod_uid),
+                source,
+            })
+        })?;
+        if !taken.lets_repair() {
+            info!(submission_id = %self.submission_id, pod = pod_name,
+                "the attempt that created the driver pod is rolling it back");
+            if taken == Taken::Held(Some(Holder::Rollback)) {
+                // That attempt decided the pod's end, and nobody answered the pod (a repair
+                // would hold the fence). It may have died before its delete: carry it out, and
+                // the next round makes the driver anew.
+                self.remove_rolled_back(pod_uid).await?;
+            }
+            return Err(Stop::Stale(None));
+        }
+        let pod = self
+            .api
+            .get_pod(self.namespace, pod_name)
+            .await
+            .map_err(|source| {
+                Stop::Failed(SubmitDriverError::ReadObject {
+                    kind: "Pod".into(),
+                    name: pod_name.to_owned(),
+                    source,
+                })
+            })?;
+        let standing = pod.is_some_and(|pod| {
+            pod.metadata.uid.as_deref() == Some(pod_uid)
+                && pod.metadata.deletion_timestamp.is_none()
+        });
+        if standing {
+            Ok(())
+        } else {
+            Err(Stop::Stale(None))
+        }
+    }
+
+    /// Deletes the pod of `pod_uid`, whose creator's rollback holds its fence.
+    async fn remove_rolled_back(&self, pod_uid: &str) -> Result<(), Stop> {
+        let api = self.api_of(0).map_err(Stop::Failed)?;
+        self.api
+            .delete(&api, self.pod_name(), pod_uid)
+            .await
+            .or_else(|error| {
+                if error.is_conflict() {
+                    Ok(())
+                } else {
+                    Err(error)
+                }
+            })
+            .map_err(|source| {
+                Stop::Failed(SubmitDriverError::DeleteStaleObject {
+                    kind: "Pod".into(),
+                    name: self.pod_name().to_owned(),
+                    source,
+                })
+            })
+    }
+
+    /// Before a rollback deletes the pod it created: takes the pod's fence. Lost, or not known
+    /// to be won, the pod stays: a duplicate is completing it and may have answered it.
+    async fn fence_rollback(&self, pod_uid: &str) -> bool {
+        let taken = fence::take(
+            self.api,
+            self.namespace,
+            self.submission_id,
+            self.pod_name(),
+            pod_uid,
+            Holder::Rollback,
+        )
+        .await;
+        match taken {
+            Ok(Taken::Won) => true,
+            Ok(Taken::Held(_)) => {
+                info!(submission_id = %self.submission_id, pod = %self.pod_name(),
+                    "a duplicate is completing the driver pod; the rollback leaves it");
+                false
+            }
+            Err(error) => {
+                warn!(submission_id = %self.submission_id, pod = %self.pod_name(), error = %error,
+                    "cannot tell whether a duplicate is completing the driver pod; the rollback leaves it");
+                false
+            }
+        }
     }
 
     /// Claims the submission id for this driver before its first object is created: a claim
@@ -607,22 +724,27 @@ impl Submission<'_> {
                     source: error,
                 }))
             }
-            Err(error) => match self.api.get(&api, name).await {
-                Ok(Some(found))
-                    if matches!(classify(Some(&found), self.submission_id),
-                        Found::Ours { owners, .. } if wanted.is_some_and(|w| owners.iter().any(|o| o == w))) =>
-                {
-                    Ok(())
+            Err(error) => {
+                let read = self.api.get(&api, name).await;
+                let (kind, name) = self.describe(index);
+                let failed = SubmitDriverError::AttachOwner {
+                    kind,
+                    name,
+                    source: error,
+                };
+                match read {
+                    Ok(Some(found))
+                        if matches!(classify(Some(&found), self.submission_id),
+                            Found::Ours { owners, .. } if wanted.is_some_and(|w| owners.iter().any(|o| o == w))) =>
+                    {
+                        Ok(())
+                    }
+                    Ok(_) => Err(Stop::Failed(failed)),
+                    // The owner patches are a creation's last steps: this one may have
+                    // completed the driver, which the caches may have shown to a duplicate.
+                    Err(_) => Err(Stop::Uncertain(failed)),
                 }
-                _ => {
-                    let (kind, name) = self.describe(index);
-                    Err(Stop::Failed(SubmitDriverError::AttachOwner {
-                        kind,
-                        name,
-                        source: error,
-                    }))
-                }
-            },
+            }
         }
     }
 
@@ -631,8 +753,16 @@ impl Submission<'_> {
         if ledger.pod_not_ours_to_remove {
             return false;
         }
+        if ledger.outcome_unknown {
+            warn!(submission_id = %self.submission_id, pod = %self.pod_name(),
+                "the driver may be complete; it is left to the retries");
+            return false;
+        }
         let mut removed = false;
         if let Some(uid) = &ledger.pod {
+            if !self.fence_rollback(uid).await {
+                return false;
+            }
             match self.api_of(0) {
                 Ok(api) => match self.api.delete(&api, self.pod_name(), uid).await {
                     Ok(()) => removed = true,
