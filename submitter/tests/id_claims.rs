@@ -430,3 +430,61 @@ async fn an_attempt_that_cannot_read_whether_its_last_owner_patch_landed_leaves_
         again.body["driver_pod_uid"].as_str()
     );
 }
+
+/// A retry that found the id's claim, and whose pod's POST landed after a rolled-back attempt
+/// gave the claim back, claims the id again for its pod. No driver stands without its claim:
+/// the claim is what refuses a first submission of the id in another namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_made_after_its_claim_was_given_back_claims_the_id_again() {
+    let r = Replicas::start().await;
+    let body = request("regiven-1", "default");
+    let first = r.submit(0, &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    // The driver goes and its claim stays, as an attempt rolling back leaves them for a moment.
+    let pod_name = first.body["driver_pod_name"].as_str().unwrap().to_owned();
+    Api::<Pod>::namespaced(r.client(), "default")
+        .delete(&pod_name, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let caches = r.states[1].caches.as_ref().expect("replicas have caches");
+    let gone = caches
+        .wait_until(tokio::time::Instant::now() + Duration::from_secs(30), |c| {
+            c.pod("default", &pod_name).is_none()
+        })
+        .await;
+    assert!(gone, "the caches never saw the driver go");
+    let control = &r.cluster.control;
+    control.reset_counts();
+    control.add_latency(kubesim::control::LatencyRule {
+        verb: Some("create".into()),
+        resource: Some("pods".into()),
+        millis: 1000,
+    });
+    let retry = r.submit(1, &body);
+    let give_back = async {
+        // Once the retry's pod POST is held at the API server, the claim is given back.
+        control
+            .counted(|counts| {
+                counts
+                    .iter()
+                    .any(|c| c.verb == "create" && c.resource == "pods" && c.count > 0)
+            })
+            .await;
+        Api::<ConfigMap>::namespaced(r.client(), HOME)
+            .delete(&record::claim_name("regiven-1"), &DeleteParams::default())
+            .await
+            .unwrap();
+    };
+    let (retry, ()) = tokio::join!(retry, give_back);
+    control.clear_latency();
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
+    // The id is claimed again, for this driver: what racing first submissions meet.
+    let claim = Api::<ConfigMap>::namespaced(r.client(), HOME)
+        .get_opt(&record::claim_name("regiven-1"))
+        .await
+        .unwrap();
+    assert!(claim.is_some(), "a driver stands without its claim");
+    let elsewhere = r.submit(0, &request("regiven-1", NAMESPACES[1])).await;
+    assert_eq!(elsewhere.status, StatusCode::CONFLICT, "{}", elsewhere.body);
+    assert_eq!(r.drivers("regiven-1").await.len(), 1);
+}

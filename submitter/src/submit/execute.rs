@@ -585,8 +585,10 @@ impl Submission<'_> {
     /// live, and stops (the rollback removes the new pod) if it has ended or names another
     /// driver. The claim may have been read from a cache still behind a kill that ended it
     /// and deleted the pod; a kill writes the end before the delete, and this POST of the same
-    /// name succeeded only once that pod was gone, so the live read sees the end.
-    async fn confirm_claim(&self, ledger: &Ledger) -> Result<(), Stop> {
+    /// name succeeded only once that pod was gone, so the live read sees the end. A claim gone
+    /// meanwhile (given back by an attempt that rolled back) is made again for this pod, or
+    /// refuses if another driver claimed the id first: no driver stands without its claim.
+    async fn confirm_claim(&self, ledger: &mut Ledger) -> Result<(), Stop> {
         let Some(to_write) = self.claim.filter(|_| ledger.claim.is_none()) else {
             return Ok(());
         };
@@ -601,7 +603,11 @@ impl Submission<'_> {
                     pod,
                 }))
             }
-            Reserved::Ours | Reserved::Created { .. } | Reserved::Vanished => Ok(()),
+            Reserved::Vanished => {
+                ledger.claimed = false;
+                self.reserve(ledger).await
+            }
+            Reserved::Ours | Reserved::Created { .. } => Ok(()),
         }
     }
 
