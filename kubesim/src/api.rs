@@ -638,7 +638,7 @@ async fn execute(
             let now = meta::now_rfc3339();
             let response = match q.get("fieldManager") {
                 None => json_response(StatusCode::CREATED, &created),
-                Some(manager) => match patch::created_entries(&created, manager, &now) {
+                Some(manager) => match patch::created_fields(&created, manager, &now) {
                     Some(entries) => serialized_response(
                         StatusCode::CREATED,
                         &WithManagedFields {

@@ -6,12 +6,14 @@
 //! owns content types, body parsing, preconditions and storage.
 
 mod apply;
+mod created;
 mod fieldset;
 mod strategic;
 
 use serde_json::Value;
 
 pub use apply::{apply, created_entries, record_update};
+pub use created::{CreatedFields, created_fields};
 pub use strategic::strategic_merge_patch;
 
 /// Why a merge/JSON/strategic patch could not be applied.

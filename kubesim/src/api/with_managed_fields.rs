@@ -7,14 +7,31 @@ use serde_json::{Map, Value};
 
 /// `object` with `metadata.managedFields` set to `entries` (left out when empty), keys in the
 /// order the object's own map keeps them.
-pub struct WithManagedFields<'a> {
+pub struct WithManagedFields<'a, E: ?Sized> {
     pub object: &'a Value,
-    pub entries: &'a [Value],
+    pub entries: &'a E,
+}
+
+/// A managedFields list: built, or written as it is serialised ([`crate::patch::CreatedFields`]).
+pub trait Entries: Serialize {
+    fn is_empty(&self) -> bool;
+}
+
+impl Entries for [Value] {
+    fn is_empty(&self) -> bool {
+        <[Value]>::is_empty(self)
+    }
+}
+
+impl Entries for crate::patch::CreatedFields<'_> {
+    fn is_empty(&self) -> bool {
+        crate::patch::CreatedFields::is_empty(self)
+    }
 }
 
 const KEY: &str = "managedFields";
 
-impl Serialize for WithManagedFields<'_> {
+impl<E: Entries + ?Sized> Serialize for WithManagedFields<'_, E> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let Some(top) = self.object.as_object() else {
             return self.object.serialize(serializer);
@@ -36,12 +53,12 @@ impl Serialize for WithManagedFields<'_> {
     }
 }
 
-struct Metadata<'a> {
+struct Metadata<'a, E: ?Sized> {
     metadata: &'a Map<String, Value>,
-    entries: &'a [Value],
+    entries: &'a E,
 }
 
-impl Serialize for Metadata<'_> {
+impl<E: Entries + ?Sized> Serialize for Metadata<'_, E> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
         let mut pending = !self.entries.is_empty();
@@ -91,7 +108,7 @@ mod tests {
             for list in [&entries[..], &[]] {
                 let spliced = serde_json::to_string(&WithManagedFields {
                     object: &object,
-                    entries: list,
+                    entries: list as &[Value],
                 })
                 .unwrap();
                 assert_eq!(spliced, copied(&object, list), "{object}");

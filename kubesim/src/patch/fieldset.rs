@@ -21,8 +21,8 @@ pub(super) struct FieldSet {
 }
 
 /// Metadata and type fields that no manager owns (they identify the object or are server-assigned).
-const UNOWNED_TOP: &[&str] = &["apiVersion", "kind"];
-const UNOWNED_METADATA: &[&str] = &[
+pub(super) const UNOWNED_TOP: &[&str] = &["apiVersion", "kind"];
+pub(super) const UNOWNED_METADATA: &[&str] = &[
     "name",
     "namespace",
     "managedFields",

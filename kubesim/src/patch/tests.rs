@@ -850,3 +850,47 @@ proptest! {
         }
     }
 }
+
+/// What a create's answer carries: [`created_fields`] as written, [`created_entries`] as built.
+fn created_both(obj: &Value) -> Option<(String, String)> {
+    let written = crate::patch::created_fields(obj, "m", T0)?;
+    let built = created_entries(obj, "m", T0).expect("no managedFields of its own");
+    Some((
+        serde_json::to_string(&written).expect("serialisable"),
+        serde_json::to_string(&built).expect("serialisable"),
+    ))
+}
+
+#[test]
+fn created_fields_are_written_as_created_entries_builds_them() {
+    let mut unique = pod_like(
+        "i",
+        json!([{"name": "X"}, {"name": "Y", "value": null}]),
+        json!(["b", "a", "b"]),
+    );
+    unique["spec"]["containers"][1]["name"] = json!("d");
+    unique["metadata"]["ownerReferences"] = json!([{"uid": "u2", "name": "o"}, {"uid": "u1"}]);
+    for obj in [
+        unique,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "namespace": "x"}}),
+        json!({"kind": "ConfigMap", "metadata": {"name": "n", "labels": {"a\"b": "c"}}, "data": {"k\n": "v", "e": {}}}),
+        json!({"metadata": 3, "spec": [1, 2], "status": null}),
+    ] {
+        let (written, built) = created_both(&obj).expect("no merged elements");
+        assert_eq!(written, built, "{obj}");
+    }
+    // Two elements under one key are merged by the field set: left to it.
+    assert!(created_both(&pod_like("i", json!([]), json!([]))).is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn created_fields_match_created_entries_on_any_objects(obj in arb_json()) {
+        // `None` falls back to record_update, which a_creates_entries_are_what_record_update_records covers.
+        if let Some((written, built)) = created_both(&obj) {
+            prop_assert_eq!(written, built);
+        }
+    }
+}
