@@ -115,10 +115,7 @@ pub fn object_name(name: &str, suffix: &str) -> String {
         return preferred;
     }
     let keep = 63 - suffix.len() - 10;
-    let hash: String = Sha256::digest(preferred.as_bytes())[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = submission::naming::hex(&Sha256::digest(preferred.as_bytes())[..4]);
     let cut: String = name.chars().take(keep).collect();
     format!("{cut}-{hash}-{suffix}")
 }

@@ -150,7 +150,8 @@ impl fmt::Display for SubmissionId {
 
 /// Lowercase hex, two digits a byte; by table, not `write!` per byte (a fresh submission
 /// writes some 160 bytes this way).
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex, two digits per byte, without a `format!` per byte.
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -64,7 +64,7 @@ impl Position {
     /// The opaque token for this position: hex, so it needs no escaping in a query.
     pub fn token(&self) -> String {
         let text = format!("{}/{}", self.namespace, self.submission_id);
-        let hex: String = text.bytes().map(|byte| format!("{byte:02x}")).collect();
+        let hex = submission::naming::hex(text.as_bytes());
         format!("{TOKEN_VERSION}{hex}")
     }
 

@@ -115,10 +115,7 @@ fn digest(parts: &[&str]) -> String {
         hasher.update(part.as_bytes());
         hasher.update([0]);
     }
-    hasher.finalize()[..20]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    submission::naming::hex(&hasher.finalize()[..20])
 }
 
 /// The object name of the claim (and record) of `submission_id`, in whichever namespace its

@@ -436,7 +436,7 @@ pub(super) fn config_map_volume_name(config_map: &str) -> String {
         return preferred;
     }
     let digest = Sha256::digest(config_map.as_bytes());
-    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let hash = submission::naming::hex(&digest[..4]);
     let suffix = format!("-{hash}{SUFFIX}");
     let prefix: String = config_map
         .replace('.', "-")

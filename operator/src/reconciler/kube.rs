@@ -585,7 +585,7 @@ pub async fn send_submission(
 pub fn event_action(reason: &str, note: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(note.as_bytes());
-    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let short = submission::naming::hex(&digest[..4]);
     format!("{reason}-{short}")
 }
 

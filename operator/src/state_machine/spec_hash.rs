@@ -18,7 +18,7 @@ pub fn spec_hash(spec: &SparkApplicationSpec) -> String {
     let mut canonical = String::new();
     write_canonical(&value, &mut canonical);
     let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    submission::naming::hex(&digest[..16])
 }
 
 /// JSON with object keys sorted, whatever map order serde_json was built with.
