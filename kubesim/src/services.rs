@@ -215,77 +215,100 @@ fn backends_of_endpoints(ep: &Value) -> Vec<Backend> {
     out
 }
 
+/// A JSON object of `fields` (serde_json's `json!` would serialise each value again).
+fn object<const N: usize>(fields: [(&str, Value); N]) -> serde_json::Map<String, Value> {
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
 fn target_ref(ns: &str, b: &Backend) -> Value {
-    json!({"kind": "Pod", "namespace": ns, "name": b.pod.0, "uid": b.pod.1})
+    Value::Object(object([
+        ("kind", "Pod".into()),
+        ("namespace", ns.into()),
+        ("name", b.pod.0.as_str().into()),
+        ("uid", b.pod.1.as_str().into()),
+    ]))
 }
 
 /// The `Endpoints` object of a Service with a selector: backends grouped into subsets by their
 /// resolved ports; terminating pods left out, unready ones under `notReadyAddresses`.
 pub fn endpoints_object(svc: &Value, entry: &ServiceEntry) -> Value {
     // Resolved ports → (ready addresses, unready addresses).
-    type Subsets = BTreeMap<Vec<(String, u16)>, (Vec<Value>, Vec<Value>)>;
+    type Subsets<'a> = BTreeMap<Vec<(&'a str, u16)>, (Vec<Value>, Vec<Value>)>;
     let mut groups = Subsets::new();
     let mut backends: Vec<&Backend> = entry.backends.iter().filter(|b| !b.terminating).collect();
     backends.sort_by_key(|b| b.ip);
     for b in backends {
-        let key: Vec<(String, u16)> = b.ports.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let key: Vec<(&str, u16)> = b.ports.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         if key.is_empty() {
             continue;
         }
-        let mut addr = json!({"ip": b.ip.to_string(), "nodeName": b.node,
-                              "targetRef": target_ref(&entry.namespace, b)});
+        let mut addr = object([
+            ("ip", b.ip.to_string().into()),
+            ("nodeName", b.node.as_str().into()),
+            ("targetRef", target_ref(&entry.namespace, b)),
+        ]);
         if let Some(h) = &b.hostname {
-            addr["hostname"] = json!(h);
+            addr.insert("hostname".into(), h.as_str().into());
         }
         let slot = groups.entry(key).or_default();
         if b.ready {
-            slot.0.push(addr)
+            slot.0.push(Value::Object(addr))
         } else {
-            slot.1.push(addr)
+            slot.1.push(Value::Object(addr))
         }
     }
     let subsets: Vec<Value> = groups
         .into_iter()
         .map(|(ports, (ready, unready))| {
             let ports: Vec<Value> = ports
-                .iter()
+                .into_iter()
                 .map(|(name, port)| {
                     let proto = entry
                         .ports
                         .iter()
-                        .find(|p| &p.name == name)
+                        .find(|p| p.name == name)
                         .map(|p| p.protocol.as_str())
                         .unwrap_or("TCP");
-                    let mut v = json!({"port": port, "protocol": proto});
+                    let mut v = object([("port", port.into()), ("protocol", proto.into())]);
                     if !name.is_empty() {
-                        v["name"] = json!(name);
+                        v.insert("name".into(), name.into());
                     }
-                    v
+                    Value::Object(v)
                 })
                 .collect();
-            let mut s = json!({"ports": ports});
+            let mut s = object([("ports", ports.into())]);
             if !ready.is_empty() {
-                s["addresses"] = json!(ready);
+                s.insert("addresses".into(), ready.into());
             }
             if !unready.is_empty() {
-                s["notReadyAddresses"] = json!(unready);
+                s.insert("notReadyAddresses".into(), unready.into());
             }
-            s
+            Value::Object(s)
         })
         .collect();
     let labels = svc
         .at("/metadata/labels")
         .cloned()
-        .unwrap_or_else(|| json!({}));
-    let mut ep = json!({
-        "apiVersion": "v1",
-        "kind": "Endpoints",
-        "metadata": {"name": entry.name, "namespace": entry.namespace, "labels": labels},
-    });
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    let mut ep = object([
+        ("apiVersion", "v1".into()),
+        ("kind", "Endpoints".into()),
+        (
+            "metadata",
+            Value::Object(object([
+                ("name", entry.name.as_str().into()),
+                ("namespace", entry.namespace.as_str().into()),
+                ("labels", labels),
+            ])),
+        ),
+    ]);
     if !subsets.is_empty() {
-        ep["subsets"] = json!(subsets);
+        ep.insert("subsets".into(), subsets.into());
     }
-    ep
+    Value::Object(ep)
 }
 
 /// The EndpointSlice of a Service with a selector (one slice: kubesim's Services stay far
@@ -296,24 +319,28 @@ pub fn endpoint_slice(svc: &Value, entry: &ServiceEntry) -> Value {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    labels.insert(SERVICE_NAME_LABEL.into(), json!(entry.name));
-    labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY));
+    labels.insert(SERVICE_NAME_LABEL.into(), entry.name.as_str().into());
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     let mut backends: Vec<&Backend> = entry.backends.iter().collect();
     backends.sort_by_key(|b| b.ip);
     let endpoints: Vec<Value> = backends
         .iter()
         .map(|b| {
-            let mut e = json!({
-                "addresses": [b.ip.to_string()],
-                "conditions": {"ready": b.ready && !b.terminating, "serving": b.ready,
-                               "terminating": b.terminating},
-                "nodeName": b.node,
-                "targetRef": target_ref(&entry.namespace, b),
-            });
+            let conditions = object([
+                ("ready", (b.ready && !b.terminating).into()),
+                ("serving", b.ready.into()),
+                ("terminating", b.terminating.into()),
+            ]);
+            let mut e = object([
+                ("addresses", vec![Value::from(b.ip.to_string())].into()),
+                ("conditions", Value::Object(conditions)),
+                ("nodeName", b.node.as_str().into()),
+                ("targetRef", target_ref(&entry.namespace, b)),
+            ]);
             if let Some(h) = &b.hostname {
-                e["hostname"] = json!(h);
+                e.insert("hostname".into(), h.as_str().into());
             }
-            e
+            Value::Object(e)
         })
         .collect();
     // A named targetPort may resolve differently per pod; the slice carries the first.
@@ -322,24 +349,35 @@ pub fn endpoint_slice(svc: &Value, entry: &ServiceEntry) -> Value {
         .iter()
         .filter_map(|p| {
             let port = entry.backends.iter().find_map(|b| b.ports.get(&p.name))?;
-            Some(json!({"name": p.name, "port": port, "protocol": p.protocol}))
+            Some(Value::Object(object([
+                ("name", p.name.as_str().into()),
+                ("port", (*port).into()),
+                ("protocol", p.protocol.as_str().into()),
+            ])))
         })
         .collect();
-    json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": slice_name(svc),
-            "namespace": entry.namespace,
-            "labels": labels,
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": entry.name,
-                                  "uid": meta::uid(svc), "controller": true,
-                                  "blockOwnerDeletion": true}],
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": ports,
-    })
+    let owner = object([
+        ("apiVersion", "v1".into()),
+        ("kind", "Service".into()),
+        ("name", entry.name.as_str().into()),
+        ("uid", meta::uid(svc).into()),
+        ("controller", true.into()),
+        ("blockOwnerDeletion", true.into()),
+    ]);
+    let metadata = object([
+        ("name", slice_name(svc).into()),
+        ("namespace", entry.namespace.as_str().into()),
+        ("labels", Value::Object(labels)),
+        ("ownerReferences", vec![Value::Object(owner)].into()),
+    ]);
+    Value::Object(object([
+        ("apiVersion", "discovery.k8s.io/v1".into()),
+        ("kind", "EndpointSlice".into()),
+        ("metadata", Value::Object(metadata)),
+        ("addressType", "IPv4".into()),
+        ("endpoints", endpoints.into()),
+        ("ports", ports.into()),
+    ]))
 }
 
 /// `<service>-<5 characters>` like the controller's generated names, but stable per Service uid
@@ -706,16 +744,19 @@ impl Controller {
         {
             return;
         }
-        let ep = endpoints_object(svc, entry);
-        let slice = endpoint_slice(svc, entry);
-        let ok = self.upsert(&self.ep_rt, &key.0, &key.1, &ep, &["subsets"])
-            && self.upsert(
-                &self.slice_rt,
-                &key.0,
-                &slice_name(svc),
-                &slice,
-                &["endpoints", "ports", "addressType"],
-            );
+        let ok = self.put(
+            &self.ep_rt,
+            &key.0,
+            &key.1,
+            &|| endpoints_object(svc, entry),
+            &["subsets"],
+        ) && self.put(
+            &self.slice_rt,
+            &key.0,
+            &slice_name(svc),
+            &|| endpoint_slice(svc, entry),
+            &["endpoints", "ports", "addressType"],
+        );
         if ok {
             self.written.insert(
                 key.clone(),
@@ -727,36 +768,46 @@ impl Controller {
         }
     }
 
-    /// Creates `obj` or replaces the controller's fields (`fields` and labels) of the current one.
-    fn upsert(
+    /// Creates the object `build` makes, or replaces the controller's fields (`fields` and
+    /// labels) of the current one; leaves it alone when they already hold what it would write,
+    /// as the real controllers do (no new resourceVersion, no watch event).
+    fn put(
         &self,
         rt: &ResourceType,
         ns: &str,
         name: &str,
-        obj: &Value,
+        build: &dyn Fn() -> Value,
         fields: &[&str],
     ) -> bool {
-        let result =
-            self.store
-                .upsert_shared(rt, ns, name, Part::Main, &WriteOpts::default(), |cur| {
-                    let Some(cur) = cur else {
-                        return Ok(obj.clone());
-                    };
-                    // The addresses (most of these objects) are replaced, not copied first.
-                    let mut next = crate::meta::fields_except(cur, fields);
-                    for f in fields {
-                        if let Some(v) = obj.get(*f) {
-                            next.insert((*f).to_string(), v.clone());
-                        }
-                    }
-                    let mut next = Value::Object(next);
-                    if let Some(labels) = obj.at("/metadata/labels") {
-                        next["metadata"]["labels"] = labels.clone();
-                    }
-                    Ok(next)
-                });
+        let (group, plural) = self.store.storage_key(rt);
+        let mut desired = Some(build());
+        // A second round only when another writer created or deleted the object between the
+        // read and the write.
+        let mut result = Ok(());
+        for _ in 0..2 {
+            let current = self.store.get_shared(&group, &plural, ns, name);
+            let mut obj = desired.take().unwrap_or_else(build);
+            result = match &current {
+                Some(cur) if owns_same(cur, &obj, fields) => return true,
+                Some(_) => self
+                    .store
+                    .modify_shared(rt, ns, name, Part::Main, &WriteOpts::default(), |cur| {
+                        Ok(with_fields_of(cur, &mut obj, fields))
+                    })
+                    .map(drop),
+                None => self
+                    .store
+                    .create_shared(rt, ns, obj, &WriteOpts::default())
+                    .map(drop),
+            };
+            match &result {
+                Err(e) if current.is_some() && e.code == 404 => {}
+                Err(e) if current.is_none() && e.reason == "AlreadyExists" => {}
+                _ => break,
+            }
+        }
         match result {
-            Ok(_) => true,
+            Ok(()) => true,
             Err(ApiError {
                 code: 404 | 403, ..
             }) => true,
@@ -768,82 +819,29 @@ impl Controller {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod(name: &str, ip: &str, ready: bool, labels: Value) -> Value {
-        json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": labels},
-               "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]},
-               "status": {"phase": "Running", "podIP": ip,
-                          "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}})
-    }
-
-    fn svc(selector: Value, cluster_ip: &str) -> Value {
-        json!({"metadata": {"name": "web", "namespace": "ns", "uid": "svc-uid"},
-               "spec": {"clusterIP": cluster_ip, "selector": selector,
-                        "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"},
-                                  {"name": "raw", "port": 81, "targetPort": 9000, "protocol": "TCP"}]}})
-    }
-
-    #[test]
-    fn endpoints_follow_selector_readiness_and_named_ports() {
-        let a = pod("a", "198.18.0.2", true, json!({"app": "web"}));
-        let b = pod("b", "198.18.0.3", false, json!({"app": "web"}));
-        let other = pod("c", "198.18.0.4", true, json!({"app": "db"}));
-        let mut gone = pod("d", "198.18.0.5", true, json!({"app": "web"}));
-        gone["status"]["phase"] = json!("Succeeded");
-        let s = svc(json!({"app": "web"}), "198.19.1.2");
-        let entry = service_entry(&s, &[&a, &b, &other, &gone], None);
-        assert_eq!(entry.backends.len(), 2);
-        let http = &entry.ports[0];
-        assert_eq!(
-            entry.ready_targets(http),
-            vec![(Ipv4Addr::new(198, 18, 0, 2), 8080)]
-        );
-        assert_eq!(
-            entry.ready_targets(&entry.ports[1]),
-            vec![(Ipv4Addr::new(198, 18, 0, 2), 9000)]
-        );
-        let ep = endpoints_object(&s, &entry);
-        assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "198.18.0.2");
-        assert_eq!(ep["subsets"][0]["notReadyAddresses"][0]["ip"], "198.18.0.3");
-        assert_eq!(ep["subsets"][0]["addresses"][0]["targetRef"]["name"], "a");
-        let slice = endpoint_slice(&s, &entry);
-        assert_eq!(slice["metadata"]["labels"][SERVICE_NAME_LABEL], "web");
-        assert_eq!(slice["endpoints"][1]["conditions"]["ready"], false);
-        assert_eq!(
-            slice["ports"][0],
-            json!({"name": "http", "port": 8080, "protocol": "TCP"})
-        );
-        assert_eq!(slice["metadata"]["ownerReferences"][0]["uid"], "svc-uid");
-        assert!(
-            slice["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("web-") && n.len() == 9)
-        );
-        let rec = entry.record();
-        assert_eq!(rec.ips, vec![Ipv4Addr::new(198, 19, 1, 2)]);
-    }
-
-    #[test]
-    fn headless_services_resolve_to_ready_pods() {
-        let a = pod("a", "198.18.0.2", true, json!({"app": "web"}));
-        let b = pod("b", "198.18.0.3", false, json!({"app": "web"}));
-        let entry = service_entry(&svc(json!({"app": "web"}), "None"), &[&a, &b], None);
-        assert_eq!(entry.cluster_ip, None);
-        assert_eq!(entry.record().ips, vec![Ipv4Addr::new(198, 18, 0, 2)]);
-    }
-
-    #[test]
-    fn selectorless_services_take_their_endpoints_object() {
-        let s = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
-                       "spec": {"clusterIP": "198.19.0.1", "ports": [{"name": "https", "port": 443}]}});
-        let ep = json!({"subsets": [{"addresses": [{"ip": "198.18.0.1"}], "ports": [{"name": "https", "port": 6443}]}]});
-        let entry = service_entry(&s, &[], Some(&ep));
-        assert_eq!(
-            entry.ready_targets(&entry.ports[0]),
-            vec![(Ipv4Addr::new(198, 18, 0, 1), 6443)]
-        );
-    }
+/// Whether `cur` already holds the controller's part of `obj`: `fields` and the labels.
+fn owns_same(cur: &Value, obj: &Value, fields: &[&str]) -> bool {
+    fields.iter().all(|f| cur.get(*f) == obj.get(*f))
+        && cur.at("/metadata/labels") == obj.at("/metadata/labels")
 }
+
+/// `cur` with the controller's part taken from `obj` (moved out, not copied: the addresses are
+/// most of these objects).
+fn with_fields_of(cur: &Value, obj: &mut Value, fields: &[&str]) -> Value {
+    let mut next = meta::fields_except(cur, fields);
+    if let Some(obj) = obj.as_object_mut() {
+        for f in fields {
+            if let Some(v) = obj.remove(*f) {
+                next.insert((*f).to_string(), v);
+            }
+        }
+    }
+    let mut next = Value::Object(next);
+    if let Some(labels) = obj.pointer_mut("/metadata/labels") {
+        next["metadata"]["labels"] = labels.take();
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests;
