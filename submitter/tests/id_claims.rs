@@ -123,6 +123,30 @@ impl Replicas {
             .await
     }
 
+    /// Holds every `verb` request on `resource` at kubesim for `millis` (until the latency
+    /// rules are cleared), its request counters started afresh.
+    fn hold(&self, verb: &str, resource: &str, millis: u64) {
+        let control = &self.cluster.control;
+        control.reset_counts();
+        control.add_latency(kubesim::control::LatencyRule {
+            verb: Some(verb.into()),
+            resource: Some(resource.into()),
+            millis,
+        });
+    }
+
+    /// Waits until a `verb` request on `resource` has reached kubesim since [`Self::hold`].
+    async fn arrived(&self, verb: &str, resource: &str) {
+        self.cluster
+            .control
+            .counted(|counts| {
+                counts
+                    .iter()
+                    .any(|c| c.verb == verb && c.resource == resource && c.count > 0)
+            })
+            .await;
+    }
+
     /// The driver pods of `id`, in every namespace.
     async fn drivers(&self, id: &str) -> Vec<Pod> {
         let mut pods = Vec::new();
@@ -355,20 +379,10 @@ async fn a_rollback_keeps_a_driver_that_a_duplicate_on_another_replica_completed
     );
     // The first attempt's rollback delete of its pod is held at the API server, and the
     // duplicate arrives meanwhile.
-    control.add_latency(kubesim::control::LatencyRule {
-        verb: Some("delete".into()),
-        resource: Some("pods".into()),
-        millis: 3000,
-    });
+    r.hold("delete", "pods", 3000);
     let first = r.submit(0, &body);
     let duplicate = async {
-        control
-            .counted(|counts| {
-                counts
-                    .iter()
-                    .any(|c| c.verb == "delete" && c.resource == "pods" && c.count > 0)
-            })
-            .await;
+        r.arrived("delete", "pods").await;
         r.submit(1, &body).await
     };
     let (first, duplicate) = tokio::join!(first, duplicate);
@@ -453,30 +467,18 @@ async fn a_driver_made_after_its_claim_was_given_back_claims_the_id_again() {
         })
         .await;
     assert!(gone, "the caches never saw the driver go");
-    let control = &r.cluster.control;
-    control.reset_counts();
-    control.add_latency(kubesim::control::LatencyRule {
-        verb: Some("create".into()),
-        resource: Some("pods".into()),
-        millis: 1000,
-    });
+    r.hold("create", "pods", 1000);
     let retry = r.submit(1, &body);
     let give_back = async {
         // Once the retry's pod POST is held at the API server, the claim is given back.
-        control
-            .counted(|counts| {
-                counts
-                    .iter()
-                    .any(|c| c.verb == "create" && c.resource == "pods" && c.count > 0)
-            })
-            .await;
+        r.arrived("create", "pods").await;
         Api::<ConfigMap>::namespaced(r.client(), HOME)
             .delete(&record::claim_name("regiven-1"), &DeleteParams::default())
             .await
             .unwrap();
     };
     let (retry, ()) = tokio::join!(retry, give_back);
-    control.clear_latency();
+    r.cluster.control.clear_latency();
     assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
     // The id is claimed again, for this driver: what racing first submissions meet.
     let claim = Api::<ConfigMap>::namespaced(r.client(), HOME)
