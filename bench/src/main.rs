@@ -9,6 +9,7 @@
 //! (kubesim and submitter) in the same run, for before/after ratios. `--quick` (under two
 //! minutes; CI runs it) uses small sizes.
 
+mod aims;
 mod external;
 mod load;
 mod plot;

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::aims;
 use crate::load::{Level, LoadResult};
 use crate::plot::{self, Series};
 
@@ -49,19 +50,9 @@ fn level(load: &LoadResult, clients: usize) -> Option<&Level> {
 fn headline(load: &LoadResult) -> Vec<(&'static str, String)> {
     let fresh: Vec<&Level> = load.levels.iter().collect();
     let submissions: usize = fresh.iter().map(|l| l.submissions).sum();
-    let weighted = |f: &dyn Fn(&Level) -> f64| {
-        fresh
-            .iter()
-            .map(|l| f(l) * l.submissions as f64)
-            .sum::<f64>()
-            / submissions.max(1) as f64
-    };
+    let weighted = |f: &dyn Fn(&Level) -> f64| aims::weighted(load, f);
     let requests: u64 = fresh.iter().map(|l| l.requests.total()).sum();
-    let kubesim_requests: f64 = fresh
-        .iter()
-        .map(|l| l.kubesim_cpu_us * l.submissions as f64)
-        .sum::<f64>()
-        / requests.max(1) as f64;
+    let kubesim_requests = aims::kubesim_per_request(load);
     let best_8_32 = levels_in(load, 8..=32)
         .iter()
         .map(|l| l.per_second())
@@ -259,6 +250,32 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
             table(&mut out, &["measure", "this build"], &rows);
         }
     }
+
+    // The issue's aims, this build only.
+    let _ = writeln!(out, "## The aims\n");
+    let _ = writeln!(
+        out,
+        "Each aim of the performance issue against this build's figure in this run: met, or \
+         missed by the factor between the figure and the aim. CPU figures are weighted over every \
+         level, with the spread by level beside them.\n"
+    );
+    let operator_runs = run.operator.as_deref().unwrap_or_default();
+    let rows: Vec<Vec<String>> = aims::aims(&run.load, operator_runs)
+        .into_iter()
+        .map(|a| {
+            vec![
+                a.measure.to_owned(),
+                a.wanted.to_owned(),
+                a.measured,
+                a.verdict,
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        &["measure", "aim", "this build", "verdict"],
+        &rows,
+    );
 
     // Against real spark-submit.
     let _ = writeln!(out, "## The submitter against real `spark-submit`\n");
