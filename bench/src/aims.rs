@@ -58,12 +58,12 @@ pub fn kubesim_per_request(load: &LoadResult) -> f64 {
         / requests.max(1) as f64
 }
 
-/// `lowest–highest unit by level`, for a figure that the weighted mean hides the spread of.
+/// `lowest–highest µs by level`, for a figure whose spread the weighted mean hides.
 fn spread(load: &LoadResult, figure: impl Fn(&Level) -> f64) -> String {
     let values: Vec<f64> = load.levels.iter().map(figure).collect();
     let low = values.iter().copied().fold(f64::INFINITY, f64::min);
     let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{low:.0}–{high:.0} by level")
+    format!("{low:.0}–{high:.0} µs by level")
 }
 
 fn at_clients(load: &LoadResult, clients: usize) -> Option<&Level> {
@@ -111,10 +111,7 @@ pub fn aims(load: &LoadResult, operator: &[Value]) -> Vec<Aim> {
             "submitter CPU, fresh submission",
             "≤ 500 µs",
             fresh,
-            format!(
-                "{fresh:.0} µs ({} µs)",
-                spread(load, |l| l.submitter_cpu_us)
-            ),
+            format!("{fresh:.0} µs ({})", spread(load, |l| l.submitter_cpu_us)),
             Goal::AtMost(500.0),
         ),
         aim(
@@ -129,7 +126,7 @@ pub fn aims(load: &LoadResult, operator: &[Value]) -> Vec<Aim> {
             "≤ 100 µs",
             kubesim,
             format!(
-                "{kubesim:.0} µs ({} µs)",
+                "{kubesim:.0} µs ({})",
                 spread(load, |l| l.kubesim_cpu_us * l.submissions as f64
                     / l.requests.total().max(1) as f64)
             ),
