@@ -45,7 +45,7 @@ use crate::caches::{PROPERTIES_KEY, WatchCaches};
 use crate::claim::{self, ClaimToWrite, Reserved};
 use crate::creation::driver_pod::DriverPod;
 pub use crate::creation::{Failure, SubmitDriverError, Submitted};
-use crate::kube_api::KubeApi;
+use crate::kube_api::{CallError, KubeApi};
 use submission::plan::{
     self, BeforePod, Dependent, Found, Plan, Refusal, WithPod, classify, classify_meta,
 };
@@ -329,6 +329,7 @@ impl Submission<'_> {
         };
         for round in 0..rounds {
             let result = self.round(&mut ledger, source).await;
+            ledger.outcome_unknown |= matches!(result, Err(Stop::Uncertain(_)));
             match result {
                 Ok(submitted) => return Ok(submitted),
                 Err(Stop::Stale(exists)) => {
@@ -342,12 +343,7 @@ impl Submission<'_> {
                     };
                     info!(submission_id = %self.submission_id, round, ?source, "cluster changed under the submission; observing again");
                 }
-                Err(Stop::Failed(error)) => {
-                    let rolled_back = self.rollback(&ledger).await;
-                    return Err(Failure { error, rolled_back });
-                }
-                Err(Stop::Uncertain(error)) => {
-                    ledger.outcome_unknown = true;
+                Err(Stop::Failed(error) | Stop::Uncertain(error)) => {
                     let rolled_back = self.rollback(&ledger).await;
                     return Err(Failure { error, rolled_back });
                 }
@@ -450,22 +446,16 @@ impl Submission<'_> {
     /// still there (a fence taken after its pod was deleted proves nothing).
     async fn fence_repair(&self, pod_uid: &str) -> Result<(), Stop> {
         let pod_name = self.pod_name();
-        let taken = fence::take(
-            self.api,
-            self.namespace,
-            self.submission_id,
-            pod_name,
-            pod_uid,
-            Holder::Repair,
-        )
-        .await
-        .map_err(|source| {
-            Stop::Failed(SubmitDriverError::CreateObject {
-                kind: "ConfigMap".into(),
-                name: fence::name(pod_uid),
-                source,
-            })
-        })?;
+        let taken = self
+            .take_fence(pod_uid, Holder::Repair)
+            .await
+            .map_err(|source| {
+                Stop::Failed(SubmitDriverError::CreateObject {
+                    kind: "ConfigMap".into(),
+                    name: fence::name(pod_uid),
+                    source,
+                })
+            })?;
         if !taken.lets_repair() {
             info!(submission_id = %self.submission_id, pod = pod_name,
                 "the attempt that created the driver pod is rolling it back");
@@ -499,6 +489,12 @@ impl Submission<'_> {
         }
     }
 
+    /// Takes the fence of this submission's pod `pod_uid` for `holder`.
+    async fn take_fence(&self, pod_uid: &str, holder: Holder) -> Result<Taken, CallError> {
+        let (namespace, id) = (self.namespace, self.submission_id);
+        fence::take(self.api, namespace, id, self.pod_name(), pod_uid, holder).await
+    }
+
     /// Deletes the pod of `pod_uid`, whose creator's rollback holds its fence.
     async fn remove_rolled_back(&self, pod_uid: &str) -> Result<(), Stop> {
         let api = self.api_of(0).map_err(Stop::Failed)?;
@@ -524,15 +520,7 @@ impl Submission<'_> {
     /// Before a rollback deletes the pod it created: takes the pod's fence. Lost, or not known
     /// to be won, the pod stays: a duplicate is completing it and may have answered it.
     async fn fence_rollback(&self, pod_uid: &str) -> bool {
-        let taken = fence::take(
-            self.api,
-            self.namespace,
-            self.submission_id,
-            self.pod_name(),
-            pod_uid,
-            Holder::Rollback,
-        )
-        .await;
+        let taken = self.take_fence(pod_uid, Holder::Rollback).await;
         match taken {
             Ok(Taken::Won) => true,
             Ok(Taken::Held(_)) => {
