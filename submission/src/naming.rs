@@ -29,7 +29,19 @@ pub struct SubmissionId {
     id: String,
     /// [`SubmissionId::label_value`], digested once: every object of a submission carries it.
     label: OnceLock<String>,
+    /// The other digests, each made once: a build asks for most of them more than once, and
+    /// each is a SHA-256.
+    app_id: OnceLock<String>,
+    unique_ids: [OnceLock<String>; MEMOISED_PURPOSES.len()],
 }
+
+/// The [`SubmissionId::unique_id`] purposes kept once made (the builder's; others are digested
+/// at every call).
+const MEMOISED_PURPOSES: [&str; 3] = [
+    "resource-name-prefix",
+    "driver-service-name",
+    "spark-conf-map",
+];
 
 impl PartialEq for SubmissionId {
     fn eq(&self, other: &Self) -> bool {
@@ -84,6 +96,8 @@ impl FromStr for SubmissionId {
         Ok(SubmissionId {
             id: s.to_owned(),
             label: OnceLock::new(),
+            app_id: OnceLock::new(),
+            unique_ids: Default::default(),
         })
     }
 }
@@ -114,14 +128,22 @@ impl SubmissionId {
     /// Spark's `uniqueID()` shape, 16 lowercase hex digits: 6 "random" then 10 "time" digits.
     /// The time part's top bit is set so it always has Spark's 10 digits.
     pub fn unique_id(&self, purpose: &str) -> String {
-        let d = self.digest(purpose);
-        let time = u64::from_be_bytes([0, 0, 0, d[3], d[4], d[5], d[6], d[7]]) | (1 << 39);
-        format!("{}{time:010x}", hex(&d[..3]))
+        let make = || {
+            let d = self.digest(purpose);
+            let time = u64::from_be_bytes([0, 0, 0, d[3], d[4], d[5], d[6], d[7]]) | (1 << 39);
+            format!("{}{time:010x}", hex(&d[..3]))
+        };
+        match MEMOISED_PURPOSES.iter().position(|p| *p == purpose) {
+            Some(i) => self.unique_ids[i].get_or_init(make).clone(),
+            None => make(),
+        }
     }
 
     /// `spark.app.id`: `spark-` and 32 hex digits, like Spark's dashless random UUID.
     pub fn app_id(&self) -> String {
-        format!("spark-{}", hex(&self.digest("app-id")[..16]))
+        self.app_id
+            .get_or_init(|| format!("spark-{}", hex(&self.digest("app-id")[..16])))
+            .clone()
     }
 
     /// A version-4-shaped UUID for the driver's local directory (`/var/data/spark-<uuid>`).
@@ -150,7 +172,6 @@ impl fmt::Display for SubmissionId {
 
 /// Lowercase hex, two digits a byte; by table, not `write!` per byte (a fresh submission
 /// writes some 160 bytes this way).
-/// Lowercase hex, two digits per byte, without a `format!` per byte.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);

@@ -44,69 +44,75 @@ fn string_map<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Map<St
         .collect()
 }
 
-/// `DriverServiceFeatureStep`'s headless Service.
+/// `DriverServiceFeatureStep`'s headless Service. Built by moving each part into place:
+/// `json!` would copy every interpolated map and list through the serializer.
 pub(crate) fn service(plan: &Plan<'_>) -> Value {
     let conf = plan.conf;
     let mut metadata = Map::new();
-    metadata.insert("name".into(), json!(plan.service_name));
+    metadata.insert("name".into(), Value::String(plan.service_name.clone()));
     let service_annotations = string_map(conf.with_prefix(conf_keys::DRIVER_SERVICE_ANNOTATION));
     if !service_annotations.is_empty() {
         metadata.insert("annotations".into(), Value::Object(service_annotations));
     }
     let mut service_labels = Map::new();
-    service_labels.insert(labels::SPARK_APP_ID.into(), json!(plan.app_id));
+    service_labels.insert(labels::SPARK_APP_ID.into(), Value::String(plan.app_id.clone()));
     service_labels.extend(string_map(
         conf.with_prefix(conf_keys::DRIVER_SERVICE_LABEL),
     ));
     metadata.insert("labels".into(), Value::Object(service_labels));
 
-    let selector: Map<String, Value> = plan
-        .driver_labels
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
+    let selector = string_map(plan.driver_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let block_manager_port = conf
         .get(conf_keys::DRIVER_BLOCK_MANAGER_PORT)
         .and_then(|v| v.parse::<i32>().ok())
         .unwrap_or(7079);
-    let port =
-        |name: &str, number: i32| json!({"name": name, "port": number, "targetPort": number});
+    let port = |name: &str, number: i32| {
+        let mut port = Map::new();
+        port.insert("name".into(), Value::String(name.to_owned()));
+        port.insert("port".into(), Value::from(number));
+        port.insert("targetPort".into(), Value::from(number));
+        port
+    };
     let mut ports = vec![
-        port("driver-rpc-port", plan.driver_port),
-        port("blockmanager", block_manager_port),
-        port("spark-ui", plan.ui_port),
+        Value::Object(port("driver-rpc-port", plan.driver_port)),
+        Value::Object(port("blockmanager", block_manager_port)),
+        Value::Object(port("spark-ui", plan.ui_port)),
     ];
     if let Some(number) = plan.connect_port {
         let mut connect = port("spark-connect", number);
         // Spark 4.2 marks the Connect port as gRPC.
         if plan.line >= SparkLine::V4_2 {
-            connect["appProtocol"] = json!("grpc");
+            connect.insert("appProtocol".into(), Value::String("grpc".into()));
         }
-        ports.push(connect);
+        ports.push(Value::Object(connect));
     }
-    let mut spec = json!({
-        "clusterIP": "None",
-        "ipFamilies": conf
-            .get_or(conf_keys::SERVICE_IP_FAMILIES, "IPv4")
-            .split(',')
-            .collect::<Vec<_>>(),
-        "ipFamilyPolicy": conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack"),
-        "ports": ports,
-        "selector": selector,
-    });
+    let ip_families = conf
+        .get_or(conf_keys::SERVICE_IP_FAMILIES, "IPv4")
+        .split(',')
+        .map(|family| Value::String(family.to_owned()))
+        .collect();
+    let mut spec = Map::new();
+    spec.insert("clusterIP".into(), Value::String("None".into()));
+    spec.insert("ipFamilies".into(), Value::Array(ip_families));
+    spec.insert(
+        "ipFamilyPolicy".into(),
+        Value::String(conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack").to_owned()),
+    );
+    spec.insert("ports".into(), Value::Array(ports));
+    spec.insert("selector".into(), Value::Object(selector));
     // spark.kubernetes.driver.service.publishNotReadyAddresses came with Spark 4.3.
     if plan.line >= SparkLine::V4_3 {
         let publish_not_ready = conf
             .get_bool_or(conf_keys::SERVICE_PUBLISH_NOT_READY, false)
             .unwrap_or(false);
-        spec["publishNotReadyAddresses"] = json!(publish_not_ready);
+        spec.insert("publishNotReadyAddresses".into(), Value::Bool(publish_not_ready));
     }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": spec,
-    })
+    let mut service = Map::new();
+    service.insert("apiVersion".into(), Value::String("v1".into()));
+    service.insert("kind".into(), Value::String("Service".into()));
+    service.insert("metadata".into(), Value::Object(metadata));
+    service.insert("spec".into(), Value::Object(spec));
+    Value::Object(service)
 }
 
 /// `NetworkPolicyFeatureStep`: executors accept traffic only from the application's pods.
