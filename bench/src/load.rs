@@ -320,6 +320,32 @@ async fn drive(
     Ok((latencies, errors, start.elapsed().as_secs_f64()))
 }
 
+/// A window in which the submitter used less than [`QUIET_CPU`] of CPU: no watch events are
+/// arriving any more.
+const QUIET_WINDOW: Duration = Duration::from_millis(100);
+const QUIET_CPU: Duration = Duration::from_millis(1);
+/// The longest wait for quiet; a run that never gets there goes on (its CPU figures then include
+/// whatever kept the submitter busy).
+const SETTLE_BOUND: Duration = Duration::from_secs(20);
+
+/// Waits until the submitter has been quiet for two windows in a row. A level's drivers go on
+/// changing after their last answer (the kubelet starts them, each step a pod event the
+/// submitter's watch decodes): waiting counts that work to the level that caused it, and keeps it
+/// out of the next level, above all out of the short level of cached duplicates.
+async fn settle(submitter: &Submitter) {
+    let started = Instant::now();
+    let mut quiet_windows = 0;
+    while quiet_windows < 2 && started.elapsed() < SETTLE_BOUND {
+        let before = submitter.proc.cpu();
+        tokio::time::sleep(QUIET_WINDOW).await;
+        quiet_windows = if submitter.proc.cpu() - before < QUIET_CPU {
+            quiet_windows + 1
+        } else {
+            0
+        };
+    }
+}
+
 async fn level(
     kubesim: &Kubesim,
     submitter: &Submitter,
@@ -330,6 +356,7 @@ async fn level(
     let (s_cpu, k_cpu) = (submitter.proc.cpu(), kubesim.proc.cpu());
     submitter.proc.reset_peak();
     let (latencies, errors, seconds) = drive(clients, Arc::new(ids)).await?;
+    settle(submitter).await;
     let submissions = latencies.len();
     let per = |d: Duration| d.as_secs_f64() * 1e6 / submissions.max(1) as f64;
     Ok(Level {

@@ -18,6 +18,10 @@ use serde_json::Value;
 use submission::pointer::text;
 use thiserror::Error;
 
+mod head;
+
+pub use head::Head;
+
 /// The largest error answer of a log request read (a `Status` is a few hundred bytes).
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
@@ -172,15 +176,24 @@ impl KubeApi {
         }
     }
 
+    /// Sends a built request under the call timeout; the answer's body as text.
+    async fn send_text(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<String, CallError> {
+        let request = request.map_err(|source| CallError::Request {
+            source: kube::Error::BuildRequest(source),
+        })?;
+        self.call(self.client.request_text(request)).await
+    }
+
     /// Sends a built request under the call timeout; the answer's body as `T`.
     async fn send<T: serde::de::DeserializeOwned>(
         &self,
         request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
     ) -> Result<T, CallError> {
-        let request = request.map_err(|source| CallError::Request {
-            source: kube::Error::BuildRequest(source),
-        })?;
-        self.call(self.client.request::<T>(request)).await
+        let text = self.send_text(request).await?;
+        serde_json::from_str(&text).map_err(answer_error)
     }
 
     pub async fn get(&self, api: &Request, name: &str) -> Result<Option<Value>, CallError> {
@@ -208,10 +221,10 @@ impl KubeApi {
         api: &Request,
         object: &impl serde::Serialize,
     ) -> Result<Head, CallError> {
-        let answer: HeadOf = self
-            .send(api.create(&post_params(false), to_vec(object)?))
+        let answer = self
+            .send_text(api.create(&post_params(false), to_vec(object)?))
             .await?;
-        Ok(answer.metadata)
+        head::read(&answer).map_err(answer_error)
     }
 
     /// Merge-patches `metadata.ownerReferences` only (ConfigMaps are immutable in data).
@@ -230,8 +243,8 @@ impl KubeApi {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let _: serde::de::IgnoredAny = self
-            .send(api.patch(name, &params, &Patch::Merge(&patch)))
+        // A success answer is the whole patched object, which nothing reads: it is not parsed.
+        self.send_text(api.patch(name, &params, &Patch::Merge(&patch)))
             .await?;
         Ok(())
     }
@@ -404,6 +417,13 @@ fn post_params(dry_run: bool) -> PostParams {
     }
 }
 
+/// An answer that is not the JSON expected, as the client library reports it.
+fn answer_error(source: serde_json::Error) -> CallError {
+    CallError::Request {
+        source: kube::Error::SerdeError(source),
+    }
+}
+
 /// What a request body starts with room for: a driver pod's JSON is a few KiB, so the buffer
 /// is not grown (and copied) five times on its way there.
 const BODY_CAPACITY: usize = 4096;
@@ -428,104 +448,9 @@ struct OwnerMeta<'a> {
     owner_references: &'a Value,
 }
 
-/// What a submission reads of an object the API server answered with: its uid, and for the
-/// driver pod its creation time and Spark app id label. The rest of the answer is skipped
-/// unread.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Head {
-    #[serde(default)]
-    pub uid: String,
-    pub creation_timestamp: Option<String>,
-    /// The `spark-app-selector` label; the other labels are not kept.
-    #[serde(default, rename = "labels", deserialize_with = "spark_app_id_label")]
-    pub spark_app_id: Option<String>,
-}
-
-/// Of a `labels` map, the Spark app id's value only.
-fn spark_app_id_label<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<String>, D::Error> {
-    struct SparkAppId;
-    impl<'de> serde::de::Visitor<'de> for SparkAppId {
-        type Value = Option<String>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map of labels")
-        }
-
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<String>, E> {
-            Ok(None)
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Option<String>, A::Error> {
-            let mut found = None;
-            while let Some(IsSparkAppId(wanted)) = map.next_key()? {
-                if wanted {
-                    found = Some(map.next_value::<String>()?);
-                } else {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-            Ok(found)
-        }
-    }
-    deserializer.deserialize_any(SparkAppId)
-}
-
-/// Whether a label key is the Spark app id's, told without copying the key.
-struct IsSparkAppId(bool);
-
-impl<'de> serde::Deserialize<'de> for IsSparkAppId {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Key;
-        impl serde::de::Visitor<'_> for Key {
-            type Value = IsSparkAppId;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a label key")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<IsSparkAppId, E> {
-                Ok(IsSparkAppId(key == submission::meta::labels::SPARK_APP_ID))
-            }
-        }
-        deserializer.deserialize_str(Key)
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct HeadOf {
-    #[serde(default)]
-    metadata: Head,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_answer_head_keeps_uid_creation_time_and_the_spark_app_id_label_only() {
-        let answer = br#"{"kind":"Pod","metadata":{"name":"d","uid":"u-1",
-            "creationTimestamp":"2026-12-04T10:00:00Z","managedFields":[{"manager":"x"}],
-            "labels":{"a":"1","spark-app-selector":"spark-42","z":"2"}},"spec":{}}"#;
-        let head: HeadOf = serde_json::from_slice(answer).expect("a pod answer");
-        assert_eq!(
-            head.metadata,
-            Head {
-                uid: "u-1".into(),
-                creation_timestamp: Some("2026-12-04T10:00:00Z".into()),
-                spark_app_id: Some("spark-42".into()),
-            }
-        );
-        let unlabelled: HeadOf =
-            serde_json::from_slice(br#"{"metadata":{"uid":"u-2","labels":null}}"#)
-                .expect("an answer without labels");
-        assert_eq!(unlabelled.metadata.spark_app_id, None);
-    }
 
     #[test]
     fn the_owner_patch_sets_the_owner_references_and_nothing_else() {
