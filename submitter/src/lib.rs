@@ -69,6 +69,9 @@ pub mod state;
 /// The audit log: one line per request of an API route.
 pub mod audit;
 
+/// The JSON log lines (service logs and the audit file), written without re-parsing spans.
+pub mod json_log;
+
 /// One submission, from request to driver.
 pub mod submit;
 

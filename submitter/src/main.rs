@@ -529,7 +529,7 @@ fn init_tracing(audit_log: Option<&std::path::Path>) -> anyhow::Result<()> {
     let main = if std::io::stdout().is_terminal() {
         main.boxed()
     } else {
-        main.json().boxed()
+        submitter::json_log::JsonLines::new(std::io::stdout).boxed()
     };
     let main = main
         .with_filter(filter)
@@ -537,11 +537,8 @@ fn init_tracing(audit_log: Option<&std::path::Path>) -> anyhow::Result<()> {
             !(audit_elsewhere && meta.target() == submitter::audit::TARGET)
         }));
     let audit = audit_file.map(|file| {
-        tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(false)
-            .with_span_list(false)
-            .with_writer(file)
+        submitter::json_log::JsonLines::new(file)
+            .without_spans()
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
                     .with_target(submitter::audit::TARGET, tracing::Level::INFO),
