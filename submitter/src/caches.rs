@@ -1,6 +1,6 @@
-//! The service's watch caches: one kube-runtime reflector on our pods and one on our ConfigMaps
-//! (all namespaces, selected by our submission label), the secondary indexes the status look-ups
-//! need ([`index`]), the succeeded-driver events the retention recorder follows, and the
+//! The service's watch caches: one kube-runtime watcher on our pods and one on our ConfigMaps
+//! (all namespaces, selected by our submission label), each filling a [`store`] of the objects,
+//! the secondary indexes the status look-ups need ([`index`]), the succeeded-driver events the retention recorder follows, and the
 //! health of both watches for readiness.
 //!
 //! Both watches are started once, retried forever with backoff, resume from their last
@@ -10,6 +10,7 @@
 
 pub mod index;
 pub mod slim;
+pub mod store;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -17,7 +18,6 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::broadcast;
 use tracing::warn;
@@ -25,6 +25,7 @@ use tracing::warn;
 use crate::record;
 use index::{Index, KeyFn};
 use slim::{SlimConfigMap, SlimPod};
+use store::Store;
 use submission::meta::{annotations, labels};
 
 /// Watch caches of our pods and ConfigMaps (all namespaces, selected by our label), with the
@@ -157,31 +158,47 @@ impl WatchCaches {
     /// Starts both watches as background tasks; they retry every error with backoff.
     pub fn start(client: &kube::Client) -> WatchCaches {
         let selector = watcher::Config::default().labels(labels::SUBMISSION_ID_HASH);
-        let (pods, writer) = reflector::store();
+        let pods = Store::default();
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let ready_tx = Arc::new(ready_tx);
         let pod_index = Index::new(pod_submission_id as KeyFn<Pod>);
         let (succeeded, _) = broadcast::channel(SUCCEEDED_BUFFER);
         // Decoded slim, converted to the trimmed pods the cache keeps (`slim`).
         let stream = watcher(Api::<SlimPod>::all(client.clone()), selector.clone())
             .default_backoff()
-            .map_ok(full_event::<SlimPod, Pod>)
-            .reflect(writer);
+            .map_ok(full_event::<SlimPod, Pod>);
         let (index, sender) = (pod_index.clone(), succeeded.clone());
         let pods_health = Arc::new(WatchHealth::default());
         let (changes, _) = tokio::sync::watch::channel(0u64);
         let changed = changes.clone();
+        let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
+        let synced = {
+            let (pod_index, record_index, ready_tx) =
+                (pod_index.clone(), record_index.clone(), ready_tx.clone());
+            move || {
+                if pod_index.is_synced() && record_index.is_synced() {
+                    ready_tx.send_replace(true);
+                }
+            }
+        };
+        let (store, on_synced) = (pods.clone(), synced.clone());
         tokio::spawn(drive(stream, "pods", pods_health.clone(), move |event| {
-            index.apply_event(event);
+            index.apply_event(&event);
+            let listed = matches!(event, watcher::Event::InitDone);
+            let applied = store.apply(event);
             changed.send_modify(|n| *n = n.wrapping_add(1));
-            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event
+            if listed {
+                on_synced();
+            }
+            if let Some(pod) = applied
                 && sender.receiver_count() > 0
-                && driver_succeeded(pod)
+                && driver_succeeded(&pod)
             {
                 // No subscriber, or all lagging: the recorder re-scans the cache.
-                let _ = sender.send(Arc::new(pod.clone()));
+                let _ = sender.send(pod);
             }
         }));
-        let (config_maps, writer) = reflector::store();
-        let record_index = Index::new(record::index_keys as KeyFn<ConfigMap>);
+        let config_maps = Store::default();
         let stream = watcher(Api::<SlimConfigMap>::all(client.clone()), selector)
             .default_backoff()
             .map_ok(full_event::<SlimConfigMap, ConfigMap>)
@@ -193,30 +210,25 @@ impl WatchCaches {
                 if !record::is_claim(cm) {
                     cm.data = trim_data(cm.data.take());
                 }
-            })
-            .reflect(writer);
+            });
         let index = record_index.clone();
         let config_maps_health = Arc::new(WatchHealth::default());
         let changed = changes.clone();
+        let store = config_maps.clone();
         tokio::spawn(drive(
             stream,
             "configmaps",
             config_maps_health.clone(),
             move |event| {
-                index.apply_event(event);
+                index.apply_event(&event);
+                let listed = matches!(event, watcher::Event::InitDone);
+                store.apply(event);
                 changed.send_modify(|n| *n = n.wrapping_add(1));
+                if listed {
+                    synced();
+                }
             },
         ));
-        let (ready_tx, ready) = tokio::sync::watch::channel(false);
-        let (pod_store, cm_store) = (pods.clone(), config_maps.clone());
-        tokio::spawn(async move {
-            // The only waiter on the stores themselves (see `ready`).
-            if pod_store.wait_until_ready().await.is_ok()
-                && cm_store.wait_until_ready().await.is_ok()
-            {
-                let _ = ready_tx.send(true);
-            }
-        });
         WatchCaches {
             ready,
             pods,
@@ -253,8 +265,7 @@ impl WatchCaches {
 
     /// A cached ConfigMap of ours by namespace and name (data trimmed, see [`trim_data`]).
     pub fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
-        self.config_maps
-            .get(&ObjectRef::new(name).within(namespace))
+        self.config_maps.get(namespace, name)
     }
 
     /// The watches failing at `now`, by resource (empty: both fine).
@@ -269,11 +280,8 @@ impl WatchCaches {
         .collect()
     }
 
-    /// Waits until both caches hold a complete first listing.
-    ///
-    /// Every caller waits on one shared signal: kube-runtime's `Store::wait_until_ready` wakes
-    /// only the last task that polled it, so two tasks waiting on a store directly (the sweeper
-    /// and the recorder) could leave one asleep forever.
+    /// Waits until both caches hold a complete first listing: every caller waits on one shared
+    /// signal, sent by whichever watch completes the pair.
     pub async fn ready(&self) -> Result<(), CachesStopped> {
         let mut ready = self.ready.clone();
         ready
@@ -290,7 +298,7 @@ impl WatchCaches {
 
     /// A cached pod by namespace and name.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.pods.get(&ObjectRef::new(name).within(namespace))
+        self.pods.get(namespace, name)
     }
 
     /// The retention records indexed under `key` that the cache still holds.
@@ -299,8 +307,7 @@ impl WatchCaches {
             .get(key)
             .into_iter()
             .filter_map(|(namespace, name)| {
-                self.config_maps
-                    .get(&ObjectRef::new(&name).within(&namespace))
+                self.config_maps.get(&namespace, &name)
             })
             .filter_map(|cm| record::read(&cm))
             .collect()
@@ -322,7 +329,7 @@ async fn drive<S, K>(
     stream: S,
     resource: &'static str,
     health: Arc<WatchHealth>,
-    mut on_event: impl FnMut(&watcher::Event<K>),
+    mut on_event: impl FnMut(watcher::Event<K>),
 ) where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
@@ -331,7 +338,7 @@ async fn drive<S, K>(
         match event {
             Ok(event) => {
                 health.on_event();
-                on_event(&event);
+                on_event(event);
             }
             Err(error) => {
                 health.on_error(Instant::now());
