@@ -17,6 +17,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::Deserialize;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use submission::meta::containers::DRIVER_BIND_ADDRESS_ENV;
 
 /// `ObjectMeta` without `managedFields`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -78,7 +80,83 @@ struct SlimPodSpec {
 struct SlimContainer {
     #[serde(default)]
     name: String,
-    env: Option<Vec<EnvVar>>,
+    /// Of the env, only the variables the cache keeps (the rest not copied out).
+    env: Option<Vec<KeptEnvVar>>,
+}
+
+/// One env var, decoded only if it is the one [`submission::driver::trim_for_cache`] keeps,
+/// the variable marking Spark's container: a driver has a dozen, each name and value
+/// otherwise copied out only to be dropped.
+#[derive(Debug, Clone)]
+struct KeptEnvVar(Option<EnvVar>);
+
+impl<'de> Deserialize<'de> for KeptEnvVar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(KeptEnvVarVisitor)
+    }
+}
+
+struct KeptEnvVarVisitor;
+
+impl<'de> Visitor<'de> for KeptEnvVarVisitor {
+    type Value = KeptEnvVar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an env var")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptEnvVar, A::Error> {
+        // `None` until the name is read, then whether it is the kept variable. The name comes
+        // first from the API server; a value before it is read in case.
+        let mut kept: Option<bool> = None;
+        let mut var = EnvVar::default();
+        while let Some(field) = map.next_key::<EnvField>()? {
+            match field {
+                EnvField::Name => {
+                    let name: String = map.next_value()?;
+                    kept = Some(name == DRIVER_BIND_ADDRESS_ENV);
+                    var.name = name;
+                }
+                EnvField::Value if kept != Some(false) => var.value = map.next_value()?,
+                EnvField::ValueFrom if kept != Some(false) => var.value_from = map.next_value()?,
+                EnvField::Value | EnvField::ValueFrom | EnvField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(KeptEnvVar((kept == Some(true)).then_some(var)))
+    }
+}
+
+/// The keys of an env var, told apart without copying them.
+enum EnvField {
+    Name,
+    Value,
+    ValueFrom,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for EnvField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl Visitor<'_> for Key {
+            type Value = EnvField;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an env var key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<EnvField, E> {
+                Ok(match key {
+                    "name" => EnvField::Name,
+                    "value" => EnvField::Value,
+                    "valueFrom" => EnvField::ValueFrom,
+                    _ => EnvField::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(Key)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,7 +186,9 @@ impl From<SlimPod> for Pod {
                     .into_iter()
                     .map(|c| Container {
                         name: c.name,
-                        env: c.env,
+                        env: c
+                            .env
+                            .map(|env| env.into_iter().filter_map(|var| var.0).collect()),
                         ..Container::default()
                     })
                     .collect(),
@@ -217,7 +297,8 @@ mod tests {
                          "managedFields": managed_fields()},
             "spec": {"serviceAccountName": "spark", "nodeName": "n",
                      "containers": [
-                {"name": "istio-proxy", "image": "proxy"},
+                {"name": "istio-proxy", "image": "proxy", "env": [{"value": "v", "name": "X", "x-unknown": 1}]},
+                {"name": "sidecar", "env": [{"value": "first", "name": "SPARK_DRIVER_BIND_ADDRESS"}, {"name": "Y"}]},
                 {"name": "spark-kubernetes-driver", "image": "spark", "args": ["driver"],
                  "env": [{"name": "A", "value": "1"},
                          {"name": "SPARK_DRIVER_BIND_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
@@ -243,6 +324,22 @@ mod tests {
             Pod::from(serde_json::from_value::<SlimPod>(bare).unwrap()),
             whole
         );
+    }
+
+    #[test]
+    fn the_kept_env_var_is_whole_whatever_the_order_of_its_keys() {
+        // Raw text: a `json!` map would sort the keys, and the name must come last here.
+        let pod = r#"{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "env": [
+            {"value": "v", "name": "A"},
+            {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}, "value": "x",
+             "name": "SPARK_DRIVER_BIND_ADDRESS"}]}]}}"#;
+        let mut whole: Pod = serde_json::from_str(pod).unwrap();
+        submission::driver::trim_for_cache(&mut whole);
+        let slim: SlimPod = serde_json::from_str(pod).unwrap();
+        let slim = Pod::from(slim);
+        assert_eq!(slim, whole);
+        let env = &slim.spec.unwrap().containers[0].env;
+        assert_eq!(env.as_ref().map(|env| env[0].value.as_deref()), Some(Some("x")));
     }
 
     #[test]
