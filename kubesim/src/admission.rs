@@ -527,12 +527,12 @@ fn pending_status(pod: &Value) -> Value {
 /// rest of the pod being `current`'s (the API server's pod status strategy resets it): the
 /// status pruned of unknown fields, or the default status when it is not an object.
 ///
-/// The rest of `admit_update` concerns the metadata and spec alone, and gives a stored pod's
-/// the answer it gave when they were stored: every write that stores a pod's spec or labels
+/// The rest of `admit_update` reads the metadata and spec alone, and on a stored pod's it
+/// answers as it did when they were stored: every write that stores a pod's spec or labels
 /// passes admission and stores the defaulted spec (defaulting a defaulted spec changes
-/// nothing), and the writes that skip it (deletion) change only finalizers and deletion
-/// fields, which admission does not read. So it is not run again; the store's tests and, in
-/// debug builds, every status write compare this against `admit_update`.
+/// nothing), and the writes that skip admission (deletion) change only finalizers and
+/// deletion fields, which admission does not read. So it is not run again; the store's tests
+/// and, in debug builds, every pod status write compare this against `admit_update`.
 pub fn admit_pod_status(
     rt: &ResourceType,
     status: Option<Value>,
