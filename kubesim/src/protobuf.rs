@@ -719,6 +719,29 @@ pub fn prune_changed(obj: &mut Value, stored: &Value) {
     );
 }
 
+/// [`prune_changed`] of one top-level field of an object of `api_version` and `kind`, its other
+/// fields being the stored object's (a pod status write); `false` when the type has no such
+/// field, which pruning drops.
+pub fn prune_changed_field(
+    api_version: &str,
+    kind: &str,
+    field: &str,
+    value: &mut Value,
+    stored: Option<&Value>,
+) -> bool {
+    let Some((name, _)) = message_for(api_version, kind).filter(|(n, _)| !is_hand_converted(n))
+    else {
+        return true;
+    };
+    let known = json_fields(name);
+    let Ok(i) = known.binary_search_by(|(j, _)| (*j).cmp(field)) else {
+        return false;
+    };
+    let here = Path::Key(&Path::Root, field);
+    walk_type(known[i].1, value, stored, here, &mut Vec::new(), true);
+    true
+}
+
 /// The JSON fields of every message, by message name.
 type FieldTable = std::collections::HashMap<
     &'static str,

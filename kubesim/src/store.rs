@@ -19,8 +19,9 @@ mod key;
 mod quota;
 #[cfg(test)]
 mod tests;
+mod update;
 
-use change::{same_but_resource_version, spec_changed, tracks_generation};
+use change::{same_but_resource_version, tracks_generation};
 use key::key;
 
 /// What happened to an object.
@@ -807,105 +808,28 @@ impl Inner {
         ns: &str,
         name: &str,
         current: &Arc<Value>,
-        mut proposed: Value,
+        proposed: Value,
         part: Part,
         opts: &WriteOpts,
     ) -> Result<Arc<Value>, ApiError> {
-        if !proposed.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be a JSON object",
-            ));
-        }
-        check_kind(rt, &proposed)?;
-        let body_name = meta::name(&proposed);
-        if !body_name.is_empty() && body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
-        let body_ns = meta::meta_str(&proposed, "namespace");
-        if rt.namespaced && !body_ns.is_empty() && body_ns != ns {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request",
-            ));
-        }
-        let body_rv = meta::meta_str(&proposed, "resourceVersion");
-        if !body_rv.is_empty() && body_rv != meta::meta_str(current, "resourceVersion") {
-            return Err(ApiError::stale(&rt.group, &rt.plural, name));
-        }
-        // Subresource semantics: a status write keeps everything but status; a main write keeps
-        // status when the type has a status subresource.
-        if rt.status_subresource {
-            match part {
-                Part::Status => {
-                    // Everything but the status is the current object's (the status being
-                    // replaced is not copied first).
-                    let status = proposed.as_object_mut().and_then(|o| o.remove("status"));
-                    let mut merged = meta::fields_except(current, &["status"]);
-                    if let Some(s) = status {
-                        merged.insert("status".into(), s);
-                    }
-                    proposed = Value::Object(merged);
+        let proposed = match update::pod_status(rt, ns, name, current, proposed, part, opts) {
+            update::Fast::Done(fast) => match fast? {
+                Some(proposed) => proposed,
+                None => return Ok(Arc::clone(current)),
+            },
+            update::Fast::NotTaken(proposed) => {
+                let proposed = update::updated(rt, ns, name, current, proposed, part)?;
+                if opts.dry_run {
+                    return Ok(Arc::new(proposed));
                 }
-                Part::Main => match current.get("status") {
-                    Some(s) => proposed["status"] = s.clone(),
-                    None => {
-                        if let Some(o) = proposed.as_object_mut() {
-                            o.remove("status");
-                        }
-                    }
-                },
+                if same_but_resource_version(current, &proposed) {
+                    // A no-op write produces no event and keeps the resourceVersion, as in
+                    // Kubernetes.
+                    return Ok(Arc::clone(current));
+                }
+                proposed
             }
-        }
-        {
-            // Server-owned metadata is never taken from the client.
-            let cur_md = current.get("metadata").unwrap_or(&Value::Null);
-            let md = metadata_mut(&mut proposed);
-            for key in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "namespace",
-                "name",
-            ] {
-                match cur_md.get(key) {
-                    Some(v) => md.insert(key.into(), v.clone()),
-                    None => md.remove(key),
-                };
-            }
-            md.remove("selfLink");
-        }
-        if meta::is_deleting(current) {
-            let before = meta::finalizers(current);
-            let added = meta::finalizers(&proposed)
-                .into_iter()
-                .any(|f| !before.contains(&f));
-            if added {
-                return Err(ApiError::forbidden(format!(
-                    "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
-                    rt.qualified()
-                )));
-            }
-        }
-        admission::admit_update(rt, &mut proposed, current)?;
-        if tracks_generation(rt) && spec_changed(current, &proposed) {
-            let generation = current
-                .at("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            metadata_mut(&mut proposed).insert("generation".into(), json!(generation + 1));
-        }
-        proposed["apiVersion"] = json!(rt.api_version());
-        proposed["kind"] = json!(rt.kind);
-        if opts.dry_run {
-            return Ok(Arc::new(proposed));
-        }
-        if same_but_resource_version(current, &proposed) {
-            // A no-op write produces no event and keeps the resourceVersion, as in Kubernetes.
-            return Ok(Arc::clone(current));
-        }
+        };
         if rt.custom || rt.group == "apiextensions.k8s.io" {
             self.on_crd_write(rt, &proposed);
         }
