@@ -306,9 +306,7 @@ impl WatchCaches {
         self.record_index
             .get(key)
             .into_iter()
-            .filter_map(|(namespace, name)| {
-                self.config_maps.get(&namespace, &name)
-            })
+            .filter_map(|(namespace, name)| self.config_maps.get(&namespace, &name))
             .filter_map(|cm| record::read(&cm))
             .collect()
     }

@@ -301,7 +301,11 @@ mod tests {
             text.lines()
                 .map(|line| {
                     let value: serde_json::Value = serde_json::from_str(line).expect("JSON");
-                    assert!(value["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+                    assert!(
+                        value["timestamp"]
+                            .as_str()
+                            .is_some_and(|t| t.ends_with('Z'))
+                    );
                     let end = line.find(",\"level\"").expect("a level after the time");
                     line[end..].to_owned()
                 })
@@ -320,7 +324,8 @@ mod tests {
 
     fn log_everything() {
         tracing::info!("no span yet");
-        let request = tracing::info_span!("request", method = "POST", path = "/a\"b", request_id = "");
+        let request =
+            tracing::info_span!("request", method = "POST", path = "/a\"b", request_id = "");
         let _request = request.enter();
         let submit = tracing::info_span!("submit", submission_id = "s-1", namespace = tracing::field::Empty,
                                          pod = tracing::field::Empty, zeta = 1u64, r#type = ?Odd);
@@ -332,7 +337,10 @@ mod tests {
         submit.record("namespace", "other");
         tracing::info!(target: "submitter::audit", action = "submit", duplicate = false, status = 201u16, "audit");
         let error = std::io::Error::other("disk \"full\"");
-        tracing::error!(error = &error as &(dyn std::error::Error + 'static), "failed");
+        tracing::error!(
+            error = &error as &(dyn std::error::Error + 'static),
+            "failed"
+        );
         let detached = tracing::info_span!(parent: None, "detached", k = "v");
         tracing::info!(parent: &detached, "with an explicit parent");
         drop(_submit);
@@ -344,7 +352,11 @@ mod tests {
         let (ours, theirs) = (Buffer::default(), Buffer::default());
         let subscriber = tracing_subscriber::registry()
             .with(JsonLines::new(ours.clone()))
-            .with(tracing_subscriber::fmt::layer().json().with_writer(theirs.clone()));
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(theirs.clone()),
+            );
         tracing::subscriber::with_default(subscriber, log_everything);
         let (ours, theirs) = (ours.lines(), theirs.lines());
         assert_eq!(ours.len(), 6);

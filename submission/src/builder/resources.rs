@@ -55,13 +55,20 @@ pub(crate) fn service(plan: &Plan<'_>) -> Value {
         metadata.insert("annotations".into(), Value::Object(service_annotations));
     }
     let mut service_labels = Map::new();
-    service_labels.insert(labels::SPARK_APP_ID.into(), Value::String(plan.app_id.clone()));
+    service_labels.insert(
+        labels::SPARK_APP_ID.into(),
+        Value::String(plan.app_id.clone()),
+    );
     service_labels.extend(string_map(
         conf.with_prefix(conf_keys::DRIVER_SERVICE_LABEL),
     ));
     metadata.insert("labels".into(), Value::Object(service_labels));
 
-    let selector = string_map(plan.driver_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let selector = string_map(
+        plan.driver_labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
     let block_manager_port = conf
         .get(conf_keys::DRIVER_BLOCK_MANAGER_PORT)
         .and_then(|v| v.parse::<i32>().ok())
@@ -96,7 +103,10 @@ pub(crate) fn service(plan: &Plan<'_>) -> Value {
     spec.insert("ipFamilies".into(), Value::Array(ip_families));
     spec.insert(
         "ipFamilyPolicy".into(),
-        Value::String(conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack").to_owned()),
+        Value::String(
+            conf.get_or(conf_keys::SERVICE_IP_FAMILY_POLICY, "SingleStack")
+                .to_owned(),
+        ),
     );
     spec.insert("ports".into(), Value::Array(ports));
     spec.insert("selector".into(), Value::Object(selector));
@@ -105,7 +115,10 @@ pub(crate) fn service(plan: &Plan<'_>) -> Value {
         let publish_not_ready = conf
             .get_bool_or(conf_keys::SERVICE_PUBLISH_NOT_READY, false)
             .unwrap_or(false);
-        spec.insert("publishNotReadyAddresses".into(), Value::Bool(publish_not_ready));
+        spec.insert(
+            "publishNotReadyAddresses".into(),
+            Value::Bool(publish_not_ready),
+        );
     }
     let mut service = Map::new();
     service.insert("apiVersion".into(), Value::String("v1".into()));

@@ -369,7 +369,10 @@ mod tests {
         let slim = Pod::from(slim);
         assert_eq!(slim, whole);
         let env = &slim.spec.unwrap().containers[0].env;
-        assert_eq!(env.as_ref().map(|env| env[0].value.as_deref()), Some(Some("x")));
+        assert_eq!(
+            env.as_ref().map(|env| env[0].value.as_deref()),
+            Some(Some("x"))
+        );
     }
 
     #[test]

@@ -145,7 +145,10 @@ mod tests {
     fn applies_replace_and_deletes_remove_by_namespace_and_name() {
         let store = Store::default();
         let applied = store.apply(Event::Apply(cm("a", "x", "1")));
-        assert_eq!(applied.map(|cm| cm.metadata.resource_version.clone()), Some(Some("1".into())));
+        assert_eq!(
+            applied.map(|cm| cm.metadata.resource_version.clone()),
+            Some(Some("1".into()))
+        );
         store.apply(Event::Apply(cm("b", "x", "2")));
         store.apply(Event::Apply(cm("a", "x", "3")));
         assert_eq!(version(&store, "a", "x").as_deref(), Some("3"));
@@ -162,7 +165,11 @@ mod tests {
         store.apply(Event::Apply(cm("a", "old", "1")));
         store.apply(Event::Init);
         store.apply(Event::InitApply(cm("a", "new", "2")));
-        assert_eq!(version(&store, "a", "old").as_deref(), Some("1"), "not swapped in yet");
+        assert_eq!(
+            version(&store, "a", "old").as_deref(),
+            Some("1"),
+            "not swapped in yet"
+        );
         assert_eq!(version(&store, "a", "new"), None);
         store.apply(Event::InitDone);
         assert_eq!(version(&store, "a", "old"), None);

@@ -35,10 +35,7 @@ fn spark_app_id_label<'de, D: serde::Deserializer<'de>>(
             Ok(None)
         }
 
-        fn visit_map<A: MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Option<String>, A::Error> {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
             let mut found = None;
             while let Some(wanted) =
                 map.next_key_seed(KeyIs(submission::meta::labels::SPARK_APP_ID))?
@@ -129,8 +126,6 @@ impl<'de> Visitor<'de> for ToMetadata<'_> {
     }
 }
 
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,8 +152,8 @@ mod tests {
                 spark_app_id: Some("spark-42".into()),
             }
         );
-        let unlabelled = read(r#"{"metadata":{"uid":"u-2","labels":null}}"#)
-            .expect("an answer without labels");
+        let unlabelled =
+            read(r#"{"metadata":{"uid":"u-2","labels":null}}"#).expect("an answer without labels");
         assert_eq!(unlabelled.spark_app_id, None);
     }
 
@@ -172,7 +167,14 @@ mod tests {
 
     #[test]
     fn an_answer_that_is_not_an_object_or_has_a_bad_metadata_is_an_error() {
-        for answer in ["", "[]", "nonsense", r#"{"metadata":{"uid":7}}"#, r#"{"kind":"Pod""#, "{} x"] {
+        for answer in [
+            "",
+            "[]",
+            "nonsense",
+            r#"{"metadata":{"uid":7}}"#,
+            r#"{"kind":"Pod""#,
+            "{} x",
+        ] {
             assert!(read(answer).is_err(), "{answer}");
         }
     }
@@ -206,7 +208,10 @@ mod tests {
                     meta.insert("labels".into(), Value::Object(labels));
                 }
                 if managed {
-                    meta.insert("managedFields".into(), json!([{"manager": "m", "fieldsV1": {"f:data": {}}}]));
+                    meta.insert(
+                        "managedFields".into(),
+                        json!([{"manager": "m", "fieldsV1": {"f:data": {}}}]),
+                    );
                 }
                 Value::Object(meta)
             })
