@@ -96,6 +96,27 @@ pub struct LoadResult {
     pub cache: CacheMemory,
     /// What open connections cost, on a nearly empty cluster; `None` when not measured.
     pub connections: Option<ConnectionMemory>,
+    /// The share of system (kernel) time in each process' CPU over the fresh levels.
+    pub kernel_share: KernelShare,
+}
+
+/// System time over user + system time, over the fresh levels.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelShare {
+    pub submitter: f64,
+    pub kubesim: f64,
+}
+
+impl KernelShare {
+    fn of(before: (Duration, Duration), after: (Duration, Duration)) -> f64 {
+        let user = after.0.saturating_sub(before.0).as_secs_f64();
+        let system = after.1.saturating_sub(before.1).as_secs_f64();
+        if user + system > 0.0 {
+            system / (user + system)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The submitter's memory with `connections` concurrent keep-alive mTLS connections, each
@@ -466,6 +487,7 @@ pub async fn run(
 
     let mut levels = Vec::new();
     let mut submitted: Vec<String> = Vec::new();
+    let split_before = (submitter.proc.user_system(), kubesim.proc.user_system());
     for &clients in &config.levels {
         let n = config.per_level.max(2 * clients);
         let ids: Vec<String> = (0..n).map(|i| format!("load-c{clients}-{i}")).collect();
@@ -488,6 +510,11 @@ pub async fn run(
         submitted.extend(ids);
         levels.push(measured);
     }
+
+    let kernel_share = KernelShare {
+        submitter: KernelShare::of(split_before.0, submitter.proc.user_system()),
+        kubesim: KernelShare::of(split_before.1, kubesim.proc.user_system()),
+    };
 
     // Duplicates of drivers the caches hold (the last level's are the newest).
     let dup_ids: Vec<String> = submitted
@@ -544,5 +571,6 @@ pub async fn run(
         spark,
         cache,
         connections,
+        kernel_share,
     })
 }

@@ -42,7 +42,8 @@ struct Cli {
     #[arg(long)]
     per_level: Option<usize>,
     /// Cached duplicates submitted after the levels (default: 20,000, quick: 200; with
-    /// `--per-level`, as many as it says)
+    /// `--per-level`, as many as it says).
+    #[arg(long)]
     duplicates: Option<usize>,
     /// Concurrent connections of the connection-memory run (default: 1,024; 0 skips it).
     #[arg(long)]

@@ -31,6 +31,11 @@ impl Proc {
         cpu_time(self.pid())
     }
 
+    /// User and system CPU time so far (10 ms ticks).
+    pub fn user_system(&self) -> (Duration, Duration) {
+        user_system_time(self.pid()).unwrap_or_default()
+    }
+
     /// Resident memory now, KiB.
     pub fn rss_kib(&self) -> u64 {
         proc_status_kib(self.pid(), "VmRSS").unwrap_or(0)
@@ -71,21 +76,26 @@ pub fn cpu_time(pid: u32) -> Duration {
         }
     }
     let live = Duration::from_nanos(nanos);
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            // Fields 14 and 15 of stat (utime, stime); the state (field 3) comes first here.
-            let field = |i: usize| fields.get(i)?.parse::<u64>().ok();
-            Some(field(11)? + field(12)?)
-        })
-        .unwrap_or(0);
-    let all = Duration::from_millis(ticks * 10);
+    let (user, system) = user_system_time(pid).unwrap_or_default();
+    let all = user + system;
     if all > live + Duration::from_millis(20) {
         all
     } else {
         live
     }
+}
+
+/// User and system CPU time of a process, every thread's, exited ones too (`/proc/<pid>/stat`,
+/// in 10 ms ticks).
+pub fn user_system_time(pid: u32) -> Option<(Duration, Duration)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime); the state (field 3) comes first here.
+    let ticks = |i: usize| {
+        let n = fields.get(i)?.parse::<u64>().ok()?;
+        Some(Duration::from_millis(n * 10))
+    };
+    Some((ticks(11)?, ticks(12)?))
 }
 
 /// A `/proc/<pid>/status` field in KiB.

@@ -277,6 +277,31 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
         &rows,
     );
 
+    // Where the CPU goes: the split this run measures, and where the profiles are.
+    let _ = writeln!(out, "## Where the CPU goes\n");
+    let share = |k: &crate::load::KernelShare| {
+        format!(
+            "{:.0}% of the submitter's CPU and {:.0}% of kubesim's",
+            k.submitter * 100.0,
+            k.kubesim * 100.0
+        )
+    };
+    let baseline_share = run
+        .baseline
+        .as_ref()
+        .map(|b| format!(" (the baseline build: {})", share(&b.kernel_share)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "Over the fresh levels, system (kernel) time was {}{baseline_share} \
+         (`/proc/<pid>/stat`, 10 ms ticks): loopback sockets, wake-ups between threads, log \
+         writes, which fewer instructions do not shorten. Where the user time goes, function by \
+         function, before and after each change, is profiled with callgrind, whose instruction \
+         counts do not vary with the machine: the submitter in docs/submitter-service.md (the \
+         \"Issue 27\" paragraphs), kubesim in docs/kubesim.md (its performance section).\n",
+        share(&run.load.kernel_share)
+    );
+
     // Against real spark-submit.
     let _ = writeln!(out, "## The submitter against real `spark-submit`\n");
     match (&run.load.spark, level(&run.load, 1)) {
