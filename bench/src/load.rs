@@ -343,11 +343,11 @@ async fn drive(
 
 /// A window in which the submitter used less than [`QUIET_CPU`] of CPU: no watch events are
 /// arriving any more.
-const QUIET_WINDOW: Duration = Duration::from_millis(100);
-const QUIET_CPU: Duration = Duration::from_millis(1);
+pub const QUIET_WINDOW: Duration = Duration::from_millis(100);
+pub const QUIET_CPU: Duration = Duration::from_millis(1);
 /// The longest wait for quiet; a run that never gets there goes on (its CPU figures then include
 /// whatever kept the submitter busy).
-const SETTLE_BOUND: Duration = Duration::from_secs(20);
+pub const SETTLE_BOUND: Duration = Duration::from_secs(20);
 
 /// Waits until the submitter has been quiet for two windows in a row. A level's drivers go on
 /// changing after their last answer (the kubelet starts them, each step a pod event the

@@ -358,9 +358,12 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
         "Each client is its own keep-alive mTLS connection submitting fresh ids one after \
          the other; `--max-concurrency` is the largest client count, so nothing is shed. Drivers run \
          until the end (no retention records are written). A level's CPU is counted until the \
-         submitter is quiet after its last answer (two 100 ms windows under 1 ms of CPU, at most \
-         20 s), so each level pays for the pod events its own drivers cause, and the next level, \
-         above all the short one of cached duplicates, does not.\n"
+         submitter is quiet after its last answer (two {} ms windows under {} ms of CPU, at most \
+         {} s), so each level pays for the pod events its own drivers cause, and the next level, \
+         above all the short one of cached duplicates, does not.\n",
+        crate::load::QUIET_WINDOW.as_millis(),
+        crate::load::QUIET_CPU.as_millis(),
+        crate::load::SETTLE_BOUND.as_secs(),
     );
     let level_rows = |load: &LoadResult| -> Vec<Vec<String>> {
         load.levels

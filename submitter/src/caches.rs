@@ -1,7 +1,7 @@
 //! The service's watch caches: one kube-runtime watcher on our pods and one on our ConfigMaps
 //! (all namespaces, selected by our submission label), each filling a [`store`] of the objects,
-//! the secondary indexes the status look-ups need ([`index`]), the succeeded-driver events the retention recorder follows, and the
-//! health of both watches for readiness.
+//! the secondary indexes the status look-ups need ([`index`]), the succeeded-driver events the
+//! retention recorder follows, and the health of both watches for readiness.
 //!
 //! Both watches are started once, retried forever with backoff, resume from their last
 //! resourceVersion and re-list only on 410; nothing should act on them before [`WatchCaches::ready`].
@@ -183,10 +183,7 @@ impl WatchCaches {
         };
         let (store, on_synced) = (pods.clone(), synced.clone());
         tokio::spawn(drive(stream, "pods", pods_health.clone(), move |event| {
-            index.apply_event(&event);
-            let listed = matches!(event, watcher::Event::InitDone);
-            let applied = store.apply(event);
-            changed.send_modify(|n| *n = n.wrapping_add(1));
+            let (applied, listed) = apply(event, &index, &store, &changed);
             if listed {
                 on_synced();
             }
@@ -220,11 +217,7 @@ impl WatchCaches {
             "configmaps",
             config_maps_health.clone(),
             move |event| {
-                index.apply_event(&event);
-                let listed = matches!(event, watcher::Event::InitDone);
-                store.apply(event);
-                changed.send_modify(|n| *n = n.wrapping_add(1));
-                if listed {
+                if apply(event, &index, &store, &changed).1 {
                     synced();
                 }
             },
@@ -310,6 +303,21 @@ impl WatchCaches {
             .filter_map(|cm| record::read(&cm))
             .collect()
     }
+}
+
+/// Applies one event to a cache's index and store, then wakes the waiters on the caches; the
+/// object stored, and whether the event completed a listing.
+fn apply<K: kube::Resource>(
+    event: watcher::Event<K>,
+    index: &Index<K>,
+    store: &Store<K>,
+    changes: &tokio::sync::watch::Sender<u64>,
+) -> (Option<Arc<K>>, bool) {
+    index.apply_event(&event);
+    let listed = matches!(event, watcher::Event::InitDone);
+    let applied = store.apply(event);
+    changes.send_modify(|n| *n = n.wrapping_add(1));
+    (applied, listed)
 }
 
 /// A watch event of a slim type as one of the full type the caches store.

@@ -747,25 +747,13 @@ mod tests {
 
     /// What `f` logs, as the plain text formatter writes it.
     fn logs_of(f: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buffer = Buffer::default();
-        let writer = buffer.clone();
+        let buffer = crate::json_log::tests::Buffer::default();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_writer(move || writer.clone())
+            .with_writer(buffer.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, f);
-        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+        buffer.text()
     }
 
     #[test]

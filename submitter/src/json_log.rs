@@ -100,10 +100,8 @@ impl Visit for SpanFields {
 }
 
 fn json_string(value: &str) -> String {
-    let mut out = Vec::with_capacity(value.len() + 2);
-    write_str(&mut out, value);
-    // serde_json writes UTF-8 only.
-    String::from_utf8(out).unwrap_or_default()
+    // Serialising a string cannot fail.
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// `value` as a JSON string, escaped as serde_json escapes it.
@@ -268,14 +266,14 @@ impl<W> JsonLines<W> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
     use tracing_subscriber::layer::SubscriberExt;
 
-    /// A writer both layers write into, one buffer each.
+    /// A log writer into memory, for the tests of what is logged.
     #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Buffer(Arc<Mutex<Vec<u8>>>);
 
     impl std::io::Write for Buffer {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -295,10 +293,15 @@ mod tests {
     }
 
     impl Buffer {
+        /// Everything written.
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+
         /// The lines, each with its time cut out (the two layers read the clock apart).
         fn lines(&self) -> Vec<String> {
-            let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-            text.lines()
+            self.text()
+                .lines()
                 .map(|line| {
                     let value: serde_json::Value = serde_json::from_str(line).expect("JSON");
                     assert!(

@@ -92,13 +92,17 @@ fn status_only(
     if current.get("status") == status.as_ref() {
         return Ok(None);
     }
-    // Everything but the status is the current object's (the status being replaced is not
-    // copied first).
-    let mut pod = meta::fields_except(current, &["status"]);
+    Ok(Some(with_status(current, status)))
+}
+
+/// `current` with `status` for its status (none: without one). Everything but the status is
+/// the current object's; the status being replaced is not copied first.
+fn with_status(current: &Value, status: Option<Value>) -> Value {
+    let mut object = meta::fields_except(current, &["status"]);
     if let Some(s) = status {
-        pod.insert("status".into(), s);
+        object.insert("status".into(), s);
     }
-    Ok(Some(Value::Object(pod)))
+    Value::Object(object)
 }
 
 /// The body's own preconditions: an object of this type, naming this object, at the current
@@ -151,14 +155,8 @@ pub(super) fn updated(
     if rt.status_subresource {
         match part {
             Part::Status => {
-                // Everything but the status is the current object's (the status being
-                // replaced is not copied first).
                 let status = proposed.as_object_mut().and_then(|o| o.remove("status"));
-                let mut merged = meta::fields_except(current, &["status"]);
-                if let Some(s) = status {
-                    merged.insert("status".into(), s);
-                }
-                proposed = Value::Object(merged);
+                proposed = with_status(current, status);
             }
             Part::Main => match current.get("status") {
                 Some(s) => proposed["status"] = s.clone(),
