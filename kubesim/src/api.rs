@@ -598,13 +598,16 @@ async fn execute(
                     .get("continue")
                     .filter(|c| !c.is_empty())
                     .map(str::to_string),
+                count_remaining: filter.is_empty(),
             };
             let ns_filter = op.namespace.as_deref();
             let page = store.list(rt, ns_filter, &|o| filter.matches(o), &opts)?;
             let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
             if let Some(c) = page.continue_token {
                 metadata["continue"] = json!(c);
-                metadata["remainingItemCount"] = json!(page.remaining);
+            }
+            if let Some(remaining) = page.remaining {
+                metadata["remainingItemCount"] = json!(remaining);
             }
             Ok(serialized_response(
                 StatusCode::OK,

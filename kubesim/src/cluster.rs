@@ -37,7 +37,7 @@ pub struct ClusterConfig {
     pub images: std::collections::BTreeMap<String, ImageCommand>,
     /// Where pods' volumes and logs live (a temporary folder when unset).
     pub work_dir: Option<PathBuf>,
-    /// Events kept for watch resumption.
+    /// Events of each type kept for watch resumption.
     pub history: usize,
     /// Interval between watch bookmarks, in milliseconds.
     pub bookmark_millis: u64,

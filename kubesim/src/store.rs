@@ -1,7 +1,7 @@
 //! The object store: every object as JSON, one resourceVersion counter and one bounded event log
 //! from which every watch (clients' and kubesim's own controllers') is served.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
@@ -15,6 +15,7 @@ use crate::resources::{Registry, ResourceType, View};
 
 mod change;
 mod delete;
+mod history;
 mod key;
 mod quota;
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod tests;
 mod update;
 
 use change::{same_but_resource_version, tracks_generation};
+use history::Histories;
 use key::key;
 
 /// What happened to an object.
@@ -104,6 +106,11 @@ pub struct ListOpts {
     pub limit: usize,
     /// `continue` token from a previous page.
     pub continue_token: Option<String>,
+    /// Whether to count the objects after a page (`remainingItemCount`). The API server
+    /// leaves the count unset when the list has a label or field selector (every object is
+    /// then counted as selected), and counting means reading every object after the page: a
+    /// client paging through N objects with a selector would cost N²/limit reads.
+    pub count_remaining: bool,
 }
 
 /// One page of a list.
@@ -115,8 +122,8 @@ pub struct ListPage {
     pub resource_version: u64,
     /// Token for the next page, if any.
     pub continue_token: Option<String>,
-    /// Objects left after this page.
-    pub remaining: usize,
+    /// Objects left after this page, when counted (see [`ListOpts::count_remaining`]).
+    pub remaining: Option<usize>,
 }
 
 /// Where a watch starts.
@@ -151,10 +158,8 @@ struct Inner {
     rv: u64,
     // Objects are shared with the event log: history costs a pointer per event, not a copy.
     objects: HashMap<TypeKey, BTreeMap<ObjKey, Arc<Value>>>,
-    log: VecDeque<Arc<Event>>,
-    log_capacity: usize,
-    /// Every event with rv <= this is gone from the log.
-    compacted_through: u64,
+    /// Each type's recent events, for watch resumption and continue tokens.
+    history: Histories,
     registry: Registry,
     /// How many stored Services hold each ClusterIP, kept in step by `commit`: allocating an
     /// address for a new Service looks it up instead of reading every Service (which made a
@@ -174,17 +179,15 @@ pub struct Store {
 const LIVE_CAPACITY: usize = 65_536;
 
 impl Store {
-    /// An empty store keeping `log_capacity` events of history for watch resumption.
-    pub fn new(log_capacity: usize) -> Arc<Self> {
+    /// An empty store keeping `history_capacity` events of each type for watch resumption.
+    pub fn new(history_capacity: usize) -> Arc<Self> {
         let (tx, _) = broadcast::channel(LIVE_CAPACITY);
         let (drop_tx, _) = tokio::sync::watch::channel(0);
         Arc::new(Self {
             inner: Mutex::new(Inner {
                 rv: 1,
                 objects: HashMap::new(),
-                log: VecDeque::new(),
-                log_capacity: log_capacity.max(1),
-                compacted_through: 0,
+                history: Histories::new(history_capacity),
                 registry: Registry::default(),
                 cluster_ips: HashMap::new(),
             }),
@@ -281,11 +284,16 @@ impl Store {
         opts: &ListOpts,
     ) -> Result<ListPage, ApiError> {
         let inner = self.lock();
+        let (stored, view) = inner.storage(rt)?;
         let start = match &opts.continue_token {
             Some(tok) => {
                 let (rv, key) = decode_continue(tok)
                     .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
-                if rv < inner.compacted_through {
+                if rv
+                    < inner
+                        .history
+                        .gone_through(Some((&stored.group, &stored.plural)))
+                {
                     return Err(ApiError::gone(
                         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
                     ));
@@ -294,7 +302,6 @@ impl Store {
             }
             None => None,
         };
-        let (stored, view) = inner.storage(rt)?;
         let empty = BTreeMap::new();
         let all = inner
             .objects
@@ -311,11 +318,20 @@ impl Store {
         let mut remaining = 0;
         let mut last_key = None;
         for (k, v) in range {
-            if ns.is_some_and(|n| n != k.0) || !keep(v) {
+            if ns.is_some_and(|n| n != k.0) {
                 continue;
             }
             if opts.limit > 0 && items.len() == opts.limit {
+                // As the API server reads etcd: once the page is full, any object after it,
+                // selected or not, makes a continue token, so a selected list's next page may be
+                // empty. Only an unselected list reads on, to count what is left.
                 remaining += 1;
+                if opts.count_remaining {
+                    continue;
+                }
+                break;
+            }
+            if !keep(v) {
                 continue;
             }
             last_key = Some(k.clone());
@@ -328,7 +344,7 @@ impl Store {
             items,
             resource_version: inner.rv,
             continue_token,
-            remaining,
+            remaining: (opts.count_remaining && remaining > 0).then_some(remaining),
         })
     }
 
@@ -590,6 +606,27 @@ impl Store {
 
     /// Subscribes to changes of the types `scope` accepts.
     pub fn subscribe(&self, scope: Scope<'_>, from: WatchFrom) -> Result<Subscription, ApiError> {
+        self.subscribe_in(None, scope, from)
+    }
+
+    /// Subscribes to changes of one type (`group`, `plural`) that `scope` accepts: a resume
+    /// needs only that type's history.
+    pub fn subscribe_type(
+        &self,
+        group: &str,
+        plural: &str,
+        scope: Scope<'_>,
+        from: WatchFrom,
+    ) -> Result<Subscription, ApiError> {
+        self.subscribe_in(Some((group, plural)), scope, from)
+    }
+
+    fn subscribe_in(
+        &self,
+        of_type: Option<(&str, &str)>,
+        scope: Scope<'_>,
+        from: WatchFrom,
+    ) -> Result<Subscription, ApiError> {
         let inner = self.lock();
         let replay = match from {
             WatchFrom::Now => {
@@ -612,18 +649,13 @@ impl Store {
                 out
             }
             WatchFrom::After(rv) => {
-                if rv < inner.compacted_through {
+                let gone = inner.history.gone_through(of_type);
+                if rv < gone {
                     return Err(ApiError::gone(format!(
-                        "too old resource version: {rv} ({})",
-                        inner.compacted_through
+                        "too old resource version: {rv} ({gone})"
                     )));
                 }
-                inner
-                    .log
-                    .iter()
-                    .filter(|e| e.rv > rv && scope(&e.group, &e.plural, &e.namespace))
-                    .cloned()
-                    .collect()
+                inner.history.after(of_type, rv, scope)
             }
         };
         Ok(Subscription {
@@ -645,8 +677,8 @@ impl Store {
         // Advance the counter so that even a client that has seen the newest event must re-list,
         // which is what a test of "resume after compaction" needs to observe.
         inner.rv += 1;
-        inner.compacted_through = inner.rv;
-        inner.log.clear();
+        let rv = inner.rv;
+        inner.history.forget_through(rv);
         inner.rv
     }
 }
@@ -787,12 +819,7 @@ impl Inner {
             object: object.clone(),
             previous,
         });
-        if self.log.len() == self.log_capacity
-            && let Some(old) = self.log.pop_front()
-        {
-            self.compacted_through = old.rv;
-        }
-        self.log.push_back(event.clone());
+        self.history.remember(&event);
         // No receivers is fine: nobody is watching.
         let _ = tx.send(event);
         let new = (kind != EventType::Deleted).then_some(&*object);

@@ -37,6 +37,11 @@ impl Filter {
         Ok(Self { labels, fields })
     }
 
+    /// Whether nothing is selected on (every object matches).
+    pub(super) fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.fields.is_none()
+    }
+
     /// Whether an object is selected.
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels

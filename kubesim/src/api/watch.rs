@@ -84,12 +84,15 @@ fn start(
     // A view's objects are stored (and logged) as another type's: a watch on either sees every
     // write through both.
     let (scope_group, scope_plural) = state.store.storage_key(&rt);
+    let stored_type = (scope_group.clone(), scope_plural.clone());
     let scope_ns = ns.clone();
     let in_scope = move |g: &str, p: &str, n: &str| {
         g == scope_group && p == scope_plural && scope_ns.as_deref().is_none_or(|s| s == n)
     };
     let view = rt.view();
-    let sub = state.store.subscribe(&in_scope, from);
+    let sub = state
+        .store
+        .subscribe_type(&stored_type.0, &stored_type.1, &in_scope, from);
     let bookmark_every = state.bookmark_interval;
     tokio::spawn(async move {
         let mut sub = match sub {
@@ -137,7 +140,18 @@ fn start(
                         }
                     }
                     // A watcher that fell behind is closed; the client resumes from its last rv.
-                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                    Err(RecvError::Lagged(missed)) => {
+                        // A warning, as the API server's cacher logs one for each watcher
+                        // it closes for not keeping up.
+                        tracing::warn!(
+                            resource = %rt.plural,
+                            last_rv,
+                            missed,
+                            "kubesim: closing a watch that fell behind the live events"
+                        );
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
                 },
                 _ = sub.dropped.changed() => return,
                 _ = ticker.tick(), if bookmarks => {

@@ -2,7 +2,13 @@ use super::*;
 use serde_json::json;
 
 fn setup() -> (Arc<Store>, Registry) {
-    let store = Store::new(100);
+    setup_with_history(100)
+}
+
+/// A store keeping `history` events of each type, with the default namespace and its service
+/// account.
+fn setup_with_history(history: usize) -> (Arc<Store>, Registry) {
+    let store = Store::new(history);
     let reg = store.registry();
     let ns = reg.find("", "v1", "namespaces").unwrap();
     store
@@ -235,6 +241,54 @@ fn watch_resume_past_history_is_gone() {
 }
 
 #[test]
+fn a_busy_type_does_not_push_another_types_history_out() {
+    // Two events of history per type, as the API server keeps a watch cache per resource.
+    let (store, reg) = setup_with_history(2);
+    let cms = reg.find("", "v1", "configmaps").unwrap();
+    let secrets = reg.find("", "v1", "secrets").unwrap();
+    let o = store
+        .create(&cms, "default", cm("a"), &WriteOpts::default())
+        .unwrap();
+    let rv: u64 = meta::meta_str(&o, "resourceVersion").parse().unwrap();
+    for i in 0..5 {
+        let secret = json!({"metadata": {"name": format!("s{i}")}, "data": {}});
+        store
+            .create(&secrets, "default", secret, &WriteOpts::default())
+            .unwrap();
+    }
+    let all = |_: &str, _: &str, _: &str| true;
+    // The ConfigMaps' history still holds the create; the secrets' lost three of five.
+    let replay = store
+        .subscribe_type("", "configmaps", &all, WatchFrom::After(rv - 1))
+        .unwrap()
+        .replay;
+    assert_eq!(replay.len(), 1);
+    assert_eq!(meta::name(&replay[0].object), "a");
+    let gone = store
+        .subscribe_type("", "secrets", &all, WatchFrom::After(rv))
+        .err()
+        .unwrap();
+    assert_eq!(gone.code, 410);
+    // A subscription to every type needs every type's history: gone as well.
+    assert_eq!(
+        store
+            .subscribe(&all, WatchFrom::After(rv))
+            .err()
+            .unwrap()
+            .code,
+        410
+    );
+    // Across types, a resume within every history replays in resourceVersion order.
+    let last_secret_rv = rv + 4;
+    let replay = store
+        .subscribe(&all, WatchFrom::After(last_secret_rv - 1))
+        .unwrap()
+        .replay;
+    let rvs: Vec<u64> = replay.iter().map(|e| e.rv).collect();
+    assert_eq!(rvs, [last_secret_rv, last_secret_rv + 1]);
+}
+
+#[test]
 fn list_pages_with_continue_tokens() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();
@@ -252,11 +306,12 @@ fn list_pages_with_continue_tokens() {
             &ListOpts {
                 limit: 2,
                 continue_token: None,
+                count_remaining: true,
             },
         )
         .unwrap();
     assert_eq!(p1.items.len(), 2);
-    assert_eq!(p1.remaining, 3);
+    assert_eq!(p1.remaining, Some(3));
     let p2 = store
         .list(
             &rt,
@@ -265,6 +320,7 @@ fn list_pages_with_continue_tokens() {
             &ListOpts {
                 limit: 10,
                 continue_token: p1.continue_token,
+                count_remaining: true,
             },
         )
         .unwrap();

@@ -212,32 +212,66 @@ async fn label_and_field_selectors_filter_lists() {
     );
 }
 
+/// Every page of `lp` in turn: (names, remainingItemCount) per page.
+async fn pages(api: &Api<ConfigMap>, lp: ListParams) -> Vec<(Vec<String>, Option<i64>)> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut page_params = lp.clone();
+        if let Some(t) = &token {
+            page_params = page_params.continue_token(t);
+        }
+        let page = api.list(&page_params).await.unwrap();
+        let names = page
+            .items
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        out.push((names, page.metadata.remaining_item_count));
+        token = page.metadata.continue_.filter(|c| !c.is_empty());
+        if token.is_none() {
+            return out;
+        }
+    }
+}
+
 #[tokio::test]
 async fn paged_lists_follow_continue_tokens() {
     let sim = start().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("c{i}"), json!({})))
+        let labels = if i % 2 == 0 {
+            json!({"even": "yes"})
+        } else {
+            json!({})
+        };
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), labels))
             .await
             .unwrap();
     }
-    let mut seen = 0;
-    let mut token: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let mut lp = ListParams::default().limit(3);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = api.list(&lp).await.unwrap();
-        seen += page.items.len();
-        pages += 1;
-        token = page.metadata.continue_.filter(|c| !c.is_empty());
-        if token.is_none() {
-            break;
-        }
-    }
-    assert_eq!((seen, pages), (7, 3));
+    let all = pages(&api, ListParams::default().limit(3)).await;
+    let counts: Vec<_> = all.iter().map(|(n, r)| (n.len(), *r)).collect();
+    assert_eq!(counts, [(3, Some(4)), (3, Some(1)), (1, None)]);
+    // With a selector the API server leaves the count unset (ListMeta's remainingItemCount),
+    // and the pages still hold every selected object once.
+    let even = pages(&api, ListParams::default().labels("even=yes").limit(3)).await;
+    assert_eq!(
+        even,
+        [
+            (vec!["c0".into(), "c2".into(), "c4".into()], None),
+            (vec!["c6".into()], None)
+        ]
+    );
+    // A full page with objects after it gets a continue token even when none of them is
+    // selected, as etcd paging gives it: the last page is then empty.
+    let odd = pages(&api, ListParams::default().labels("!even").limit(3)).await;
+    assert_eq!(
+        odd,
+        [
+            (vec!["c1".into(), "c3".into(), "c5".into()], None),
+            (vec![], None)
+        ]
+    );
 }
 
 #[tokio::test]
