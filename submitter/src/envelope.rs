@@ -363,6 +363,7 @@ pub fn log_failure(error: &LogError) -> ApiError {
         // As the API server answers a bound pod whose container waits to start.
         LogError::NotScheduled { .. } => ApiError::new(ErrorCode::BadRequest, error.to_string()),
         LogError::Vanished { .. } => ApiError::new(ErrorCode::NotFound, error.to_string()),
+        LogError::ReadPod { source, .. } => api_server_trouble(error, source),
         LogError::OpenLog { source, .. } => match source.status() {
             // The API server's word on the options (no previous instance, no such container,
             // not started yet): the client's to fix or to wait for.

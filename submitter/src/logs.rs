@@ -14,7 +14,9 @@
 //!   "waiting to start" is passed on (400). A driver pod still without a node is refused the
 //!   same way (400, [`LogError::NotScheduled`]): the API server answers such a pod's log with
 //!   an empty 200 (it has no kubelet to ask), which a client could not tell from a log that
-//!   ended;
+//!   ended. A pod the watch cache has not shown yet (read live, the watch lagging) is judged
+//!   as read until the cache shows it, and asked of the API server once more at the end of the
+//!   wait, so a lagging cache never opens an unbound pod's empty log;
 //! - a driver whose pod is gone but whose submission a record remembers (a retained success, a
 //!   kill) is 410 `DRIVER_GONE`: the log went with the pod; one that nothing remembers is 404;
 //! - the API server's own refusals of the options (`previous` with no previous instance, a
@@ -54,6 +56,13 @@ pub enum LogError {
          container is waiting to start; ask again once the driver is Running"
     )]
     NotScheduled { namespace: String, pod: String },
+    #[error("the driver pod {namespace}/{pod} could not be read while its log was being opened")]
+    ReadPod {
+        namespace: String,
+        pod: String,
+        #[source]
+        source: CallError,
+    },
     #[error("the driver pod {namespace}/{pod} went away before its log was opened")]
     Vanished { namespace: String, pod: String },
     #[error("the API server did not open the log of {namespace}/{pod}")]
@@ -73,6 +82,7 @@ impl LogError {
             LogError::Gone { .. } => "gone",
             LogError::Refused(refusal) => refusal.kind(),
             LogError::NotScheduled { .. } => "not_scheduled",
+            LogError::ReadPod { .. } => "read_pod",
             LogError::Vanished { .. } => "vanished",
             LogError::OpenLog { .. } => "open_log",
         }
@@ -116,7 +126,14 @@ pub async fn open(
         .admit(charged_identity(peer), &state.metrics)
         .map_err(LogError::Refused)?;
     let driver = query.container.is_none();
-    if !wait_for_start(state, &pod, driver, state.log_start_wait).await {
+    let bound = wait_for_start(state, &pod, driver, state.log_start_wait)
+        .await
+        .map_err(|source| LogError::ReadPod {
+            namespace: namespace.clone(),
+            pod: name.clone(),
+            source,
+        })?;
+    if !bound {
         return Err(LogError::NotScheduled {
             namespace,
             pod: name,
@@ -170,27 +187,53 @@ pub async fn open(
 
 /// Waits (up to `bound`, on the caches' events) until `pod` is bound to a node and, for the
 /// `driver` container's log, until that container has started or ended; at once when it is so,
-/// or when there are no synced caches to watch. Answers whether the pod, as last seen, is bound.
-async fn wait_for_start(state: &AppState, pod: &Pod, driver: bool, bound: Duration) -> bool {
+/// or when there are no synced caches to watch. Answers whether the pod, as last seen, is bound
+/// (or gone: the API server then answers 404).
+async fn wait_for_start(
+    state: &AppState,
+    pod: &Pod,
+    driver: bool,
+    bound: Duration,
+) -> Result<bool, CallError> {
     let not_yet = |pod: &Pod| !is_scheduled(pod) || (driver && waiting(pod));
     if !not_yet(pod) {
-        return true;
+        return Ok(true);
     }
     let Some(caches) = state.synced_caches() else {
-        return is_scheduled(pod);
+        return Ok(is_scheduled(pod));
     };
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let deadline = tokio::time::Instant::now() + bound;
+    // A pod read live may not be in the cache yet (a lagging watch): until the cache shows
+    // it, the pod as located stands; once it has, its absence means the pod went away.
+    let mut shown = false;
     caches
-        .wait_until(deadline, |caches| {
-            caches.pod(namespace, name).is_none_or(|pod| !not_yet(&pod))
+        .wait_until(deadline, |caches| match caches.pod(namespace, name) {
+            Some(cached) => {
+                shown = true;
+                !not_yet(&cached)
+            }
+            None => shown,
         })
         .await;
-    // A pod gone from the cache meanwhile is for the API server to answer (404).
-    caches
-        .pod(namespace, name)
-        .is_none_or(|pod| is_scheduled(&pod))
+    match caches.pod(namespace, name) {
+        Some(cached) => Ok(is_scheduled(&cached)),
+        None if shown => Ok(true),
+        None => live_pod_holds(state, namespace, name, is_scheduled).await,
+    }
+}
+
+/// Whether `holds` of the pod as the API server has it now, for a pod the watch cache does not
+/// hold (gone, or not shown yet by a lagging watch): a pod that is gone holds anything.
+async fn live_pod_holds(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    holds: impl Fn(&Pod) -> bool,
+) -> Result<bool, CallError> {
+    let live = state.kube.get_pod(namespace, name).await?;
+    Ok(live.as_ref().is_none_or(holds))
 }
 
 /// How long a followed log's clean end waits for the caches to show its container's exit: the
@@ -201,23 +244,31 @@ const EXIT_SEEN_WAIT: Duration = Duration::from_secs(5);
 /// Whether `container` of the pod has exited (by the driver-state rule, read for that
 /// container: it terminated, or the pod finished), or the pod is gone or going, waiting up to
 /// [`EXIT_SEEN_WAIT`] for the caches to show it; `true` without synced caches (nothing to ask).
+/// A pod the cache does not hold is asked of the API server: the cache may not have shown it
+/// yet, and an unconfirmed end is told to the reader as a cut, which it may resume from.
 async fn ended(state: &AppState, namespace: &str, name: &str, container: Option<&str>) -> bool {
     let Some(caches) = state.synced_caches() else {
         return true;
     };
-    let exited = |caches: &crate::caches::WatchCaches| {
-        caches.pod(namespace, name).is_none_or(|pod| {
-            let observed = match container {
-                Some(container) => observe_container(&pod, container),
-                None => observe_driver(&pod),
-            };
-            matches!(observed.phase, DriverPhase::Succeeded | DriverPhase::Failed)
-                || pod.metadata.deletion_timestamp.is_some()
-        })
+    let finished = |pod: &Pod| {
+        let observed = match container {
+            Some(container) => observe_container(pod, container),
+            None => observe_driver(pod),
+        };
+        matches!(observed.phase, DriverPhase::Succeeded | DriverPhase::Failed)
+            || pod.metadata.deletion_timestamp.is_some()
     };
-    caches
-        .wait_until(tokio::time::Instant::now() + EXIT_SEEN_WAIT, exited)
+    let seen = caches
+        .wait_until(tokio::time::Instant::now() + EXIT_SEEN_WAIT, |caches| {
+            caches.pod(namespace, name).is_none_or(|pod| finished(&pod))
+        })
+        .await;
+    if caches.pod(namespace, name).is_some() {
+        return seen;
+    }
+    live_pod_holds(state, namespace, name, finished)
         .await
+        .unwrap_or(false)
 }
 
 /// Whether `pod` is bound to a node: only then has it a kubelet, and a log. The watch cache

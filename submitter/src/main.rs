@@ -467,7 +467,10 @@ fn main() -> anyhow::Result<ExitCode> {
         }
         Command::Serve(args) => {
             init_tracing(args.audit_log.as_deref())?;
-            let runtime = tokio::runtime::Runtime::new()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(usize::from(args.worker_threads))
+                .enable_all()
+                .build()?;
             if let Err(error) = runtime.block_on(submitter::service::serve::serve(args)) {
                 tracing::error!(kind = error.kind(), error = %anyhow::Error::new(error).chain().map(ToString::to_string).collect::<Vec<_>>().join(": "), "submitter cannot serve");
                 return Ok(ExitCode::FAILURE);

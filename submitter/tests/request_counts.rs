@@ -247,42 +247,11 @@ async fn duplicate_the_lagging_caches_have_not_seen_makes_one_request() {
     let s = CachedApp::start_with(Duration::from_secs(30)).await;
     // Both watches are dropped and their re-watches held for a while: until then the caches
     // see nothing new, afterwards they resume from where they were.
-    let watches = |s: &CachedApp| {
-        s.t.cluster
-            .control
-            .counts()
-            .iter()
-            .filter(|c| c.watch)
-            .map(|c| c.count)
-            .sum::<u64>()
-    };
-    let before = watches(&s);
-    s.t.cluster
-        .control
-        .add_latency(kubesim::control::LatencyRule {
-            verb: Some("watch".into()),
-            resource: None,
-            millis: 3_000,
-        });
-    s.t.cluster.store.drop_watches();
+    submit_support::hold_rewatches(&s.t.cluster, Duration::from_secs(3)).await;
     // Another replica (no caches) creates the driver meanwhile.
     let body = request("lagging-dup", &[]);
     let first = send(&s.t.app, submit_request(&body, "", TESTER)).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
-    let rewatched = |counts: &[kubesim::control::RequestCount]| {
-        counts
-            .iter()
-            .filter(|c| c.watch)
-            .map(|c| c.count)
-            .sum::<u64>()
-            >= before + 2
-    };
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        s.t.cluster.control.counted(rewatched),
-    )
-    .await
-    .expect("both re-watches are held");
     let built = built(&body);
     assert!(
         s.caches

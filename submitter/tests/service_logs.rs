@@ -166,21 +166,21 @@ async fn bad_options_are_400_naming_what_is_wrong() {
     assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
 }
 
-#[tokio::test]
-async fn a_driver_no_node_takes_is_400_not_an_empty_log_that_looks_ended() {
-    // The API server answers an unbound pod's log with an empty 200: passed on, a followed log
-    // would end at once, as if the driver had ended with no output.
-    let s =
-        Operated::start_with(|state| state.with_log_start_wait(Duration::from_millis(300))).await;
+/// Submits `id` with a node selector no node matches; (namespace, pod) of its driver.
+async fn submit_unschedulable(s: &Operated, id: &str) -> (String, String) {
     let answer = s
         .submit_image(
-            "log-unscheduled",
+            id,
             LINES_IMAGE,
             &["--conf", "spark.kubernetes.node.selector.pool=nowhere"],
         )
         .await;
-    let (namespace, pod) = driver_of(&answer);
-    for query in ["", "?follow=true", "?container=spark-kubernetes-driver"] {
+    driver_of(&answer)
+}
+
+/// Each of `queries` on the log of `namespace/pod` is a 400 saying the pod is not scheduled.
+async fn assert_not_scheduled(s: &Operated, namespace: &str, pod: &str, queries: &[&str]) {
+    for query in queries {
         let refused = s
             .get(
                 &format!("/api/v1/drivers/{namespace}/{pod}/log{query}"),
@@ -199,6 +199,35 @@ async fn a_driver_no_node_takes_is_400_not_an_empty_log_that_looks_ended() {
             "{query}: {message}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_driver_no_node_takes_is_400_not_an_empty_log_that_looks_ended() {
+    // The API server answers an unbound pod's log with an empty 200: passed on, a followed log
+    // would end at once, as if the driver had ended with no output.
+    let s =
+        Operated::start_with(|state| state.with_log_start_wait(Duration::from_millis(300))).await;
+    let (namespace, pod) = submit_unschedulable(&s, "log-unscheduled").await;
+    assert_not_scheduled(
+        &s,
+        &namespace,
+        &pod,
+        &["", "?follow=true", "?container=spark-kubernetes-driver"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_unbound_driver_the_lagging_cache_has_not_shown_is_400_too() {
+    // The driver is read live (the cache has not shown it): its absence from the cache must
+    // not pass for "bound", or the API server's empty 200 would look like a log that ended.
+    let s =
+        Operated::start_with(|state| state.with_log_start_wait(Duration::from_millis(300))).await;
+    // Every re-watch is held for a minute, longer than the test: the caches stay as they were.
+    submit_support::hold_rewatches(&s.cluster, Duration::from_secs(60)).await;
+    let (namespace, pod) = submit_unschedulable(&s, "log-unscheduled-unseen").await;
+    assert!(s.caches.pod(&namespace, &pod).is_none(), "the cache lags");
+    assert_not_scheduled(&s, &namespace, &pod, &["", "?follow=true"]).await;
 }
 
 #[tokio::test]

@@ -59,6 +59,13 @@ pub struct ServeArgs {
         required_unless_present = "insecure_dev"
     )]
     pub policy: Option<PathBuf>,
+    /// Threads that run the service's tasks. One by default: a submission is short and mostly
+    /// waits on the API server, and with more threads most of its steps (a request, an API
+    /// answer, a watch event) wake another thread, which costs more CPU than it saves
+    /// (docs/submitter-service.md, "Threads"). Raise it for TLS handshakes or cached duplicates
+    /// beyond one core's worth (about 10,000/s).
+    #[arg(long, env = "SUBMITTER_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: u16,
     /// Requests served at once; beyond it 503 SUBMITTER_OVERLOADED with Retry-After.
     #[arg(long, env = "SUBMITTER_MAX_CONCURRENCY", default_value_t = super::DEFAULT_MAX_CONCURRENCY)]
     pub max_concurrency: usize,

@@ -10,7 +10,7 @@ use axum::body::Body;
 use http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kubesim::control::{FaultRule, JournalEntry};
+use kubesim::control::{FaultRule, JournalEntry, LatencyRule, RequestCount};
 use kubesim::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 use submission::builder::{self, DriverObjects};
@@ -399,6 +399,34 @@ pub fn verified_identity(name: &str) -> PeerIdentity {
 }
 
 /// The `/metrics` text, read as [`TESTER`].
+/// Drops every watch of `cluster` and holds each re-watch for `hold`; returns once the service's
+/// two watches (pods, ConfigMaps) have asked again, so that its caches see nothing new until the
+/// hold ends.
+pub async fn hold_rewatches(cluster: &Cluster, hold: Duration) {
+    let watches = |counts: &[RequestCount]| {
+        counts
+            .iter()
+            .filter(|c| c.watch)
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    let before = watches(&cluster.control.counts());
+    cluster.control.add_latency(LatencyRule {
+        verb: Some("watch".into()),
+        resource: None,
+        millis: u64::try_from(hold.as_millis()).unwrap(),
+    });
+    cluster.store.drop_watches();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        cluster
+            .control
+            .counted(|counts| watches(counts) >= before + 2),
+    )
+    .await
+    .expect("both re-watches are held");
+}
+
 pub async fn metrics_text(app: &Router) -> String {
     let answer = send(
         app,
