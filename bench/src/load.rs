@@ -33,6 +33,8 @@ pub struct Level {
     pub submitter_peak_mib: f64,
     /// The submitter's resident memory once the level is over.
     pub submitter_after_mib: f64,
+    /// CPU milliseconds of the fixed work timed just before the level ([`crate::machine`]).
+    pub machine_ms: f64,
 }
 
 impl Level {
@@ -278,7 +280,7 @@ fn request(id: &str) -> SubmitRequest {
     }
 }
 
-fn client(url: &str, pki: &Pki) -> anyhow::Result<SubmitterClient> {
+pub(crate) fn client(url: &str, pki: &Pki) -> anyhow::Result<SubmitterClient> {
     let mut config = ClientConfig::new(format!("{url}/api/v1/spark-submit"));
     config.ca = Some(pki.ca.clone());
     config.cert = Some(pki.client_cert.clone());
@@ -291,7 +293,7 @@ fn client(url: &str, pki: &Pki) -> anyhow::Result<SubmitterClient> {
 
 /// Polls a status look-up until the service answers it from synced caches (404 for an unknown
 /// driver instead of 503), bounded.
-async fn wait_ready(client: &SubmitterClient) -> anyhow::Result<()> {
+pub(crate) async fn wait_ready(client: &SubmitterClient) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match client.driver_status("default", "no-such-driver").await {
@@ -303,7 +305,7 @@ async fn wait_ready(client: &SubmitterClient) -> anyhow::Result<()> {
 }
 
 /// Submits `ids` from `clients` concurrent clients; (latencies in ms, errors, wall time).
-async fn drive(
+pub(crate) async fn drive(
     clients: &[SubmitterClient],
     ids: Arc<Vec<String>>,
 ) -> anyhow::Result<(Vec<f64>, usize, f64)> {
@@ -353,7 +355,7 @@ pub const SETTLE_BOUND: Duration = Duration::from_secs(20);
 /// changing after their last answer (the kubelet starts them, each step a pod event the
 /// submitter's watch decodes): waiting counts that work to the level that caused it, and keeps it
 /// out of the next level, above all out of the short level of cached duplicates.
-async fn settle(submitter: &Submitter) {
+pub(crate) async fn settle(submitter: &Submitter) {
     let started = Instant::now();
     let mut quiet_windows = 0;
     while quiet_windows < 2 && started.elapsed() < SETTLE_BOUND {
@@ -373,6 +375,7 @@ async fn level(
     clients: &[SubmitterClient],
     ids: Vec<String>,
 ) -> anyhow::Result<Level> {
+    let machine_ms = crate::machine::fixed_work_ms();
     let counts_before = kubesim.counts()?;
     let (s_cpu, k_cpu) = (submitter.proc.cpu(), kubesim.proc.cpu());
     submitter.proc.reset_peak();
@@ -391,6 +394,7 @@ async fn level(
         requests: kubesim.counts()?.since(&counts_before),
         submitter_peak_mib: submitter.proc.peak_kib() as f64 / 1024.0,
         submitter_after_mib: submitter.proc.rss_kib() as f64 / 1024.0,
+        machine_ms,
     })
 }
 
@@ -496,7 +500,7 @@ pub async fn run(
             .collect::<anyhow::Result<_>>()?;
         let measured = level(&kubesim, &submitter, &pool, ids.clone()).await?;
         eprintln!(
-            "  submitter, {clients} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU/submission, {:.1} requests/submission, {} errors; kubesim {:.0} µs CPU/submission, {} µs/request; peak RSS {:.1} MiB",
+            "  submitter, {clients} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU/submission, {:.1} requests/submission, {} errors; kubesim {:.0} µs CPU/submission, {} µs/request; peak RSS {:.1} MiB; fixed work {:.0} ms",
             measured.per_second(),
             measured.latencies_ms.p50,
             measured.latencies_ms.p99,
@@ -506,6 +510,7 @@ pub async fn run(
             measured.kubesim_cpu_us,
             measured.kubesim_cpu_per_request_cell(),
             measured.submitter_peak_mib,
+            measured.machine_ms,
         );
         submitted.extend(ids);
         levels.push(measured);

@@ -12,8 +12,10 @@
 mod aims;
 mod external;
 mod load;
+mod machine;
 mod plot;
 mod procs;
+mod profile;
 mod report;
 
 use std::path::PathBuf;
@@ -62,6 +64,10 @@ struct Cli {
     /// Sections to skip: operator, store, spark.
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
+    /// Also profile this build (and the baseline's, with `--baseline`) under valgrind's
+    /// callgrind: instructions per submission, by part (a few minutes; needs valgrind).
+    #[arg(long)]
+    profile: bool,
     /// Where the report goes (its plots go to a folder of the same name beside it).
     #[arg(long, default_value = "docs/benchmarks.md")]
     out: PathBuf,
@@ -221,6 +227,25 @@ fn main() -> anyhow::Result<()> {
         external::store(&bin_dir, dir.path(), if cli.quick { 300 } else { 2000 })
             .map_err(|e| format!("{e:#}"))
     };
+    let (profile, profile_baseline) = if cli.profile {
+        let one = |bin: &std::path::Path| -> Result<profile::Profile, String> {
+            eprintln!("profile under callgrind ({})", bin.display());
+            let profile_dir = tempfile::tempdir_in(dir.path()).map_err(|e| e.to_string())?;
+            runtime
+                .block_on(profile::run(bin, profile_dir.path()))
+                .map_err(|e| format!("{e:#}"))
+        };
+        let this = one(&bin_dir);
+        let base = cli.baseline.as_deref().map(one);
+        for result in std::iter::once(&this).chain(base.as_ref()) {
+            if let Err(e) = result {
+                eprintln!("  the profile did not run: {e}");
+            }
+        }
+        (this, base)
+    } else {
+        (Err("not asked for (`--profile`)".to_owned()), None)
+    };
     let run = report::Run {
         command,
         machine: procs::machine(),
@@ -233,6 +258,8 @@ fn main() -> anyhow::Result<()> {
         operator,
         operator_baseline,
         store,
+        profile,
+        profile_baseline,
     };
     report::write(&run, &cli.out)?;
     eprintln!(

@@ -65,14 +65,7 @@ pub fn cpu_time(pid: u32) -> Duration {
     let mut nanos: u64 = 0;
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
-            let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-                continue;
-            };
-            nanos += text
-                .split_whitespace()
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0);
+            nanos += schedstat_nanos(&task.path().join("schedstat")).unwrap_or(0);
         }
     }
     let live = Duration::from_nanos(nanos);
@@ -83,6 +76,16 @@ pub fn cpu_time(pid: u32) -> Duration {
     } else {
         live
     }
+}
+
+/// A thread's time on a CPU, in nanoseconds: the first field of its `schedstat` file.
+pub fn schedstat_nanos(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// User and system CPU time of a process, every thread's, exited ones too (`/proc/<pid>/stat`,
@@ -150,6 +153,22 @@ pub fn build_binaries() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A command running `binary`, under valgrind's callgrind (its counts written to `callgrind`,
+/// one file per dump) when given.
+fn program(binary: &Path, callgrind: Option<&Path>) -> Command {
+    match callgrind {
+        None => Command::new(binary),
+        Some(out) => {
+            let mut command = Command::new("valgrind");
+            command
+                .arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(binary);
+            command
+        }
+    }
+}
+
 fn log_file(dir: &Path, name: &str) -> anyhow::Result<(PathBuf, std::fs::File)> {
     let path = dir.join(format!("{name}.log"));
     let file = std::fs::File::create(&path)
@@ -167,11 +186,21 @@ pub struct Kubesim {
 
 impl Kubesim {
     pub fn start(bin_dir: &Path, dir: &Path, history: usize) -> anyhow::Result<Kubesim> {
+        Kubesim::start_under(bin_dir, dir, history, None)
+    }
+
+    /// As [`Kubesim::start`], under callgrind writing to `callgrind` when given.
+    pub fn start_under(
+        bin_dir: &Path,
+        dir: &Path,
+        history: usize,
+        callgrind: Option<&Path>,
+    ) -> anyhow::Result<Kubesim> {
         let config = dir.join("kubesim.yaml");
         std::fs::write(&config, format!("network: host\nhistory: {history}\n"))?;
         let kubeconfig = dir.join("kubeconfig");
         let (log, file) = log_file(dir, "kubesim")?;
-        let mut child = Command::new(bin_dir.join("kubesim"))
+        let mut child = program(&bin_dir.join("kubesim"), callgrind)
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -317,10 +346,22 @@ impl Submitter {
         kubeconfig: &Path,
         max_concurrency: usize,
     ) -> anyhow::Result<Submitter> {
+        Submitter::start_under(bin_dir, dir, pki, kubeconfig, max_concurrency, None)
+    }
+
+    /// As [`Submitter::start`], under callgrind writing to `callgrind` when given.
+    pub fn start_under(
+        bin_dir: &Path,
+        dir: &Path,
+        pki: &Pki,
+        kubeconfig: &Path,
+        max_concurrency: usize,
+        callgrind: Option<&Path>,
+    ) -> anyhow::Result<Submitter> {
         let port = free_port()?;
         let (log, file) = log_file(dir, &format!("submitter-{port}"))?;
         let started = Instant::now();
-        let child = Command::new(bin_dir.join("submitter"))
+        let child = program(&bin_dir.join("submitter"), callgrind)
             .arg("serve")
             .arg("--kubeconfig")
             .arg(kubeconfig)

@@ -24,6 +24,10 @@ pub struct Run {
     /// The baseline build's operator, watching, at the same app counts.
     pub operator_baseline: Option<Result<Vec<Value>, String>>,
     pub store: Result<Value, String>,
+    /// This build's profile under callgrind, when asked for.
+    pub profile: Result<crate::profile::Profile, String>,
+    /// The baseline build's, when asked for with a baseline.
+    pub profile_baseline: Option<Result<crate::profile::Profile, String>>,
 }
 
 fn ratio(a: f64, b: f64) -> String {
@@ -295,12 +299,16 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
         out,
         "Over the fresh levels, system (kernel) time was {}{baseline_share} \
          (`/proc/<pid>/stat`, 10 ms ticks): loopback sockets, wake-ups between threads, log \
-         writes, which fewer instructions do not shorten. Where the user time goes, function by \
-         function, before and after each change, is profiled with callgrind, whose instruction \
-         counts do not vary with the machine: the submitter in docs/submitter-service.md (the \
-         \"Issue 27\" paragraphs), kubesim in docs/kubesim.md (its performance section).\n",
+         writes, which fewer instructions do not shorten. Where the user time goes is in the next \
+         section, by part; function by function, change by change, in docs/submitter-service.md \
+         (the \"Issue 27\" paragraphs) and docs/kubesim.md (its performance section).\n",
         share(&run.load.kernel_share)
     );
+    let _ = writeln!(out, "{}\n", machine_speed(run));
+    out.push_str(&crate::profile::section(
+        &run.profile,
+        run.profile_baseline.as_ref(),
+    ));
 
     // Against real spark-submit.
     let _ = writeln!(out, "## The submitter against real `spark-submit`\n");
@@ -389,6 +397,7 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
                     format!("{:.2}", l.requests_per_submission()),
                     format!("{:.1}", l.submitter_peak_mib),
                     l.errors.to_string(),
+                    format!("{:.0}", l.machine_ms),
                 ]
             })
             .collect()
@@ -404,6 +413,7 @@ pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
         "API requests/submission",
         "submitter peak RSS MiB",
         "errors",
+        "fixed work ms",
     ];
     table(&mut out, &header, &level_rows(&run.load));
     if let Some(baseline) = &run.baseline {
@@ -796,4 +806,41 @@ fn plots(run: &Run, dir: &Path) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// What the fixed work timed before each level says about the machine during the run.
+fn machine_speed(run: &Run) -> String {
+    let spread = |load: &LoadResult| {
+        let times: Vec<f64> = load
+            .levels
+            .iter()
+            .chain(std::iter::once(&load.duplicates))
+            .map(|l| l.machine_ms)
+            .filter(|ms| *ms > 0.0)
+            .collect();
+        let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let slowest = times.iter().copied().fold(0.0, f64::max);
+        (fastest.is_finite()).then_some((fastest, slowest))
+    };
+    let Some((fastest, slowest)) = run
+        .baseline
+        .iter()
+        .chain(std::iter::once(&run.load))
+        .filter_map(spread)
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+    else {
+        return "The fixed work before each level could not be timed here \
+                (`/proc/thread-self/schedstat`)."
+            .to_owned();
+    };
+    format!(
+        "Before each level the benchmark times a fixed piece of work in its own CPU time (32 MiB \
+         written, then read at a stride; the fastest of three), the `fixed work ms` column of the \
+         level tables: {fastest:.0}–{slowest:.0} ms over this run, the slowest {:.2}× the fastest. \
+         On this shared machine the same binaries can take tens of percent more CPU per request \
+         from one minute to the next; a level whose fixed work also took longer ran on a slower \
+         machine, and its CPU figures are inflated by about that factor (docs/kubesim.md, \
+         \"The collapse, sampled\").",
+        slowest / fastest
+    )
 }
