@@ -6,6 +6,7 @@
 //! the same kubesim, how long the service takes from start to ready, and what a cached driver
 //! costs in memory (a second submitter started on the full cluster).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -291,9 +292,53 @@ pub(crate) fn client(url: &str, pki: &Pki) -> anyhow::Result<SubmitterClient> {
     Ok(SubmitterClient::new(config)?)
 }
 
+/// kubesim, the benchmark's certificates, and a `submitter serve` on that kubesim.
+pub(crate) struct Stack {
+    pub kubesim: Kubesim,
+    pub pki: Pki,
+    pub submitter: Submitter,
+}
+
+impl Stack {
+    /// Starts kubesim keeping `history` events of each type and a submitter serving up to
+    /// `max_concurrency` requests at once, both under callgrind when `callgrind` names their
+    /// count files (kubesim's, the submitter's); returns once the submitter is ready.
+    pub(crate) async fn start(
+        bin_dir: &Path,
+        dir: &Path,
+        history: usize,
+        max_concurrency: usize,
+        callgrind: Option<(&Path, &Path)>,
+    ) -> anyhow::Result<Stack> {
+        let kubesim = Kubesim::start(bin_dir, dir, history, callgrind.map(|c| c.0))?;
+        let pki = Pki::write(dir, "bench ca", crate::procs::CLIENT_IDENTITY)?;
+        let submitter = Submitter::start(
+            bin_dir,
+            dir,
+            &pki,
+            &kubesim.kubeconfig,
+            max_concurrency,
+            callgrind.map(|c| c.1),
+        )?;
+        ready(&submitter, &pki).await?;
+        Ok(Stack {
+            kubesim,
+            pki,
+            submitter,
+        })
+    }
+}
+
+/// Waits until `submitter` answers from synced caches; its log is named if it never does.
+async fn ready(submitter: &Submitter, pki: &Pki) -> anyhow::Result<()> {
+    wait_ready(&client(&submitter.url, pki)?)
+        .await
+        .with_context(|| format!("see {}", submitter.proc.log.display()))
+}
+
 /// Polls a status look-up until the service answers it from synced caches (404 for an unknown
 /// driver instead of 503), bounded.
-pub(crate) async fn wait_ready(client: &SubmitterClient) -> anyhow::Result<()> {
+async fn wait_ready(client: &SubmitterClient) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match client.driver_status("default", "no-such-driver").await {
@@ -408,13 +453,12 @@ async fn connection_memory(
 ) -> anyhow::Result<ConnectionMemory> {
     let dir = dir.join("connections");
     std::fs::create_dir_all(&dir)?;
-    let kubesim = Kubesim::start(bin_dir, &dir, 10_000)?;
-    let pki = Pki::write(&dir, "bench ca", crate::procs::CLIENT_IDENTITY)?;
     // Room for every connection's request at once: none is shed.
-    let submitter = Submitter::start(bin_dir, &dir, &pki, &kubesim.kubeconfig, connections)?;
-    wait_ready(&client(&submitter.url, &pki)?)
-        .await
-        .with_context(|| format!("see {}", submitter.proc.log.display()))?;
+    let Stack {
+        kubesim: _kubesim,
+        pki,
+        submitter,
+    } = Stack::start(bin_dir, &dir, 10_000, connections, None).await?;
     let first = client(&submitter.url, &pki)?;
     first.submit(&request("conn-0")).await?;
     // A first duplicate: the driver has reached the caches by then, or does while it waits.
@@ -471,14 +515,19 @@ pub async fn run(
         .iter()
         .map(|c| config.per_level.max(2 * c))
         .sum();
-    let kubesim = Kubesim::start(bin_dir, dir, (total * 40).max(100_000))?;
-    let pki = Pki::write(dir, "bench ca", crate::procs::CLIENT_IDENTITY)?;
     let max_clients = config.levels.iter().copied().max().unwrap_or(1);
-    let submitter = Submitter::start(bin_dir, dir, &pki, &kubesim.kubeconfig, max_clients.max(64))?;
-    let probe = client(&submitter.url, &pki)?;
-    wait_ready(&probe)
-        .await
-        .with_context(|| format!("see {}", submitter.proc.log.display()))?;
+    let Stack {
+        kubesim,
+        pki,
+        submitter,
+    } = Stack::start(
+        bin_dir,
+        dir,
+        (total * 40).max(100_000),
+        max_clients.max(64),
+        None,
+    )
+    .await?;
     let start_to_ready_ms = submitter.started.elapsed().as_secs_f64() * 1e3;
     let idle_submitter_mib = submitter.proc.rss_kib() as f64 / 1024.0;
 
@@ -542,8 +591,8 @@ pub async fn run(
     // A second submitter on the cluster as the run left it.
     let drivers = submitted.len() + 40 + config.spark_runs;
     drop(submitter);
-    let second = Submitter::start(bin_dir, dir, &pki, &kubesim.kubeconfig, 64)?;
-    wait_ready(&client(&second.url, &pki)?).await?;
+    let second = Submitter::start(bin_dir, dir, &pki, &kubesim.kubeconfig, 64, None)?;
+    ready(&second, &pki).await?;
     let (first, next) = (levels.first(), levels.get(1));
     let cache = CacheMemory {
         first_level_mib: first.map_or(0.0, |l| l.submitter_after_mib),

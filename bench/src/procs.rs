@@ -185,12 +185,9 @@ pub struct Kubesim {
 }
 
 impl Kubesim {
-    pub fn start(bin_dir: &Path, dir: &Path, history: usize) -> anyhow::Result<Kubesim> {
-        Kubesim::start_under(bin_dir, dir, history, None)
-    }
-
-    /// As [`Kubesim::start`], under callgrind writing to `callgrind` when given.
-    pub fn start_under(
+    /// Starts `kubesim serve` keeping `history` events of each type, under callgrind writing
+    /// to `callgrind` when given.
+    pub fn start(
         bin_dir: &Path,
         dir: &Path,
         history: usize,
@@ -338,19 +335,9 @@ pub struct Submitter {
 }
 
 impl Submitter {
-    /// Starts the release binary against `kubeconfig`; returns once it listens.
+    /// Starts the release binary against `kubeconfig`, under callgrind writing to `callgrind`
+    /// when given; returns once it listens.
     pub fn start(
-        bin_dir: &Path,
-        dir: &Path,
-        pki: &Pki,
-        kubeconfig: &Path,
-        max_concurrency: usize,
-    ) -> anyhow::Result<Submitter> {
-        Submitter::start_under(bin_dir, dir, pki, kubeconfig, max_concurrency, None)
-    }
-
-    /// As [`Submitter::start`], under callgrind writing to `callgrind` when given.
-    pub fn start_under(
         bin_dir: &Path,
         dir: &Path,
         pki: &Pki,

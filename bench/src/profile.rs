@@ -12,7 +12,6 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use crate::load;
-use crate::procs::{CLIENT_IDENTITY, Kubesim, Pki, Submitter};
 
 /// Fresh submissions in the counted window.
 pub const WINDOW: usize = 200;
@@ -195,20 +194,19 @@ pub async fn run(bin_dir: &Path, dir: &Path) -> anyhow::Result<Profile> {
     tools_present()?;
     let kubesim_out = dir.join("callgrind.kubesim");
     let submitter_out = dir.join("callgrind.submitter");
-    let kubesim = Kubesim::start_under(bin_dir, dir, 100_000, Some(&kubesim_out))?;
-    let pki = Pki::write(dir, "bench ca", CLIENT_IDENTITY)?;
-    let submitter = Submitter::start_under(
+    let load::Stack {
+        kubesim,
+        pki,
+        submitter,
+    } = load::Stack::start(
         bin_dir,
         dir,
-        &pki,
-        &kubesim.kubeconfig,
+        100_000,
         64,
-        Some(&submitter_out),
-    )?;
+        Some((&kubesim_out, &submitter_out)),
+    )
+    .await?;
     let clients = vec![load::client(&submitter.url, &pki)?];
-    load::wait_ready(&clients[0])
-        .await
-        .with_context(|| format!("see {}", submitter.proc.log.display()))?;
     let ids =
         |what: &str, n: usize| Arc::new((0..n).map(|i| format!("profile-{what}-{i}")).collect());
     load::drive(&clients, ids("warm", WARM_UP)).await?;

@@ -83,10 +83,12 @@ impl Histories {
             Some(pair) => self.of_type.get(key(&pair)).into_iter().collect(),
             None => self.of_type.values().collect(),
         };
+        // Each history is in rv order: a resume reads from its first later event on, not
+        // through the whole history (this runs under the store's lock).
         let mut replay: Vec<Arc<Event>> = histories
             .into_iter()
-            .flat_map(|h| h.events.iter())
-            .filter(|e| e.rv > rv && scope(&e.group, &e.plural, &e.namespace))
+            .flat_map(|h| h.events.range(h.events.partition_point(|e| e.rv <= rv)..))
+            .filter(|e| scope(&e.group, &e.plural, &e.namespace))
             .cloned()
             .collect();
         if of_type.is_none() {

@@ -289,6 +289,31 @@ fn a_busy_type_does_not_push_another_types_history_out() {
 }
 
 #[test]
+fn a_resume_replays_exactly_the_events_after_its_resource_version() {
+    let (store, reg) = setup();
+    let rt = reg.find("", "v1", "configmaps").unwrap();
+    let rvs: Vec<u64> = (0..5)
+        .map(|i| {
+            let o = store
+                .create(&rt, "default", cm(&format!("r{i}")), &WriteOpts::default())
+                .unwrap();
+            meta::meta_str(&o, "resourceVersion").parse().unwrap()
+        })
+        .collect();
+    let all = |_: &str, _: &str, _: &str| true;
+    // From before the first event, from each event, and from past the last.
+    for from in std::iter::once(rvs[0] - 1).chain(rvs.iter().copied()) {
+        let replay = store
+            .subscribe_type("", "configmaps", &all, WatchFrom::After(from))
+            .unwrap()
+            .replay;
+        let replayed: Vec<u64> = replay.iter().map(|e| e.rv).collect();
+        let expected: Vec<u64> = rvs.iter().copied().filter(|rv| *rv > from).collect();
+        assert_eq!(replayed, expected, "resumed after {from}");
+    }
+}
+
+#[test]
 fn list_pages_with_continue_tokens() {
     let (store, reg) = setup();
     let rt = reg.find("", "v1", "configmaps").unwrap();

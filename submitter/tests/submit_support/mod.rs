@@ -398,7 +398,6 @@ pub fn verified_identity(name: &str) -> PeerIdentity {
         .clone()
 }
 
-/// The `/metrics` text, read as [`TESTER`].
 /// Drops every watch of `cluster` and holds each re-watch for `hold`; returns once the service's
 /// two watches (pods, ConfigMaps) have asked again, so that its caches see nothing new until the
 /// hold ends.
@@ -427,6 +426,7 @@ pub async fn hold_rewatches(cluster: &Cluster, hold: Duration) {
     .expect("both re-watches are held");
 }
 
+/// The `/metrics` text, read as [`TESTER`].
 pub async fn metrics_text(app: &Router) -> String {
     let answer = send(
         app,
